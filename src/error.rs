@@ -1,0 +1,197 @@
+//! The crate's one error type and its classification.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a caller should react to an [`Error`]; see [`Error::kind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A transient condition (connection loss, operation timeout, session moved, throttling): the same
+    /// call may succeed later. The retry loop already retried as far as the retry policy allowed.
+    Retryable,
+    /// The ZooKeeper session ended (expired or was replaced); every ephemeral node of it, lock nodes
+    /// included, is gone or going. Locks held through it are lost.
+    SessionLost,
+    /// The caller passed something invalid (path, name, lease count, duration). Nothing was sent.
+    BadArgument,
+    /// The caller does not own the lock or lease it tried to release or use.
+    NotOwner,
+    /// The lock was lost (its node is gone) before the guarded operation ran.
+    LockLost,
+    /// The client was closed; nothing more can be done with it.
+    Closed,
+    /// The caller's deadline passed before the operation could finish.
+    DeadlineExceeded,
+    /// Anything else the server refused (no auth, bad version, not empty, ...).
+    Other,
+}
+
+/// Every error this crate returns.
+///
+/// Each variant names the path or value it is about. Use [`Error::kind`] for a small, stable
+/// classification instead of matching variants.
+#[derive(Debug, Error, Clone)]
+#[non_exhaustive]
+pub enum Error {
+    /// A ZooKeeper path failed Curator's validation rules.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The offending path, as given.
+        path: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+
+    /// An argument other than a path is out of range or malformed.
+    #[error("invalid argument {name}={value}: {reason}")]
+    InvalidArgument {
+        /// The argument's name.
+        name: &'static str,
+        /// Its value, rendered for humans.
+        value: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+
+    /// The caller does not hold the lock it tried to release (Curator's `IllegalMonitorStateException`).
+    #[error("not the owner of lock {path}: {reason}")]
+    NotOwner {
+        /// The lock path.
+        path: String,
+        /// Why the ownership check failed.
+        reason: &'static str,
+    },
+
+    /// A write guarded by a lock failed because the lock node no longer exists.
+    #[error("lock {node} was lost before the guarded write: {reason}")]
+    LockLost {
+        /// The lock node that was expected to exist.
+        node: String,
+        /// What was observed.
+        reason: &'static str,
+    },
+
+    /// The caller's deadline passed.
+    #[error("deadline of {waited:?} exceeded while {during} {path}")]
+    DeadlineExceeded {
+        /// The path the operation was about.
+        path: String,
+        /// What was going on.
+        during: &'static str,
+        /// How long was waited.
+        waited: Duration,
+    },
+
+    /// The client was closed.
+    #[error("client closed (while working on {path})")]
+    Closed {
+        /// The path the operation was about ("" when none).
+        path: String,
+    },
+
+    /// ZooKeeper (or the `zookeeper-client` connection) returned an error for an operation on `path`.
+    #[error("zookeeper error on {path}: {source}")]
+    ZooKeeper {
+        /// The path the operation was about (as the caller sees it, without namespace).
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: zookeeper_client::Error,
+    },
+
+    /// The first connection could not be established.
+    #[error("could not connect to {connect}: {source}")]
+    Connect {
+        /// The connect string.
+        connect: String,
+        /// The underlying error.
+        #[source]
+        source: zookeeper_client::Error,
+    },
+}
+
+impl Error {
+    /// The classification that tells the caller what to do next.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidPath { .. } | Error::InvalidArgument { .. } => ErrorKind::BadArgument,
+            Error::NotOwner { .. } => ErrorKind::NotOwner,
+            Error::LockLost { .. } => ErrorKind::LockLost,
+            Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
+            Error::Closed { .. } => ErrorKind::Closed,
+            Error::ZooKeeper { source, .. } | Error::Connect { source, .. } => classify(source),
+        }
+    }
+
+    /// True when the same call may succeed if tried again later.
+    pub fn is_retryable(&self) -> bool {
+        self.kind() == ErrorKind::Retryable
+    }
+
+    /// True when the ZooKeeper session behind the operation ended.
+    pub fn is_session_lost(&self) -> bool {
+        self.kind() == ErrorKind::SessionLost
+    }
+
+    /// The underlying `zookeeper-client` error, if any.
+    pub fn zookeeper_error(&self) -> Option<&zookeeper_client::Error> {
+        match self {
+            Error::ZooKeeper { source, .. } | Error::Connect { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn zk(path: &str, source: zookeeper_client::Error) -> Error {
+        match source {
+            zookeeper_client::Error::ClientClosed => Error::Closed { path: path.to_string() },
+            source => Error::ZooKeeper { path: path.to_string(), source },
+        }
+    }
+
+    pub(crate) fn invalid_argument(name: &'static str, value: impl ToString, reason: &'static str) -> Error {
+        Error::InvalidArgument { name, value: value.to_string(), reason }
+    }
+}
+
+/// Classifies a raw `zookeeper-client` error.
+///
+/// `zookeeper-client` reports a disconnect noticed through an I/O error or an idle timeout as
+/// `Error::Custom`, not `ConnectionLoss` (reference: zookeeper-client-and-peers.md §1.4); both mean
+/// "the request's outcome is unknown, the session may still be alive", so both are retryable.
+pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
+    use zookeeper_client::Error as Zk;
+    match err {
+        Zk::ConnectionLoss | Zk::Timeout | Zk::SessionMoved | Zk::Throttled | Zk::NoHosts | Zk::Custom(_) => {
+            ErrorKind::Retryable
+        }
+        Zk::SessionExpired | Zk::AuthFailed => ErrorKind::SessionLost,
+        Zk::ClientClosed => ErrorKind::Closed,
+        Zk::BadArguments(_) | Zk::InvalidAcl => ErrorKind::BadArgument,
+        Zk::RuntimeInconsistent => ErrorKind::LockLost,
+        _ => ErrorKind::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_is_honest() {
+        use zookeeper_client::Error as Zk;
+        assert_eq!(classify(&Zk::ConnectionLoss), ErrorKind::Retryable);
+        assert_eq!(classify(&Zk::SessionMoved), ErrorKind::Retryable);
+        assert_eq!(classify(&Zk::SessionExpired), ErrorKind::SessionLost);
+        assert_eq!(classify(&Zk::NoNode), ErrorKind::Other);
+        assert_eq!(classify(&Zk::NoAuth), ErrorKind::Other);
+        assert_eq!(Error::zk("/a", Zk::ClientClosed).kind(), ErrorKind::Closed);
+        let e = Error::InvalidPath { path: "a".into(), reason: "must start with '/'" };
+        assert_eq!(e.kind(), ErrorKind::BadArgument);
+        assert!(e.to_string().contains("\"a\""));
+    }
+}

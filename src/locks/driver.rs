@@ -1,0 +1,181 @@
+//! Layer 3: the pluggable driver (Curator's `LockInternalsDriver`): how a contender's node is named
+//! and created, how the children are sorted, and whether a contender holds the lock.
+
+use zookeeper_client::CreateMode;
+
+/// How the next contender node is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// The name after the protection prefix (`lock-` for the mutex; ZooKeeper appends the sequence
+    /// for sequential modes).
+    pub name: String,
+    /// The create mode (EPHEMERAL_SEQUENTIAL for every standard recipe).
+    pub mode: CreateMode,
+}
+
+/// The driver's verdict for one contender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Predicate {
+    /// The contender holds the lock.
+    Acquired,
+    /// Not yet: watch this child (a name, not a path).
+    Watch {
+        /// The child to watch.
+        node: String,
+        /// True when that child is the only thing keeping the contender out, so its deletion
+        /// means the contender holds the lock without listing again. Only valid for names that end
+        /// in a sequence number: a later node can never sort before ours (see Tech Note 7 for the
+        /// caveat about foreign children).
+        acquired_when_deleted: bool,
+    },
+    /// The contender's own node is not among the children: its session died or someone deleted it.
+    NotInQueue,
+}
+
+/// Curator's `LockInternalsDriver`: the policy half of a lock recipe.
+pub trait LockDriver: Send + Sync + 'static {
+    /// The lock name used for sorting (`lock-`, `__READ__`, ...).
+    fn lock_name(&self) -> &str;
+
+    /// The node to create for a new contender.
+    fn node_spec(&self) -> NodeSpec {
+        NodeSpec { name: self.lock_name().to_string(), mode: CreateMode::EphemeralSequential }
+    }
+
+    /// The key children are sorted by (Curator's `fixForSorting`).
+    fn sort_key<'a>(&self, child: &'a str) -> &'a str {
+        standard_sort_key(child, self.lock_name())
+    }
+
+    /// Sorts children in place with Curator's stable order.
+    fn sort(&self, children: &mut [String]) {
+        children.sort_by(|a, b| java_cmp(self.sort_key(a), self.sort_key(b)));
+    }
+
+    /// Decides, over children already sorted by [`sort`](Self::sort), whether `our_name` holds the lock.
+    fn predicate(&self, sorted_children: &[String], our_name: &str, max_leases: usize) -> Predicate {
+        standard_predicate(sorted_children, our_name, max_leases)
+    }
+}
+
+/// Curator's `standardFixForSorting`: the text after the LAST occurrence of `lock_name`, or the whole
+/// name when it does not occur.
+pub fn standard_sort_key<'a>(child: &'a str, lock_name: &str) -> &'a str {
+    match child.rfind(lock_name) {
+        Some(i) => &child[i + lock_name.len()..],
+        None => child,
+    }
+}
+
+/// Java's `String.compareTo` (UTF-16 code units), which differs from Rust's byte order only for
+/// characters above U+FFFF versus U+E000..U+FFFF.
+pub fn java_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        return a.cmp(b);
+    }
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+/// Curator's standard predicate: every child is a contender; the lock is held by the first
+/// `max_leases` of them; otherwise watch the one `max_leases` places ahead.
+pub fn standard_predicate(sorted_children: &[String], our_name: &str, max_leases: usize) -> Predicate {
+    let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
+        return Predicate::NotInQueue;
+    };
+    if index < max_leases {
+        return Predicate::Acquired;
+    }
+    Predicate::Watch { node: sorted_children[index - max_leases].clone(), acquired_when_deleted: index == max_leases }
+}
+
+/// The mutex's driver: lock name `lock-`, EPHEMERAL_SEQUENTIAL, index < max leases holds.
+#[derive(Clone, Debug)]
+pub struct StandardLockDriver {
+    lock_name: String,
+}
+
+impl StandardLockDriver {
+    /// Curator's mutex lock name.
+    pub const MUTEX_LOCK_NAME: &'static str = "lock-";
+
+    /// A driver with the given lock name.
+    pub fn new(lock_name: impl Into<String>) -> Self {
+        Self { lock_name: lock_name.into() }
+    }
+}
+
+impl Default for StandardLockDriver {
+    fn default() -> Self {
+        Self::new(Self::MUTEX_LOCK_NAME)
+    }
+}
+
+impl LockDriver for StandardLockDriver {
+    fn lock_name(&self) -> &str {
+        &self.lock_name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(driver: &StandardLockDriver, names: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        driver.sort(&mut v);
+        v
+    }
+
+    #[test]
+    fn sorts_like_curator() {
+        let d = StandardLockDriver::default();
+        let s = sorted(
+            &d,
+            &[
+                "_c_ffffffff-0000-0000-0000-000000000000-lock-0000000003",
+                "_c_00000000-0000-0000-0000-000000000000-lock-0000000010",
+                "lock-0000000001",
+                "zzz-foreign",
+                "-foreign",
+            ],
+        );
+        // digits sort by sequence whatever the protection prefix; foreign names sort by full name.
+        assert_eq!(
+            s,
+            [
+                "-foreign",
+                "lock-0000000001",
+                "_c_ffffffff-0000-0000-0000-000000000000-lock-0000000003",
+                "_c_00000000-0000-0000-0000-000000000000-lock-0000000010",
+                "zzz-foreign",
+            ]
+        );
+        // the LAST occurrence of the lock name counts
+        assert_eq!(standard_sort_key("lock-lock-0000000005", "lock-"), "0000000005");
+        assert_eq!(standard_sort_key("x-lock-", "lock-"), "");
+    }
+
+    #[test]
+    fn predicate_watches_the_node_max_leases_ahead() {
+        let kids: Vec<String> = ["a-lock-01", "b-lock-02", "c-lock-03"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(standard_predicate(&kids, "a-lock-01", 1), Predicate::Acquired);
+        assert_eq!(
+            standard_predicate(&kids, "b-lock-02", 1),
+            Predicate::Watch { node: "a-lock-01".into(), acquired_when_deleted: true }
+        );
+        assert_eq!(
+            standard_predicate(&kids, "c-lock-03", 1),
+            Predicate::Watch { node: "b-lock-02".into(), acquired_when_deleted: false }
+        );
+        assert_eq!(standard_predicate(&kids, "c-lock-03", 3), Predicate::Acquired);
+        assert_eq!(standard_predicate(&kids, "zz", 1), Predicate::NotInQueue);
+    }
+
+    #[test]
+    fn java_order_for_supplementary_chars() {
+        use std::cmp::Ordering;
+        // U+FFFD vs U+1F600: Rust's byte order says FFFD < 1F600; Java's UTF-16 says the opposite.
+        assert_eq!(java_cmp("\u{FFFD}", "\u{1F600}"), Ordering::Greater);
+        assert_eq!(java_cmp("a", "b"), Ordering::Less);
+    }
+}

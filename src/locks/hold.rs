@@ -1,0 +1,359 @@
+//! What a holder has once a lock is acquired: the lock node, its fencing token, its hold state
+//! (`Held` / `Suspended` / `Lost`), and writes guarded by the node's existence.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use tokio::sync::watch;
+use tracing::debug;
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+use crate::framework::paths;
+use crate::{ConnectionState, CreatedNode, CuratorClient, SessionIdentity};
+
+/// Whether a hold is still good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HoldState {
+    /// Connected, and our node is there: we hold the lock.
+    Held,
+    /// The connection is lost; the session (and so the lock) may or may not survive. Stop doing
+    /// anything another holder must not do at the same time, until `Held` again.
+    Suspended,
+    /// Certainly not held any more: the session ended (or was given up after being suspended for
+    /// the session timeout), our node was deleted by someone else, the lock was released, or the
+    /// client was closed. Final.
+    Lost,
+}
+
+/// A number that strictly increases across successive holders of one lock path — across
+/// sessions, clients, processes and ensemble leader changes.
+///
+/// It is the zxid of the create of the holder's lock node. Holders of one path get the lock in the
+/// order their nodes were created, and zxids order every write of the ensemble (the leader epoch is
+/// in the high 32 bits, so a new leader's zxids are larger than any before). A store that remembers
+/// the largest token it has seen for a resource and refuses smaller ones rejects a stale holder
+/// that still believes it holds the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FencingToken(pub i64);
+
+impl FencingToken {
+    /// The raw value.
+    pub fn value(self) -> i64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One held lock node and everything derived from it. Shared by a recipe's reentrancy entry and its
+/// guards.
+#[derive(Debug)]
+pub struct LockNode {
+    client: CuratorClient,
+    node: CreatedNode,
+    fixed: String,
+    released: AtomicBool,
+    node_deleted: AtomicBool,
+    state: watch::Sender<HoldState>,
+    monitor_started: AtomicBool,
+}
+
+impl LockNode {
+    pub(crate) fn new(client: &CuratorClient, node: CreatedNode, fixed: String) -> Arc<LockNode> {
+        let (state, _) = watch::channel(HoldState::Held);
+        Arc::new(LockNode {
+            client: client.clone(),
+            node,
+            fixed,
+            released: AtomicBool::new(false),
+            node_deleted: AtomicBool::new(false),
+            state,
+            monitor_started: AtomicBool::new(false),
+        })
+    }
+
+    /// The lock node's full path (without namespace).
+    pub fn path(&self) -> &str {
+        &self.node.path
+    }
+
+    /// The lock node's name.
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+
+    /// The fencing token of this hold.
+    pub fn fencing_token(&self) -> FencingToken {
+        FencingToken(self.node.czxid)
+    }
+
+    /// The session the lock node belongs to.
+    pub fn session(&self) -> SessionIdentity {
+        self.node.session
+    }
+
+    /// The client.
+    pub fn client(&self) -> &CuratorClient {
+        &self.client
+    }
+
+    /// The hold state now, computed from the client's connection and session.
+    ///
+    /// Deletion of the node by someone else is noticed once something watches the hold
+    /// ([`watch_state`](Self::watch_state) or [`lost`](Self::lost)); a guarded write notices it always.
+    pub fn hold_state(&self) -> HoldState {
+        if self.released.load(Ordering::SeqCst) || self.node_deleted.load(Ordering::SeqCst) {
+            return HoldState::Lost;
+        }
+        let status = self.client.status();
+        let status = status.borrow();
+        if status.closed || status.session != self.node.session || status.state == ConnectionState::Lost {
+            HoldState::Lost
+        } else if !status.connected {
+            HoldState::Suspended
+        } else {
+            HoldState::Held
+        }
+    }
+
+    /// A receiver of hold-state changes (starts the watch on our node the first time).
+    pub fn watch_state(self: &Arc<Self>) -> watch::Receiver<HoldState> {
+        self.start_monitor();
+        let rx = self.state.subscribe();
+        self.refresh();
+        rx
+    }
+
+    /// Resolves once the hold is [`HoldState::Lost`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(self: &Arc<Self>) {
+        let mut rx = self.watch_state();
+        let _ = rx.wait_for(|s| *s == HoldState::Lost).await;
+    }
+
+    fn refresh(&self) -> HoldState {
+        let now = self.hold_state();
+        self.state.send_if_modified(|s| {
+            // Lost is final.
+            if *s == now || *s == HoldState::Lost {
+                return false;
+            }
+            *s = now;
+            true
+        });
+        *self.state.borrow()
+    }
+
+    fn start_monitor(self: &Arc<Self>) {
+        if self.monitor_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(monitor(Arc::downgrade(self), self.client.status(), self.state.subscribe()));
+    }
+
+    pub(crate) fn mark_released(&self) {
+        self.released.store(true, Ordering::SeqCst);
+        self.refresh();
+    }
+
+    /// Releases: deletes the node now (guaranteed; a failure leaves it queued for background deletion).
+    /// A node whose session already ended is not deleted: it is gone with its session.
+    pub(crate) async fn release(&self) -> Result<()> {
+        let session_gone = self.client.session() != self.node.session;
+        self.mark_released();
+        if session_gone {
+            debug!(node = %self.node.path, "release after session loss: nothing to delete");
+            return Ok(());
+        }
+        self.client.delete_fixed_guaranteed(&self.fixed).await
+    }
+
+    /// Releases in the background (from `Drop`): never blocks, never needs a runtime.
+    pub(crate) fn release_in_background(&self) {
+        let session_gone = self.client.session() != self.node.session;
+        self.mark_released();
+        if !session_gone {
+            drop(self.client.inner.deletes.delete(self.fixed.clone()));
+        }
+    }
+
+    /// Runs a ZooKeeper multi-op whose first op checks that our lock node still exists, so the
+    /// writes happen only while we hold the lock (the idea of CURATOR-689 and of `zookeeper-client`'s
+    /// `LockClient`).
+    ///
+    /// # Errors
+    /// * [`Error::LockLost`] when our node is gone (or our session ended) — nothing was written.
+    /// * [`Error::InvalidPath`] for a bad path in `write`.
+    /// * [`Error::ZooKeeper`] when an op failed (naming its path; nothing was written) or the
+    ///   request failed (retryable errors have an unknown outcome and are not retried).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped commit may still be applied (atomically, and only while held).
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zk::MultiWriteResult>> {
+        if self.released.load(Ordering::SeqCst) {
+            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock was released" });
+        }
+        if self.client.session() != self.node.session {
+            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
+        }
+        let zk = self.client.connected_zk(&self.node.path, None).await?;
+        if zk.session_id().0 != self.node.session.id {
+            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
+        }
+        let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
+        let acls = self.client.acls();
+        for op in &write.ops {
+            let fixed = self.client.fix_path(op.path());
+            let added = match op {
+                GuardedOp::Create { data, mode, .. } => writer.add_create(&fixed, data, &mode.with_acls(acls.clone())),
+                GuardedOp::SetData { data, version, .. } => writer.add_set_data(&fixed, data, *version),
+                GuardedOp::Delete { version, .. } => writer.add_delete(&fixed, *version),
+                GuardedOp::Check { version, .. } => writer.add_check_version(&fixed, *version),
+            };
+            added.map_err(|e| Error::zk(op.path(), e))?;
+        }
+        match writer.commit().await {
+            Ok(results) => Ok(results),
+            Err(zk::CheckWriteError::CheckFailed { .. }) => {
+                self.node_deleted.store(true, Ordering::SeqCst);
+                self.refresh();
+                Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock node no longer exists" })
+            }
+            Err(zk::CheckWriteError::OperationFailed { index, source }) => {
+                let path = write.ops.get(index).map(GuardedOp::path).unwrap_or(&self.node.path);
+                Err(Error::zk(path, source))
+            }
+            Err(zk::CheckWriteError::RequestFailed { source }) => Err(Error::zk(&self.node.path, source)),
+        }
+    }
+}
+
+/// Keeps the hold state up to date: connection and session changes, and a data watch on our node.
+async fn monitor(
+    node: Weak<LockNode>,
+    mut status: watch::Receiver<crate::framework::client::Status>,
+    mut own: watch::Receiver<HoldState>,
+) {
+    let mut watcher: Option<zk::OneshotWatcher> = None;
+    loop {
+        let Some(this) = node.upgrade() else { return };
+        if this.refresh() == HoldState::Lost {
+            return;
+        }
+        if watcher.is_none() && this.client.is_connected() {
+            if let Ok(zk) = this.client.zookeeper() {
+                if zk.session_id().0 == this.node.session.id {
+                    match zk.get_and_watch_data(&this.fixed).await {
+                        Ok((_, _, w)) => watcher = Some(w),
+                        Err(zk::Error::NoNode) => {
+                            this.node_deleted.store(true, Ordering::SeqCst);
+                            continue;
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        drop(this);
+        let fired = async {
+            match watcher.take() {
+                Some(w) => Some(w.changed().await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = fired => {
+                if let Some(event) = event {
+                    if event.event_type == zk::EventType::NodeDeleted {
+                        if let Some(this) = node.upgrade() {
+                            this.node_deleted.store(true, Ordering::SeqCst);
+                        }
+                    }
+                }
+            },
+            changed = status.changed() => if changed.is_err() { return },
+            _ = own.wait_for(|s| *s == HoldState::Lost) => {},
+        }
+    }
+}
+
+/// The writes of one [`LockNode::guarded_write`], applied atomically after the lock check.
+#[derive(Clone, Debug, Default)]
+pub struct GuardedWrite {
+    ops: Vec<GuardedOp>,
+}
+
+#[derive(Clone, Debug)]
+enum GuardedOp {
+    Create { path: String, data: Vec<u8>, mode: zk::CreateMode },
+    SetData { path: String, data: Vec<u8>, version: Option<i32> },
+    Delete { path: String, version: Option<i32> },
+    Check { path: String, version: i32 },
+}
+
+impl GuardedOp {
+    fn path(&self) -> &str {
+        match self {
+            GuardedOp::Create { path, .. }
+            | GuardedOp::SetData { path, .. }
+            | GuardedOp::Delete { path, .. }
+            | GuardedOp::Check { path, .. } => path,
+        }
+    }
+}
+
+impl GuardedWrite {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(mut self, op: GuardedOp) -> Result<Self> {
+        paths::validate_path(op.path())?;
+        self.ops.push(op);
+        Ok(self)
+    }
+
+    /// Adds a create of `path` with `data` and `mode`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`].
+    pub fn create(self, path: &str, data: &[u8], mode: zk::CreateMode) -> Result<Self> {
+        self.push(GuardedOp::Create { path: path.into(), data: data.into(), mode })
+    }
+
+    /// Adds a set-data of `path` (`version` `None` = any).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`].
+    pub fn set_data(self, path: &str, data: &[u8], version: Option<i32>) -> Result<Self> {
+        self.push(GuardedOp::SetData { path: path.into(), data: data.into(), version })
+    }
+
+    /// Adds a delete of `path` (`version` `None` = any).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`].
+    pub fn delete(self, path: &str, version: Option<i32>) -> Result<Self> {
+        self.push(GuardedOp::Delete { path: path.into(), version })
+    }
+
+    /// Adds a version check of `path`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`].
+    pub fn check(self, path: &str, version: i32) -> Result<Self> {
+        self.push(GuardedOp::Check { path: path.into(), version })
+    }
+}

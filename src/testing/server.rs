@@ -1,0 +1,522 @@
+//! [`TestingServer`]: one standalone ZooKeeper server in a child JVM; plus the helpers shared
+//! with [`TestingCluster`](super::TestingCluster) (config, JVM flags, readiness, ports, logs).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::install::Installation;
+use super::process::{JvmSpec, Supervisor};
+use super::session::zk_connect_override;
+use super::{TestingError, TestingResult};
+
+/// How long a server gets to answer `ruok`/`srvr` after its JVM was spawned.
+pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Poll interval of readiness checks.
+const READY_POLL: Duration = Duration::from_millis(50);
+/// Timeout of a single four-letter-word exchange.
+pub(crate) const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Main class of a standalone server.
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+/// File (in the server directory) that slf4j-simple logs to.
+pub(crate) const LOG_FILE: &str = "zookeeper.log";
+/// File (in the server directory) receiving the JVM's stdout and stderr.
+pub(crate) const JVM_OUTPUT_FILE: &str = "jvm.out";
+/// Config file name (in the server directory).
+pub(crate) const CONFIG_FILE: &str = "zoo.cfg";
+
+/// Timing knobs of a server, shared by standalone servers and cluster nodes.
+#[derive(Clone, Debug)]
+pub(crate) struct ServerSettings {
+    pub(crate) tick_time: Duration,
+    pub(crate) min_session_timeout: Option<Duration>,
+    pub(crate) max_session_timeout: Duration,
+    pub(crate) container_check_interval: Duration,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            tick_time: Duration::from_millis(200),
+            min_session_timeout: None,
+            max_session_timeout: Duration::from_secs(60),
+            container_check_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+impl ServerSettings {
+    fn min_session_timeout(&self) -> Duration {
+        self.min_session_timeout.unwrap_or(self.tick_time * 2)
+    }
+
+    /// The `zoo.cfg` lines common to standalone servers and ensemble members.
+    pub(crate) fn base_config(&self, dir: &Path, client_port: u16) -> String {
+        let mut cfg = String::new();
+        let _ = writeln!(cfg, "tickTime={}", self.tick_time.as_millis().max(1));
+        let _ = writeln!(cfg, "dataDir={}", dir.display());
+        let _ = writeln!(cfg, "dataLogDir={}", dir.join("datalog").display());
+        let _ = writeln!(cfg, "clientPort={client_port}");
+        cfg.push_str("clientPortAddress=127.0.0.1\n");
+        cfg.push_str("maxClientCnxns=0\n");
+        cfg.push_str("admin.enableServer=false\n");
+        cfg.push_str("4lw.commands.whitelist=*\n");
+        cfg.push_str("extendedTypesEnabled=true\n");
+        let _ = writeln!(cfg, "minSessionTimeout={}", self.min_session_timeout().as_millis());
+        let _ = writeln!(cfg, "maxSessionTimeout={}", self.max_session_timeout.as_millis());
+        // Tests only: skip fsync of the transaction log. Data still reaches the page cache
+        // before the server answers, so it survives `kill -9` of the JVM (not of the machine).
+        cfg.push_str("forceSync=no\n");
+        cfg
+    }
+
+    /// The JVM command line: fast-start flags, logging to `dir`, then `main_class dir/zoo.cfg`.
+    pub(crate) fn jvm_spec(&self, install: &Installation, dir: &Path, main_class: &str) -> JvmSpec {
+        let mut args: Vec<OsString> = [
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.extendedTypesEnabled=true",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        args.push(format!("-Dznode.container.checkIntervalMs={}", self.container_check_interval.as_millis()).into());
+        if install.slf4j_simple {
+            let mut log = OsString::from("-Dorg.slf4j.simpleLogger.logFile=");
+            log.push(dir.join(LOG_FILE));
+            args.push(log);
+            args.push("-Dorg.slf4j.simpleLogger.showDateTime=true".into());
+            args.push("-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS".into());
+        }
+        args.push("-cp".into());
+        args.push(install.classpath.clone());
+        args.push(main_class.into());
+        args.push(dir.join(CONFIG_FILE).into());
+        JvmSpec { program: install.java.clone(), args, cwd: dir.to_path_buf(), output: dir.join(JVM_OUTPUT_FILE) }
+    }
+}
+
+/// Creates a fresh temporary directory for one server.
+pub(crate) fn temp_dir(prefix: &str) -> TestingResult<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| TestingError::Io { context: "creating a temporary server directory".into(), source })
+}
+
+/// Writes `contents` to `dir/name`.
+pub(crate) fn write_file(dir: &Path, name: &str, contents: &str) -> TestingResult<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents)
+        .map_err(|source| TestingError::Io { context: format!("writing {}", path.display()), source })
+}
+
+/// `n` distinct free ports on 127.0.0.1 (all bound at once, then released).
+pub(crate) fn free_ports(n: usize) -> TestingResult<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TestingError::Io { context: "binding 127.0.0.1:0 to find a free port".into(), source })?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TestingError::Io { context: "reading a bound port".into(), source })
+}
+
+/// Sends a four-letter word to `127.0.0.1:port` and returns the whole answer.
+pub(crate) async fn four_letter(port: u16, word: &str) -> std::io::Result<String> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
+        stream.write_all(word.as_bytes()).await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok(answer)
+    };
+    match tokio::time::timeout(FOUR_LETTER_TIMEOUT, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("`{word}` timed out"))),
+    }
+}
+
+/// The `Mode:` a server reports through `srvr` (`standalone`, `leader`, `follower`, ...), or
+/// `None` when it does not answer or does not serve requests yet.
+pub(crate) async fn server_mode(port: u16) -> Option<String> {
+    let answer = four_letter(port, "srvr").await.ok()?;
+    answer.lines().find_map(|line| line.strip_prefix("Mode:")).map(|mode| mode.trim().to_owned())
+}
+
+/// Whether the server on `port` answers `ruok` with `imok`.
+pub(crate) async fn is_ok(port: u16) -> bool {
+    matches!(four_letter(port, "ruok").await, Ok(answer) if answer.trim() == "imok")
+}
+
+/// The last lines of a server's log and JVM output, for error messages.
+pub(crate) fn log_tail(dir: &Path) -> String {
+    const LINES: usize = 30;
+    let mut out = String::new();
+    for name in [LOG_FILE, JVM_OUTPUT_FILE] {
+        let path = dir.join(name);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "--- last lines of {} ---", path.display());
+        for line in &lines[lines.len().saturating_sub(LINES)..] {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(no server output)");
+    }
+    out
+}
+
+/// What "ready" means for [`wait_ready`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// `ruok` answers `imok` (the process listens; an ensemble member may still lack a quorum).
+    Alive,
+    /// `ruok` answers `imok` and `srvr` reports a `Mode:`, i.e. the server serves requests.
+    Serving,
+}
+
+/// Waits until the JVM of `supervisor` on `port` is ready, failing early when it exits.
+pub(crate) async fn wait_ready(
+    supervisor: &Supervisor,
+    port: u16,
+    dir: &Path,
+    what: &str,
+    readiness: Readiness,
+    timeout: Duration,
+) -> TestingResult<()> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = supervisor.exit_status().await? {
+            return Err(TestingError::ServerExited {
+                what: what.to_owned(),
+                status: status.to_string(),
+                log_tail: log_tail(dir),
+            });
+        }
+        if is_ok(port).await && (readiness == Readiness::Alive || server_mode(port).await.is_some()) {
+            return Ok(());
+        }
+        if started.elapsed() >= timeout {
+            return Err(TestingError::NotReady {
+                what: format!("{what} (ruok/srvr on 127.0.0.1:{port})\n{}", log_tail(dir)),
+                waited: started.elapsed(),
+            });
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+/// Builder for a [`TestingServer`] with non-default timing or a fixed port.
+///
+/// Defaults: tick 200 ms, minimum session timeout two ticks, maximum session timeout 60 s,
+/// container nodes checked every 100 ms, a free port chosen by the harness.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `start` is awaited"]
+pub struct TestingServerBuilder {
+    settings: ServerSettings,
+    port: Option<u16>,
+}
+
+impl TestingServerBuilder {
+    /// Sets ZooKeeper's `tickTime` (default 200 ms). Session timeouts are negotiated in ticks
+    /// and the server checks for expired sessions once per tick, so a small tick makes expiry
+    /// tests fast.
+    pub fn tick_time(mut self, tick: Duration) -> Self {
+        self.settings.tick_time = tick;
+        self
+    }
+
+    /// Sets `minSessionTimeout` (default two ticks); clients asking for less get this.
+    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.min_session_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets `maxSessionTimeout` (default 60 s); clients asking for more get this.
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.max_session_timeout = timeout;
+        self
+    }
+
+    /// Sets how often the server deletes empty container nodes (JVM flag
+    /// `-Dznode.container.checkIntervalMs`, default here 100 ms, ZooKeeper's own default 60 s).
+    pub fn container_check_interval(mut self, interval: Duration) -> Self {
+        self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Uses this client port instead of a free one chosen by the harness.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Starts the server and waits until it serves requests (at most 30 s).
+    ///
+    /// With `ZK_CONNECT` set no process is started; the result is an
+    /// [external](TestingServer::is_external) handle to that server.
+    ///
+    /// # Errors
+    /// * [`TestingError::NotInstalled`] without java or the ZooKeeper jars;
+    /// * [`TestingError::NotReady`] / [`TestingError::ServerExited`] (with the log tail) when
+    ///   the server does not come up;
+    /// * [`TestingError::Io`] when the temp directory, config or process cannot be created.
+    pub async fn start(self) -> TestingResult<TestingServer> {
+        if let Some(connect) = zk_connect_override() {
+            let port = external_port(&connect);
+            return Ok(TestingServer { kind: Kind::External { connect, port } });
+        }
+        let install = Installation::detect()?;
+        // A harness-chosen port may be grabbed by someone else between probing and the JVM's
+        // bind; retry with another one then.
+        let attempts = if self.port.is_some() { 1 } else { 3 };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = match self.port {
+                Some(port) => port,
+                None => free_ports(1)?.first().copied().unwrap_or_default(),
+            };
+            let mut local = LocalServer::create(&install, &self.settings, port)?;
+            match local.start().await {
+                Ok(()) => return Ok(TestingServer { kind: Kind::Local(Box::new(local)) }),
+                Err(TestingError::ServerExited { log_tail, .. })
+                    if attempt < attempts && log_tail.contains("Address already in use") =>
+                {
+                    tracing::debug!(port, "port taken before the server could bind it; retrying");
+                    continue;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// First port of a connect string such as `host1:2181,host2:2182/chroot` (2181 if none).
+fn external_port(connect: &str) -> u16 {
+    let first = connect.split(',').next().unwrap_or_default();
+    let first = first.split('/').next().unwrap_or_default();
+    first.rsplit_once(':').and_then(|(_, port)| port.trim().parse().ok()).unwrap_or(2181)
+}
+
+/// A standalone server process the harness owns.
+struct LocalServer {
+    // Field order matters: the supervisor (and its JVM) goes before the directory.
+    supervisor: Supervisor,
+    port: u16,
+    running: bool,
+    dir: tempfile::TempDir,
+}
+
+impl LocalServer {
+    fn create(install: &Installation, settings: &ServerSettings, port: u16) -> TestingResult<LocalServer> {
+        let dir = temp_dir("zk-curator-server-")?;
+        write_file(dir.path(), CONFIG_FILE, &settings.base_config(dir.path(), port))?;
+        let spec = settings.jvm_spec(install, dir.path(), STANDALONE_MAIN);
+        let supervisor = Supervisor::new(&format!("server-{port}"), spec)?;
+        Ok(LocalServer { supervisor, port, running: false, dir })
+    }
+
+    fn what(&self) -> String {
+        format!("ZooKeeper server 127.0.0.1:{}", self.port)
+    }
+
+    async fn start(&mut self) -> TestingResult<()> {
+        self.supervisor.spawn().await?;
+        self.running = true;
+        let what = self.what();
+        wait_ready(&self.supervisor, self.port, self.dir.path(), &what, Readiness::Serving, STARTUP_TIMEOUT).await
+    }
+}
+
+enum Kind {
+    Local(Box<LocalServer>),
+    External { connect: String, port: u16 },
+}
+
+/// A standalone ZooKeeper server for tests, like Curator's `TestingServer`.
+///
+/// The server runs as a child JVM listening on a free `127.0.0.1` port, with a temporary data
+/// directory. Dropping the handle kills the JVM (`kill -9`, reaped before `drop` returns) and
+/// removes the directory; this also happens when the owning test panics. With the environment
+/// variable `ZK_CONNECT` set, [`TestingServer::start`] starts nothing and returns an
+/// [external](TestingServer::is_external) handle instead, whose fault-injection methods fail
+/// with [`TestingError::External`].
+pub struct TestingServer {
+    kind: Kind,
+}
+
+impl std::fmt::Debug for TestingServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("TestingServer");
+        d.field("connect_string", &self.connect_string());
+        match &self.kind {
+            Kind::Local(local) => d.field("running", &local.running).field("data_dir", &local.dir.path()),
+            Kind::External { .. } => d.field("external", &true),
+        };
+        d.finish()
+    }
+}
+
+impl TestingServer {
+    /// Starts a server with default settings; same as `TestingServer::builder().start()`.
+    ///
+    /// # Errors
+    /// See [`TestingServerBuilder::start`].
+    pub async fn start() -> TestingResult<TestingServer> {
+        Self::builder().start().await
+    }
+
+    /// A builder to change timing or pick the port.
+    pub fn builder() -> TestingServerBuilder {
+        TestingServerBuilder::default()
+    }
+
+    /// The connect string for clients: `127.0.0.1:PORT` (or `ZK_CONNECT` for an external server).
+    pub fn connect_string(&self) -> String {
+        match &self.kind {
+            Kind::Local(local) => format!("127.0.0.1:{}", local.port),
+            Kind::External { connect, .. } => connect.clone(),
+        }
+    }
+
+    /// The client port (for an external server: the port of the first host in `ZK_CONNECT`).
+    pub fn port(&self) -> u16 {
+        match &self.kind {
+            Kind::Local(local) => local.port,
+            Kind::External { port, .. } => *port,
+        }
+    }
+
+    /// Whether this handle points at an external server given through `ZK_CONNECT`.
+    pub fn is_external(&self) -> bool {
+        matches!(self.kind, Kind::External { .. })
+    }
+
+    fn local(&mut self, what: &'static str) -> TestingResult<&mut LocalServer> {
+        match &mut self.kind {
+            Kind::Local(local) => Ok(local),
+            Kind::External { .. } => Err(TestingError::External { what }),
+        }
+    }
+
+    fn running_local(&self, what: &'static str) -> TestingResult<&LocalServer> {
+        match &self.kind {
+            Kind::Local(local) if local.running => Ok(local),
+            Kind::Local(local) => Err(TestingError::NotRunning { what: local.what() }),
+            Kind::External { .. } => Err(TestingError::External { what }),
+        }
+    }
+
+    /// Kills the server (`SIGKILL`) and waits until the JVM has exited. Clients see a
+    /// disconnect; sessions are not closed, so they can resume after [`restart`](Self::restart).
+    /// The port number and data directory are kept for the restart. A no-op when stopped.
+    ///
+    /// # Errors
+    /// [`TestingError::External`] for an external server; [`TestingError::Io`] if the
+    /// supervisor thread is gone.
+    pub async fn stop(&mut self) -> TestingResult<()> {
+        let local = self.local("stop")?;
+        local.supervisor.kill().await?;
+        local.running = false;
+        Ok(())
+    }
+
+    /// Starts the server again on the same port with the same data directory and waits until
+    /// it serves requests (a running server is killed first). Persistent nodes survive; sessions
+    /// survive if the downtime was shorter than their timeout.
+    ///
+    /// # Errors
+    /// [`TestingError::External`] for an external server; [`TestingError::NotReady`] or
+    /// [`TestingError::ServerExited`] when it does not come back within 30 s (e.g. the port was
+    /// taken meanwhile).
+    pub async fn restart(&mut self) -> TestingResult<()> {
+        let local = self.local("restart")?;
+        local.supervisor.kill().await?;
+        local.running = false;
+        local.start().await
+    }
+
+    /// Freezes the server with `SIGSTOP`. Connections stay open but nothing is answered; note
+    /// that this also freezes the server's clock, so the *server* does not expire sessions
+    /// while paused (only clients' own timers run). Use a [`FaultProxy`](super::FaultProxy) in
+    /// [`Blackhole`](super::ProxyMode::Blackhole) mode for server-side expiry.
+    ///
+    /// # Errors
+    /// [`TestingError::External`] for an external server, [`TestingError::NotRunning`] when
+    /// stopped, [`TestingError::Io`] if the signal cannot be sent.
+    pub fn pause(&self) -> TestingResult<()> {
+        self.running_local("pause")?.supervisor.signal(libc::SIGSTOP)
+    }
+
+    /// Resumes a [paused](Self::pause) server with `SIGCONT`.
+    ///
+    /// # Errors
+    /// As for [`pause`](Self::pause).
+    pub fn resume(&self) -> TestingResult<()> {
+        self.running_local("resume")?.supervisor.signal(libc::SIGCONT)
+    }
+
+    /// The server's temporary directory: ZooKeeper's `dataDir`, also holding `zoo.cfg`, the
+    /// server log `zookeeper.log` and the JVM output `jvm.out`. Removed on drop. Empty for an
+    /// external server.
+    pub fn data_dir(&self) -> &Path {
+        match &self.kind {
+            Kind::Local(local) => local.dir.path(),
+            Kind::External { .. } => Path::new(""),
+        }
+    }
+}
+
+impl Drop for TestingServer {
+    /// Kills and reaps the JVM, then removes the data directory. Never panics and needs no
+    /// tokio runtime.
+    fn drop(&mut self) {
+        if let Kind::Local(local) = &mut self.kind {
+            local.supervisor.shutdown_blocking();
+            local.running = false;
+        }
+        // The TempDir is removed when the fields drop, after the JVM is gone.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn external_port_parsing() {
+        assert_eq!(external_port("127.0.0.1:2182"), 2182);
+        assert_eq!(external_port("a:1,b:2/chroot"), 1);
+        assert_eq!(external_port("zk.example/chroot"), 2181);
+        assert_eq!(external_port("[::1]:2190"), 2190);
+    }
+
+    #[test]
+    fn config_has_test_settings() {
+        let cfg = ServerSettings::default().base_config(Path::new("/tmp/x"), 1234);
+        for line in
+            ["tickTime=200", "clientPort=1234", "minSessionTimeout=400", "maxSessionTimeout=60000", "forceSync=no"]
+        {
+            assert!(cfg.lines().any(|l| l == line), "{line} missing in\n{cfg}");
+        }
+    }
+}
