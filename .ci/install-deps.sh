@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need on a fresh Debian machine, only when missing:
+# ZooKeeper 3.8 (server jars), real Curator 5.4 (for interop tests), a JDK (javac compiles the
+# Curator peer), and the rustfmt/clippy components.
+set -euo pipefail
+
+need=()
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+[ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+  cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+  cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+fi
