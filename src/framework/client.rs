@@ -24,7 +24,7 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Fraction of the negotiated session timeout between SUSPENDED and a simulated LOST; see `supervise`.
-pub(crate) const LOST_AFTER_SUSPENDED_FRACTION: f64 = 0.6;
+pub(crate) const LOST_AFTER_SUSPENDED_FRACTION: f64 = 0.5;
 
 /// Which ZooKeeper session a node or an operation belongs to.
 ///
@@ -299,9 +299,11 @@ async fn supervise(client: Weak<Inner>, mut watcher: zk::StateWatcher) {
         drop(inner);
         // Curator ≥ 3: a connection suspended for the session timeout is LOST, even if the server
         // is unreachable and never says "expired". We count from the last time we can have heard
-        // from the server: zookeeper-client notices silence after its idle timeout (2/5 of the
-        // session timeout), so SUSPENDED comes at most that late, and LOST fires 3/5 of the session
-        // timeout after it — no later than the server itself could expire the session.
+        // from the server: zookeeper-client notices silence after its idle timeout (8 ticks = 2/5 of
+        // the session timeout, checked every tick = 1/20), so SUSPENDED comes at most 0.45 × timeout
+        // after the last reply, and LOST fires 0.5 × timeout after SUSPENDED: at most 0.95 × timeout
+        // after the last reply — before the server can expire the session and let another process
+        // take our locks.
         let lost_at = suspended_since.map(|since| since + session_timeout.mul_f64(LOST_AFTER_SUSPENDED_FRACTION));
         let event = tokio::select! {
             state = watcher.changed() => Some(state),
@@ -542,11 +544,26 @@ impl CuratorClient {
     /// passes, the call stops with [`Error::DeadlineExceeded`] whatever the policy says.
     ///
     /// # Errors
-    /// The last error, with the `path` it was about; [`Error::DeadlineExceeded`]; [`Error::Closed`].
+    /// The last error, with the `path` it was about; [`Error::DeadlineExceeded`]; [`Error::Closed`]
+    /// (also as soon as [`close`](Self::close) has begun).
     ///
     /// # Cancel safety
     /// As cancel safe as `op`: a dropped attempt may still be applied by the server.
-    pub async fn with_retry<T, F, Fut>(&self, path: &str, deadline: Option<Instant>, mut op: F) -> Result<T>
+    pub async fn with_retry<T, F, Fut>(&self, path: &str, deadline: Option<Instant>, op: F) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        // Once close() has begun, new foreground operations are refused; only the background
+        // deletes close() waits for (which call `retry_loop` directly) may still run.
+        if self.inner.is_closing() {
+            return Err(Error::Closed { path: path.to_string() });
+        }
+        self.retry_loop(path, deadline, op).await
+    }
+
+    /// [`with_retry`](Self::with_retry) without the closing check, for background work.
+    pub(crate) async fn retry_loop<T, F, Fut>(&self, path: &str, deadline: Option<Instant>, mut op: F) -> Result<T>
     where
         F: FnMut(zk::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, zk::Error>>,
