@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::debug;
+use tracing::{debug, Instrument};
 
 use super::driver::{LockDriver, StandardLockDriver};
 use super::hold::{FencingToken, GuardedWrite, HoldState, LockNode};
@@ -244,10 +244,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
 async fn release_node(node: &LockNode) -> Result<()> {
     let start = std::time::Instant::now();
     let span = tracing::debug_span!("release", node = %node.path());
-    let _e = span.enter();
-    drop(_e);
-    let result = node.release().await;
-    debug!(parent: &span, node = %node.path(), took_us = start.elapsed().as_micros() as u64, ok = result.is_ok(), "released");
+    let result = node.release().instrument(span.clone()).await;
+    debug!(parent: &span, took_us = start.elapsed().as_micros() as u64, ok = result.is_ok(), "released");
     result
 }
 

@@ -1,0 +1,570 @@
+//! Interoperability with real Apache Curator 5.4 (Debian's jars in /usr/share/java): a Java peer
+//! (`tests/java/CuratorPeer.java`, one JVM per test, driven line by line over stdin/stdout) and this
+//! crate contend for the same `InterProcessMutex` paths on a real ZooKeeper.
+//!
+//! What makes these tests fail if interop breaks:
+//! * Curator decides with ITS rules about OUR nodes (`rust_holds_curator_times_out`): if Rust's node
+//!   did not end in `lock-<seq>`, Curator's sort key for it would be its whole name (`_c_...`),
+//!   which sorts after every digit key, so Curator would take the lock while Rust holds it.
+//! * We decide with OUR rules about Curator's nodes (`curator_holds_rust_times_out`,
+//!   `alternate_many_times_no_overlap`): sorting by anything but the sequence (e.g. the whole name,
+//!   whose random UUID comes first) would let Rust in while Curator holds in about half of the
+//!   attempts; the tests make many attempts.
+//! * `participants_agree` compares both orders on a six-deep mixed queue and follows the hand-offs.
+//!
+//! Needs `javac`/`java` (`apt-get install default-jdk-headless`) and the Curator jars
+//! (`apt-get install libcurator-recipes-java zookeeper`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use zk_curator::{CuratorClient, InterProcessMutex};
+use zookeeper_client as zk;
+
+// ---------------------------------------------------------------------------------------------
+// The Java peer
+// ---------------------------------------------------------------------------------------------
+
+/// Jars of the peer's classpath (the manifest of zookeeper.jar pulls netty, metrics, ...).
+const CLASSPATH_JARS: &[&str] = &[
+    "curator-recipes",
+    "curator-framework",
+    "curator-client",
+    "zookeeper",
+    "zookeeper-jute",
+    "guava",
+    "slf4j-api",
+    "slf4j-nop",
+];
+const JAR_DIR: &str = "/usr/share/java";
+const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorPeer.java");
+const PEER_CLASSES: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-peer");
+/// Upper bound for one peer command (the `critical` loop included).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn classpath() -> String {
+    let missing: Vec<String> =
+        CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).filter(|p| !Path::new(p).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "Curator jars missing: {missing:?}; install them with `apt-get install -y libcurator-recipes-java zookeeper slf4j-nop`"
+    );
+    CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).collect::<Vec<_>>().join(":")
+}
+
+/// `JAVA_HOME/bin/<tool>`, else `<tool>` on PATH.
+fn java_tool(tool: &str) -> PathBuf {
+    let candidates = std::env::var_os("JAVA_HOME").map(|h| PathBuf::from(h).join("bin").join(tool)).into_iter().chain(
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).map(|d| d.join(tool)).collect::<Vec<_>>()),
+    );
+    for candidate in candidates {
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!("`{tool}` not found (JAVA_HOME or PATH); install a JDK: `apt-get install -y default-jdk-headless`")
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Compiles the peer once per test binary (skipped when the class file is newer than the source);
+/// returns the class directory.
+fn compiled_peer() -> &'static Path {
+    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let dir = PathBuf::from(PEER_CLASSES);
+        let class = dir.join("CuratorPeer.class");
+        let fresh = match (modified(&class), modified(Path::new(PEER_SOURCE))) {
+            (Some(c), Some(s)) => c > s,
+            _ => false,
+        };
+        if !fresh {
+            // Compile into a private directory, then move the class files in (each rename is
+            // atomic), so a JVM started by a concurrent test run never loads a half-written class.
+            let staging = dir.join(format!(".javac-{}", std::process::id()));
+            std::fs::create_dir_all(&staging).expect("create the peer's class dir");
+            let out = std::process::Command::new(java_tool("javac"))
+                .arg("-cp")
+                .arg(classpath())
+                .arg("-d")
+                .arg(&staging)
+                .arg(PEER_SOURCE)
+                .output()
+                .expect("run javac");
+            assert!(
+                out.status.success(),
+                "javac {PEER_SOURCE} failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The main class last: its mtime is what marks the directory as fresh.
+            let mut classes: Vec<_> = std::fs::read_dir(&staging).unwrap().map(|e| e.unwrap().file_name()).collect();
+            classes.sort_by_key(|name| name == "CuratorPeer.class");
+            for name in classes {
+                std::fs::rename(staging.join(&name), dir.join(&name)).expect("install the peer's classes");
+            }
+            let _ = std::fs::remove_dir(&staging);
+        }
+        dir
+    })
+}
+
+/// One JVM running `CuratorPeer` with one Curator client; killed on drop.
+struct CuratorPeer {
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl CuratorPeer {
+    async fn start(connect: &str) -> Self {
+        let classes = tokio::task::spawn_blocking(compiled_peer).await.expect("compile the peer");
+        let mut child = Command::new(java_tool("java"))
+            .arg("-Xmx256m")
+            .arg("-XX:+UseSerialGC")
+            .arg("-XX:TieredStopAtLevel=1")
+            .arg("-cp")
+            .arg(format!("{}:{}", classpath(), classes.display()))
+            .arg("CuratorPeer")
+            .arg(connect)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Curator peer JVM");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut peer = CuratorPeer { _child: child, stdin, stdout };
+        let ready = peer.read_line("startup", Duration::from_secs(30)).await;
+        assert_eq!(ready, "READY", "the Curator peer did not start");
+        peer
+    }
+
+    async fn read_line(&mut self, what: &str, timeout: Duration) -> String {
+        match tokio::time::timeout(timeout, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => panic!("the Curator peer exited during `{what}`"),
+            Ok(Err(e)) => panic!("reading the Curator peer's answer to `{what}`: {e}"),
+            Err(_) => panic!("the Curator peer did not answer `{what}` within {timeout:?}"),
+        }
+    }
+
+    /// Sends one command, returns its one-line answer; an `ERROR` answer fails the test.
+    async fn cmd(&mut self, line: &str) -> String {
+        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("write to the Curator peer");
+        self.stdin.flush().await.expect("flush to the Curator peer");
+        let answer = self.read_line(line, COMMAND_TIMEOUT).await;
+        assert!(!answer.starts_with("ERROR"), "Curator peer: `{line}` -> {answer}");
+        answer
+    }
+
+    /// Curator `acquire(timeout)` with a handle named `path`: the node path, or None.
+    async fn acquire(&mut self, path: &str, timeout: Duration) -> Option<String> {
+        let answer = self.cmd(&format!("acquire {path} {}", timeout.as_millis())).await;
+        parse_acquired(&answer)
+    }
+
+    async fn release(&mut self, handle: &str) {
+        assert_eq!(self.cmd(&format!("release {handle}")).await, "RELEASED");
+    }
+
+    /// Curator's `getParticipantNodes()`, in Curator's order.
+    async fn participants(&mut self, path: &str) -> Vec<String> {
+        let answer = self.cmd(&format!("participants {path}")).await;
+        let list = answer.strip_prefix("PARTICIPANTS").unwrap_or_else(|| panic!("bad answer {answer}")).trim();
+        if list.is_empty() {
+            Vec::new()
+        } else {
+            list.split(',').map(str::to_string).collect()
+        }
+    }
+
+    /// Starts an untimed Curator `acquire()` on its own thread (handle `handle`).
+    async fn spawn_acquire(&mut self, handle: &str, path: &str) {
+        assert_eq!(self.cmd(&format!("spawn {handle} {path}")).await, "SPAWNED");
+    }
+
+    /// Waits up to `timeout` for a spawned acquire: the node path, or None if still pending.
+    async fn await_acquired(&mut self, handle: &str, timeout: Duration) -> Option<String> {
+        let answer = self.cmd(&format!("await {handle} {}", timeout.as_millis())).await;
+        if answer == "PENDING" {
+            None
+        } else {
+            Some(parse_acquired(&answer).unwrap_or_else(|| panic!("bad answer {answer}")))
+        }
+    }
+
+    /// The data of the node held by `handle`.
+    async fn held_node_data(&mut self, handle: &str) -> Vec<u8> {
+        let answer = self.cmd(&format!("data {handle}")).await;
+        let hex = answer.strip_prefix("DATA").unwrap_or_else(|| panic!("bad answer {answer}")).trim();
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// Curator runs `n` guarded increments of `counter` under the lock; returns the overlaps seen.
+    async fn critical(&mut self, path: &str, n: usize, counter: &str) -> usize {
+        let answer = self.cmd(&format!("critical {path} {n} {counter}")).await;
+        answer
+            .strip_prefix("DONE overlaps=")
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("bad answer {answer}"))
+    }
+}
+
+fn parse_acquired(answer: &str) -> Option<String> {
+    match answer {
+        "NOT_ACQUIRED" => None,
+        a => Some(a.strip_prefix("ACQUIRED ").unwrap_or_else(|| panic!("bad answer {a}")).to_string()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A ZooKeeper server, a Curator peer and a Rust client, the slow parts started concurrently.
+async fn setup() -> (zk_curator::testing::TestingServer, CuratorPeer, CuratorClient) {
+    support::init_tracing();
+    let compile = tokio::task::spawn_blocking(compiled_peer);
+    let server = support::server().await;
+    compile.await.expect("compile the Curator peer");
+    let connect = server.connect_string();
+    let (peer, client) = tokio::join!(CuratorPeer::start(&connect), support::client(&connect));
+    (server, peer, client)
+}
+
+async fn observer(connect: &str) -> zk::Client {
+    zk::Client::connect(connect).await.expect("observer connect")
+}
+
+fn name_of(node_path: &str) -> &str {
+    node_path.rsplit('/').next().unwrap()
+}
+
+/// Curator's mutex node name: `_c_` + canonical lowercase UUID + `-lock-` + 10-digit sequence.
+fn assert_curator_lock_name(name: &str) {
+    let ok = name.len() == 3 + 36 + 1 + 5 + 10
+        && name.starts_with("_c_")
+        && {
+            let id = &name[3..39];
+            uuid::Uuid::parse_str(id).is_ok()
+                && id.chars().all(|c| c == '-' || c.is_ascii_digit() || c.is_ascii_lowercase())
+                && [8, 13, 18, 23].iter().all(|&i| id.as_bytes()[i] == b'-')
+        }
+        && &name[39..45] == "-lock-"
+        && name[45..].bytes().all(|b| b.is_ascii_digit());
+    assert!(ok, "{name:?} is not shaped like `_c_<uuid>-lock-<10 digits>`");
+}
+
+/// Polls the children of `path` until one not in `known` appears; records and returns it.
+async fn new_child(connect: &str, path: &str, known: &mut Vec<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = support::children(connect, path).await;
+        let fresh: Vec<_> = children.iter().filter(|c| !known.contains(c)).cloned().collect();
+        assert!(fresh.len() <= 1, "more than one new contender appeared: {fresh:?}");
+        if let Some(child) = fresh.into_iter().next() {
+            known.push(child.clone());
+            return child;
+        }
+        assert!(Instant::now() < deadline, "no new contender under {path} within 10 s (have {children:?})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+/// Curator holds: Rust's timed and zero-timeout attempts all fail and leave no node; once Curator
+/// releases, Rust gets the lock and Curator is excluded in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_holds_rust_times_out() {
+    let (server, mut peer, client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("curator-holds");
+    let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.expect("Curator acquires a free lock");
+    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)]);
+
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let started = Instant::now();
+    assert!(!mutex.acquire_timeout(Duration::from_millis(300)).await.unwrap(), "Rust got the lock Curator holds");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(290), "gave up after {waited:?}, before the 300 ms timeout");
+    assert!(!mutex.is_owned_by_current_task());
+    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)], "Rust's node was left behind");
+
+    // Every attempt creates a node with a fresh random UUID: a sort on anything but the sequence
+    // would put it before Curator's about half the time.
+    for attempt in 0..12 {
+        let timeout = if attempt % 2 == 0 { Duration::ZERO } else { Duration::from_millis(20) };
+        assert!(mutex.try_lock_for(timeout).await.unwrap().is_none(), "attempt {attempt}: Rust got Curator's lock");
+    }
+    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)], "Rust's nodes were left behind");
+
+    peer.release(&path).await;
+    assert!(mutex.acquire_timeout(Duration::from_secs(5)).await.unwrap(), "Rust acquires after Curator released");
+    let rust_node = mutex.lock_node_path().unwrap();
+    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)]);
+    assert_eq!(peer.acquire(&path, Duration::ZERO).await, None, "Curator got the lock Rust holds");
+    mutex.release().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}
+
+/// Rust holds: Curator's timed attempts fail (Curator judges our node by its own rules) and leave no
+/// node; once Rust releases, Curator gets the lock and Rust is excluded in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_holds_curator_times_out() {
+    let (server, mut peer, client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("rust-holds");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    mutex.acquire().await.unwrap();
+    let rust_node = mutex.lock_node_path().unwrap();
+
+    let started = Instant::now();
+    assert_eq!(peer.acquire(&path, Duration::from_millis(300)).await, None, "Curator got the lock Rust holds");
+    assert!(started.elapsed() >= Duration::from_millis(300), "Curator gave up early: {:?}", started.elapsed());
+    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)], "Curator's node was left behind");
+    for _ in 0..5 {
+        assert_eq!(peer.acquire(&path, Duration::ZERO).await, None, "Curator got the lock Rust holds");
+    }
+    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)]);
+
+    mutex.release().await.unwrap();
+    let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.expect("Curator acquires after Rust released");
+    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)]);
+    assert!(!mutex.acquire_timeout(Duration::from_millis(100)).await.unwrap(), "Rust got the lock Curator holds");
+    peer.release(&path).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}
+
+/// Rust's half of the `critical` workload, with the same lock-independent overlap detector as the
+/// Java peer (an EPHEMERAL marker node whose create fails if someone else is inside, and a
+/// versioned counter write). Returns (overlaps, counter values read).
+async fn rust_critical(mutex: InterProcessMutex, zk: zk::Client, n: usize, counter: String) -> (usize, Vec<u64>) {
+    let marker = format!("{counter}-inside");
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let mut overlaps = 0;
+    let mut seen = Vec::with_capacity(n);
+    for i in 0..n {
+        assert!(
+            mutex.acquire_timeout(Duration::from_secs(30)).await.unwrap(),
+            "iteration {i}: lock not acquired within 30 s"
+        );
+        let mine = match zk.create(&marker, b"", &ephemeral).await {
+            Ok(_) => true,
+            Err(zk::Error::NodeExists) => {
+                overlaps += 1;
+                false
+            }
+            Err(e) => panic!("create {marker}: {e}"),
+        };
+        let (data, stat) = zk.get_data(&counter).await.expect("read counter");
+        let value: u64 = std::str::from_utf8(&data).unwrap().trim().parse().unwrap();
+        seen.push(value);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let next = (value + 1).to_string();
+        match zk.set_data(&counter, next.as_bytes(), Some(stat.version)).await {
+            Ok(_) => {}
+            Err(zk::Error::BadVersion) => {
+                overlaps += 1;
+                zk.set_data(&counter, next.as_bytes(), None).await.expect("write counter");
+            }
+            Err(e) => panic!("write {counter}: {e}"),
+        }
+        if mine {
+            zk.delete(&marker, None).await.expect("delete marker");
+        }
+        mutex.release().await.unwrap();
+    }
+    (overlaps, seen)
+}
+
+/// Curator and Rust each run 100 lock-guarded read-sleep-increment cycles on one counter at the same
+/// time: no overlap by either detector, no lost update, and the lock really changed hands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alternate_many_times_no_overlap() {
+    const N: usize = 100;
+    let (server, mut peer, client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("alternate");
+    let counter = format!("{path}-counter");
+    let zk = observer(&connect).await;
+    zk.mkdir(&counter, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    zk.set_data(&counter, b"0", None).await.unwrap();
+
+    let started = Instant::now();
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let rust = tokio::spawn(rust_critical(mutex, zk.clone(), N, counter.clone()));
+    let curator_overlaps = peer.critical(&path, N, &counter).await;
+    let (rust_overlaps, seen) = rust.await.unwrap();
+    let took = started.elapsed();
+
+    let (data, _) = zk.get_data(&counter).await.unwrap();
+    let total: u64 = std::str::from_utf8(&data).unwrap().parse().unwrap();
+    // A value Rust read that is not one more than its previous read means Curator held the lock
+    // in between: count those hand-overs so the test cannot pass without real contention.
+    let handovers = seen.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(seen[0] != 0);
+    println!(
+        "alternate: {} cycles in {took:?}, Rust saw {handovers} hand-overs from Curator, overlaps curator={curator_overlaps} rust={rust_overlaps}",
+        2 * N
+    );
+    assert_eq!(curator_overlaps, 0, "Curator was inside the critical section together with Rust");
+    assert_eq!(rust_overlaps, 0, "Rust was inside the critical section together with Curator");
+    assert_eq!(total, 2 * N as u64, "lost updates: the lock did not exclude");
+    assert!(handovers >= 10, "only {handovers} hand-overs from Curator to Rust: no real contention");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}
+
+/// A mixed queue (Rust holds; then Curator, Rust, Curator, Rust, Curator wait): Rust's
+/// `participant_nodes()` equals Curator's `getParticipantNodes()` exactly, in creation order with
+/// the holder first, and the lock is handed down the queue in that order across implementations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn participants_agree() {
+    let (server, mut peer, client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("participants");
+    let full = |name: &str| format!("{path}/{name}");
+
+    let holder = InterProcessMutex::new(&client, &path).unwrap();
+    holder.acquire().await.unwrap();
+    let mut known = support::children(&connect, &path).await;
+    let mut queue = vec![holder.lock_node_path().unwrap()];
+    assert_eq!(known, [name_of(&queue[0])]);
+
+    // Queue alternately: Curator c1, Rust r2, Curator c3, Rust r4, Curator c5 (index in the queue).
+    let mut waiters = vec![Waiter::Done];
+    for i in 1..=5 {
+        if i % 2 == 1 {
+            let handle = format!("c{i}");
+            peer.spawn_acquire(&handle, &path).await;
+            waiters.push(Waiter::Curator(handle));
+        } else {
+            let mutex = InterProcessMutex::new(&client, &path).unwrap();
+            waiters.push(Waiter::Rust(tokio::spawn(async move { mutex.lock().await.unwrap() })));
+        }
+        let child = new_child(&connect, &path, &mut known).await;
+        queue.push(full(&child));
+    }
+    for node in &queue {
+        assert_curator_lock_name(name_of(node));
+    }
+
+    let curator_order = peer.participants(&path).await;
+    let rust_order = holder.participant_nodes().await.unwrap();
+    assert_eq!(rust_order, curator_order, "Rust and Curator order the contenders differently");
+    assert_eq!(rust_order, queue, "participants are not in queueing order");
+    assert_eq!(rust_order[0], holder.lock_node_path().unwrap(), "the holder is not first");
+    assert_still_waiting(&mut peer, &waiters[1..]).await;
+
+    // Hand the lock down the queue: each contender gets it exactly when its predecessor releases.
+    holder.release().await.unwrap();
+    for (i, expected) in queue.iter().enumerate().skip(1) {
+        let now = match std::mem::replace(&mut waiters[i], Waiter::Done) {
+            Waiter::Curator(handle) => {
+                let node = peer.await_acquired(&handle, Duration::from_secs(10)).await;
+                assert_eq!(node.as_deref(), Some(expected.as_str()), "Curator waiter {handle}");
+                Holder::Curator(handle)
+            }
+            Waiter::Rust(task) => {
+                let guard = tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("Rust waiter did not get the lock")
+                    .unwrap();
+                assert_eq!(guard.node_path(), expected, "Rust waiter");
+                Holder::Rust(guard)
+            }
+            Waiter::Done => unreachable!(),
+        };
+        // The rest of the queue agrees and is still waiting.
+        let remaining = &queue[i..];
+        assert_eq!(holder.participant_nodes().await.unwrap(), remaining);
+        assert_eq!(peer.participants(&path).await, remaining);
+        assert_still_waiting(&mut peer, &waiters[i + 1..]).await;
+        match now {
+            Holder::Curator(handle) => peer.release(&handle).await,
+            Holder::Rust(guard) => guard.release().await.unwrap(),
+        }
+    }
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}
+
+enum Waiter {
+    Curator(String),
+    Rust(tokio::task::JoinHandle<zk_curator::MutexGuard>),
+    Done,
+}
+
+enum Holder {
+    Curator(String),
+    Rust(zk_curator::MutexGuard),
+}
+
+/// Fails if any of `waiters` already holds the lock (it jumped the queue).
+async fn assert_still_waiting(peer: &mut CuratorPeer, waiters: &[Waiter]) {
+    for waiter in waiters {
+        match waiter {
+            Waiter::Curator(handle) => {
+                assert_eq!(peer.await_acquired(handle, Duration::ZERO).await, None, "Curator {handle} jumped the queue")
+            }
+            Waiter::Rust(task) => assert!(!task.is_finished(), "a Rust waiter jumped the queue"),
+            Waiter::Done => {}
+        }
+    }
+}
+
+/// Rust's node has Curator's name shape and Curator's default data (the local IP as text), byte
+/// for byte as a Curator node written on the same machine; both are ephemeral.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_names_and_data_match_curator() {
+    let (server, mut peer, client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("names");
+    let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.unwrap();
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let waiter = mutex.clone();
+    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    let mut known = vec![name_of(&curator_node).to_string()];
+    let rust_name = new_child(&connect, &path, &mut known).await;
+
+    assert_curator_lock_name(name_of(&curator_node));
+    assert_curator_lock_name(&rust_name);
+    // One sequence counter per parent: Rust's node is numbered right after Curator's.
+    let seq = |name: &str| name[name.len() - 10..].parse::<u64>().unwrap();
+    assert_eq!(seq(&rust_name), seq(name_of(&curator_node)) + 1);
+
+    let zk = observer(&connect).await;
+    let (curator_data, curator_stat) = zk.get_data(&curator_node).await.unwrap();
+    let (rust_data, rust_stat) = zk.get_data(&format!("{path}/{rust_name}")).await.unwrap();
+    println!(
+        "curator data {:?}, rust data {:?}",
+        String::from_utf8_lossy(&curator_data),
+        String::from_utf8_lossy(&rust_data)
+    );
+    assert_eq!(peer.held_node_data(&path).await, curator_data);
+    assert!(!curator_data.is_empty(), "Curator wrote no default data");
+    assert_eq!(rust_data, curator_data, "Rust's default node data differs from Curator's");
+    assert_eq!(client.default_data(), curator_data.as_slice());
+    assert!(std::str::from_utf8(&rust_data).unwrap().parse::<std::net::IpAddr>().is_ok(), "data is not an IP address");
+    assert_ne!(curator_stat.ephemeral_owner, 0, "Curator's node is not ephemeral");
+    assert_ne!(rust_stat.ephemeral_owner, 0, "Rust's node is not ephemeral");
+    assert_eq!(rust_stat.ephemeral_owner, client.session_id());
+
+    peer.release(&path).await;
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    assert_eq!(name_of(guard.node_path()), rust_name);
+    guard.release().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}

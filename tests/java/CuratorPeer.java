@@ -1,0 +1,282 @@
+// A real Apache Curator peer for tests/curator_interop.rs.
+//
+// Usage: java -cp <curator classpath>:<dir of this class> CuratorPeer <connect string>
+//
+// Reads one command per line from stdin and answers exactly one line per command on stdout
+// (flushed). Prints "READY" once connected. Failures answer "ERROR <message>"; the peer never exits
+// on a failed command. Commands:
+//
+//   acquire PATH TIMEOUT_MS     -> ACQUIRED <node path> | NOT_ACQUIRED   (handle named PATH)
+//   release NAME                -> RELEASED                             (handle NAME, e.g. a PATH)
+//   participants PATH           -> PARTICIPANTS a,b,c                   (getParticipantNodes order)
+//   spawn NAME PATH             -> SPAWNED   (handle NAME on PATH starts an untimed acquire)
+//   await NAME TIMEOUT_MS       -> ACQUIRED <node path> | PENDING | ERROR ...
+//   critical PATH N COUNTER     -> DONE overlaps=<k>
+//   data NAME                   -> DATA <hex of the held node's data>
+//   quit                        -> BYE, then exit
+//
+// Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
+// of a handle always run on the same thread (Curator's mutex is owned by a thread).
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.data.Stat;
+
+public class CuratorPeer {
+    /** Exposes Curator's protected getLockPath(). */
+    static final class PeerMutex extends InterProcessMutex {
+        PeerMutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        String lockPath() {
+            return getLockPath();
+        }
+    }
+
+    static final class Handle {
+        final String path;
+        final PeerMutex mutex;
+        final ExecutorService thread;
+        Future<String> pending;
+
+        Handle(CuratorFramework client, String name, String path) {
+            this.path = path;
+            this.mutex = new PeerMutex(client, path);
+            this.thread = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "peer-" + name);
+                t.setDaemon(true);
+                return t;
+            });
+        }
+
+        <T> T run(Callable<T> task) throws Exception {
+            try {
+                return thread.submit(task).get();
+            } catch (ExecutionException e) {
+                Throwable cause = e.getCause();
+                if (cause instanceof Exception) {
+                    throw (Exception) cause;
+                }
+                throw e;
+            }
+        }
+    }
+
+    private final CuratorFramework client;
+    private final Map<String, Handle> handles = new HashMap<>();
+
+    CuratorPeer(CuratorFramework client) {
+        this.client = client;
+    }
+
+    public static void main(String[] args) throws Exception {
+        PrintStream out = new PrintStream(System.out, true, "UTF-8");
+        if (args.length != 1) {
+            out.println("ERROR usage: CuratorPeer <connect string>");
+            System.exit(2);
+        }
+        CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], new ExponentialBackoffRetry(100, 3));
+        client.start();
+        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+            out.println("ERROR cannot connect to " + args[0]);
+            System.exit(1);
+        }
+        CuratorPeer peer = new CuratorPeer(client);
+        out.println("READY");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            if (line.equals("quit")) {
+                out.println("BYE");
+                break;
+            }
+            String answer;
+            try {
+                answer = peer.execute(line.split("\\s+"));
+            } catch (Throwable e) {
+                answer = "ERROR " + e;
+            }
+            out.println(answer.replace('\n', ' ').replace('\r', ' '));
+        }
+        // stdin closed or quit: the session closes and its ephemeral nodes go with it.
+        client.close();
+        System.exit(0);
+    }
+
+    private Handle handle(String name, String path) {
+        Handle h = handles.get(name);
+        if (h == null) {
+            h = new Handle(client, name, path);
+            handles.put(name, h);
+        } else if (!h.path.equals(path)) {
+            throw new IllegalArgumentException("handle " + name + " is on " + h.path + ", not " + path);
+        }
+        return h;
+    }
+
+    private Handle existing(String name) {
+        Handle h = handles.get(name);
+        if (h == null) {
+            throw new IllegalArgumentException("no handle " + name);
+        }
+        return h;
+    }
+
+    private static void arity(String[] cmd, int n) {
+        if (cmd.length != n) {
+            throw new IllegalArgumentException(cmd[0] + " takes " + (n - 1) + " arguments");
+        }
+    }
+
+    String execute(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "acquire": {
+                arity(cmd, 3);
+                Handle h = handle(cmd[1], cmd[1]);
+                long ms = Long.parseLong(cmd[2]);
+                return h.run(() -> h.mutex.acquire(ms, TimeUnit.MILLISECONDS)
+                        ? "ACQUIRED " + h.mutex.lockPath()
+                        : "NOT_ACQUIRED");
+            }
+            case "release": {
+                arity(cmd, 2);
+                Handle h = existing(cmd[1]);
+                return h.run(() -> {
+                    h.mutex.release();
+                    return "RELEASED";
+                });
+            }
+            case "participants": {
+                arity(cmd, 2);
+                List<String> nodes = new ArrayList<>(new InterProcessMutex(client, cmd[1]).getParticipantNodes());
+                return nodes.isEmpty() ? "PARTICIPANTS" : "PARTICIPANTS " + String.join(",", nodes);
+            }
+            case "spawn": {
+                arity(cmd, 3);
+                Handle h = handle(cmd[1], cmd[2]);
+                if (h.pending != null && !h.pending.isDone()) {
+                    throw new IllegalStateException("handle " + cmd[1] + " is already acquiring");
+                }
+                h.pending = h.thread.submit(() -> {
+                    h.mutex.acquire();
+                    return "ACQUIRED " + h.mutex.lockPath();
+                });
+                return "SPAWNED";
+            }
+            case "await": {
+                arity(cmd, 3);
+                Handle h = existing(cmd[1]);
+                if (h.pending == null) {
+                    throw new IllegalStateException("handle " + cmd[1] + " has no pending acquire");
+                }
+                try {
+                    String result = h.pending.get(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                    h.pending = null;
+                    return result;
+                } catch (TimeoutException e) {
+                    return "PENDING";
+                } catch (ExecutionException e) {
+                    h.pending = null;
+                    return "ERROR " + e.getCause();
+                }
+            }
+            case "critical": {
+                arity(cmd, 4);
+                Handle h = handle(cmd[1], cmd[1]);
+                int n = Integer.parseInt(cmd[2]);
+                String counter = cmd[3];
+                return h.run(() -> "DONE overlaps=" + critical(h.mutex, n, counter));
+            }
+            case "data": {
+                arity(cmd, 2);
+                Handle h = existing(cmd[1]);
+                String node = h.run(() -> h.mutex.lockPath());
+                if (node == null) {
+                    throw new IllegalStateException("handle " + cmd[1] + " holds nothing");
+                }
+                StringBuilder hex = new StringBuilder();
+                for (byte b : client.getData().forPath(node)) {
+                    hex.append(String.format("%02x", b));
+                }
+                return "DATA " + hex;
+            }
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd[0]);
+        }
+    }
+
+    /**
+     * N times: take the lock, then do a read-modify-write of a counter node under an overlap
+     * detector that does not rely on the lock at all:
+     *   - an EPHEMERAL marker node COUNTER-inside is created on entry and deleted on exit; if it
+     *     already exists, somebody else is inside at the same time (ZooKeeper's create is atomic);
+     *   - the counter is written with the version read, so an interleaved write shows as BadVersion
+     *     (the increment is then written blindly, so a lost update also shows in the final count).
+     * Returns the number of overlaps seen.
+     */
+    private int critical(InterProcessMutex mutex, int n, String counter) throws Exception {
+        String marker = counter + "-inside";
+        try {
+            client.create().creatingParentsIfNeeded().forPath(counter, "0".getBytes(StandardCharsets.UTF_8));
+        } catch (KeeperException.NodeExistsException e) {
+            // the other side created it first
+        }
+        int overlaps = 0;
+        for (int i = 0; i < n; i++) {
+            if (!mutex.acquire(30, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("iteration " + i + ": lock not acquired within 30 s");
+            }
+            try {
+                boolean mine = false;
+                try {
+                    client.create().withMode(CreateMode.EPHEMERAL).forPath(marker);
+                    mine = true;
+                } catch (KeeperException.NodeExistsException e) {
+                    overlaps++;
+                }
+                Stat stat = new Stat();
+                byte[] data = client.getData().storingStatIn(stat).forPath(counter);
+                int value = Integer.parseInt(new String(data, StandardCharsets.UTF_8).trim());
+                Thread.sleep(1);
+                byte[] next = Integer.toString(value + 1).getBytes(StandardCharsets.UTF_8);
+                try {
+                    client.setData().withVersion(stat.getVersion()).forPath(counter, next);
+                } catch (KeeperException.BadVersionException e) {
+                    overlaps++;
+                    client.setData().forPath(counter, next);
+                }
+                if (mine) {
+                    client.delete().forPath(marker);
+                }
+            } finally {
+                mutex.release();
+            }
+        }
+        return overlaps;
+    }
+}
