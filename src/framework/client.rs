@@ -621,7 +621,7 @@ impl CuratorClient {
             let result = self.with_retry(path, None, |zk| async move { zk.create(fixed, data, options).await }).await;
             match result {
                 Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) if !made_parents => {
-                    self.create_parents(paths::parent(&fixed), None).await?;
+                    self.create_parents(paths::parent(fixed), None).await?;
                     made_parents = true;
                 }
                 Err(e) => return Err(e),

@@ -129,7 +129,7 @@ async fn run_job(client: Weak<Inner>, job: DeleteJob) {
 
 async fn delete_node(client: &CuratorClient, fixed: &str) -> Result<()> {
     let path = client.unfix_path(fixed).to_string();
-    match client.with_retry(&path, None, |zk| async move { zk.delete(fixed, None).await }).await {
+    match client.retry_loop(&path, None, |zk| async move { zk.delete(fixed, None).await }).await {
         Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(()),
         Err(e) => Err(e),
     }
@@ -137,7 +137,7 @@ async fn delete_node(client: &CuratorClient, fixed: &str) -> Result<()> {
 
 async fn delete_protected(client: &CuratorClient, parent: &str, prefix: &str) -> Result<()> {
     let path = client.unfix_path(parent).to_string();
-    let children = match client.with_retry(&path, None, |zk| async move { zk.list_children(parent).await }).await {
+    let children = match client.retry_loop(&path, None, |zk| async move { zk.list_children(parent).await }).await {
         Ok(children) => children,
         Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => return Ok(()),
         Err(e) => return Err(e),

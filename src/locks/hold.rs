@@ -168,24 +168,25 @@ impl LockNode {
     }
 
     /// Releases: deletes the node now (guaranteed; a failure leaves it queued for background deletion).
-    /// A node whose session already ended is not deleted: it is gone with its session.
+    ///
+    /// Also after our session ended, as Curator does: an ephemeral node is gone with its session
+    /// (the delete is a harmless `NoNode`), but a driver may create PERSISTENT nodes, which outlive
+    /// the session and must still be deleted. The name is unique (protected), so this can never
+    /// delete another contender's node.
     pub(crate) async fn release(&self) -> Result<()> {
         let session_gone = self.client.session() != self.node.session;
         self.mark_released();
         if session_gone {
-            debug!(node = %self.node.path, "release after session loss: nothing to delete");
-            return Ok(());
+            debug!(node = %self.node.path, "release after session loss: deleting in case the node outlived it");
         }
         self.client.delete_fixed_guaranteed(&self.fixed).await
     }
 
-    /// Releases in the background (from `Drop`): never blocks, never needs a runtime.
+    /// Releases in the background (from `Drop`): never blocks, never needs a runtime. Deletes even
+    /// after a session change, for the same reason as [`release`](Self::release).
     pub(crate) fn release_in_background(&self) {
-        let session_gone = self.client.session() != self.node.session;
         self.mark_released();
-        if !session_gone {
-            drop(self.client.inner.deletes.delete(self.fixed.clone()));
-        }
+        drop(self.client.inner.deletes.delete(self.fixed.clone()));
     }
 
     /// Runs a ZooKeeper multi-op whose first op checks that our lock node still exists, so the
@@ -207,6 +208,11 @@ impl LockNode {
         if self.client.session() != self.node.session {
             return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
         }
+        // Lost is final (e.g. LOST while the client is still replacing the session): fail fast
+        // rather than wait for a connection and report a retryable ConnectionLoss.
+        if self.refresh() == HoldState::Lost {
+            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the hold is lost" });
+        }
         let zk = self.client.connected_zk(&self.node.path, None).await?;
         if zk.session_id().0 != self.node.session.id {
             return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
@@ -216,7 +222,7 @@ impl LockNode {
         for op in &write.ops {
             let fixed = self.client.fix_path(op.path());
             let added = match op {
-                GuardedOp::Create { data, mode, .. } => writer.add_create(&fixed, data, &mode.with_acls(acls.clone())),
+                GuardedOp::Create { data, mode, .. } => writer.add_create(&fixed, data, &mode.with_acls(acls)),
                 GuardedOp::SetData { data, version, .. } => writer.add_set_data(&fixed, data, *version),
                 GuardedOp::Delete { version, .. } => writer.add_delete(&fixed, *version),
                 GuardedOp::Check { version, .. } => writer.add_check_version(&fixed, *version),

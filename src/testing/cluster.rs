@@ -72,7 +72,7 @@ impl TestingCluster {
         }
         let mut cluster = TestingCluster { nodes: Vec::with_capacity(nodes) };
         for (i, &client_port) in ports.iter().take(nodes).enumerate() {
-            let dir = temp_dir(&format!("zk-curator-node{}-", i + 1))?;
+            let dir = temp_dir(&format!("node{}", i + 1))?;
             let mut cfg = settings.base_config(dir.path(), client_port);
             cfg.push_str("initLimit=20\nsyncLimit=10\nstandaloneEnabled=false\nreconfigEnabled=false\n");
             cfg.push_str(&servers);
@@ -231,6 +231,9 @@ impl Drop for TestingCluster {
     /// Kills and reaps every JVM, then removes the directories. Never panics and needs no tokio
     /// runtime.
     fn drop(&mut self) {
+        for node in &self.nodes {
+            node.supervisor.request_kill();
+        }
         for node in &mut self.nodes {
             node.supervisor.shutdown_blocking();
             node.running = false;

@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn missing_java_mentions_install_hint() {
         let env = env_of(&[("PATH", "/nonexistent-zk-curator-test")]);
-        let err = Installation::detect_with(&env, Path::new("/nonexistent")).unwrap_err();
+        let err = Installation::detect_with(&env, Path::new("/nonexistent")).expect_err("must fail");
         let text = err.to_string();
         assert!(matches!(err, TestingError::NotInstalled { .. }), "{text}");
         assert!(text.contains("apt-get install zookeeper"), "{text}");
@@ -175,14 +175,14 @@ mod tests {
         if find_java(&env).is_err() {
             return; // no java on this machine: covered by the other test
         }
-        let err = Installation::detect_with(&env, Path::new("/nonexistent")).unwrap_err();
+        let err = Installation::detect_with(&env, Path::new("/nonexistent")).expect_err("must fail");
         assert!(err.to_string().contains("zookeeper.jar"), "{err}");
     }
 
     #[test]
     fn zk_classpath_is_taken_verbatim() {
         let env = env_of(&[("PATH", "/usr/bin:/bin"), ("ZK_CLASSPATH", "/a/zk.jar:/b/slf4j-simple-1.7.jar")]);
-        let (classpath, simple) = find_classpath(&env, Path::new("/nonexistent")).unwrap();
+        let (classpath, simple) = find_classpath(&env, Path::new("/nonexistent")).expect("ZK_CLASSPATH is used");
         assert_eq!(classpath, OsString::from("/a/zk.jar:/b/slf4j-simple-1.7.jar"));
         assert!(simple);
     }

@@ -26,7 +26,8 @@
 //! The JVMs never outlive the test: dropping a handle kills and reaps its JVM synchronously (also
 //! while unwinding from a panicking test, and without a tokio runtime), and on Linux each JVM is
 //! spawned with a parent-death signal so that it is killed even when the test process itself is
-//! killed. Data directories are temporary and removed on drop.
+//! killed. Data directories (`$TMPDIR/zk-curator-*`) are temporary and removed on drop; those
+//! of a test process that was killed are removed by the next harness start.
 //!
 //! The server configuration favours test speed over durability: `forceSync=no`, a 200 ms tick,
 //! container nodes reaped every 100 ms.
@@ -141,3 +142,33 @@ pub enum TestingError {
 
 /// Result of harness operations.
 pub type TestingResult<T> = Result<T, TestingError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: T) {}
+
+    /// Handles can be shared across tasks and their futures can be spawned.
+    #[test]
+    fn handles_are_send_sync_and_futures_send() {
+        send_sync::<TestingServer>();
+        send_sync::<TestingCluster>();
+        send_sync::<FaultProxy>();
+        send_sync::<TestingError>();
+        send(TestingServer::start());
+        send(TestingCluster::start(3));
+        send(FaultProxy::start("127.0.0.1:1"));
+        #[allow(dead_code)]
+        fn methods(server: &mut TestingServer, cluster: &mut TestingCluster, session: &zookeeper_client::SessionInfo) {
+            send(server.stop());
+            send(server.restart());
+            send(cluster.restart(0));
+            send(cluster.stop(0));
+            send(cluster.leader());
+            send(cluster.wait_for_quorum(Duration::ZERO));
+            send(expire_session("127.0.0.1:1", session));
+        }
+    }
+}

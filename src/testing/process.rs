@@ -142,6 +142,15 @@ impl Supervisor {
         self.ask(Order::Status).await
     }
 
+    /// Asks the thread to kill the JVM without waiting (lets a cluster kill its nodes in
+    /// parallel before [`Supervisor::shutdown_blocking`] waits for each).
+    pub(crate) fn request_kill(&self) {
+        if let Some(tx) = self.tx.as_ref() {
+            let (reply, _) = mpsc::channel();
+            let _ = tx.send(Order::Kill(Reply::Sync(reply)));
+        }
+    }
+
     /// Kills the JVM and stops the thread, blocking; never panics.
     pub(crate) fn shutdown_blocking(&mut self) {
         let _ = self.ask_blocking(DROP_WAIT, Order::Kill);

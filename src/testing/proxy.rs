@@ -226,11 +226,16 @@ async fn serve_connection(client: TcpStream, upstream: String, mut mode_rx: watc
             _ => {}
         }
         let blackhole = mode == ProxyMode::Blackhole;
+        let both_open = client_open && server_open;
+        let neither_open = !client_open && !server_open;
         // Half-open connections linger only while blackholed.
-        if (!client_open && !server_open) || (!blackhole && !(client_open && server_open)) {
+        if neither_open || (!blackhole && !both_open) {
             return;
         }
         tokio::select! {
+            // A mode change must win over bytes that are ready at the same time: once `set_mode`
+            // has returned, nothing read afterwards may be forwarded under the old mode.
+            biased;
             changed = mode_rx.changed() => {
                 if changed.is_err() {
                     return; // proxy dropped

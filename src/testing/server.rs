@@ -104,12 +104,66 @@ impl ServerSettings {
     }
 }
 
-/// Creates a fresh temporary directory for one server.
-pub(crate) fn temp_dir(prefix: &str) -> TestingResult<tempfile::TempDir> {
-    tempfile::Builder::new()
-        .prefix(prefix)
+/// Prefix of every server directory the harness creates in the system temp directory.
+const DIR_PREFIX: &str = "zk-curator-";
+/// Marker file in a server directory holding the pid of the test process that owns it.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Creates a fresh temporary directory for one server (`zk-curator-<kind>-XXXXXX`), marked
+/// with the owning process id. The first call per process also removes directories left behind
+/// by test processes that were killed before they could clean up.
+pub(crate) fn temp_dir(kind: &str) -> TestingResult<tempfile::TempDir> {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_stale_dirs);
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{DIR_PREFIX}{kind}-"))
         .tempdir()
-        .map_err(|source| TestingError::Io { context: "creating a temporary server directory".into(), source })
+        .map_err(|source| TestingError::Io { context: "creating a temporary server directory".into(), source })?;
+    write_file(dir.path(), OWNER_FILE, &owner_marker())?;
+    Ok(dir)
+}
+
+/// `"<pid> <pid namespace>"` of this process; the namespace keeps a sweep in one container from
+/// mistaking a live owner in another (sharing `/tmp`) for a dead one.
+fn owner_marker() -> String {
+    format!("{} {}", std::process::id(), pid_namespace().unwrap_or_default())
+}
+
+fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid").ok().map(|ns| ns.to_string_lossy().into_owned())
+}
+
+/// Removes `zk-curator-*` directories whose owner process no longer exists (their JVMs died
+/// with it). Best effort: errors are ignored, unmarked directories are left alone.
+fn sweep_stale_dirs() {
+    let Some(namespace) = pid_namespace() else {
+        return; // cannot tell dead owners from owners in other namespaces
+    };
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(owner) = std::fs::read_to_string(path.join(OWNER_FILE)) else {
+            continue;
+        };
+        let mut fields = owner.split_whitespace();
+        let (Some(Ok(pid)), Some(owner_namespace)) = (fields.next().map(str::parse::<u32>), fields.next()) else {
+            continue;
+        };
+        if owner_namespace == namespace && pid != std::process::id() && !process_exists(pid) {
+            tracing::debug!(path = %path.display(), pid, "removing server directory of a dead test process");
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Whether a process with this pid exists in our pid namespace.
+fn process_exists(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
 }
 
 /// Writes `contents` to `dir/name`.
@@ -328,7 +382,7 @@ struct LocalServer {
 
 impl LocalServer {
     fn create(install: &Installation, settings: &ServerSettings, port: u16) -> TestingResult<LocalServer> {
-        let dir = temp_dir("zk-curator-server-")?;
+        let dir = temp_dir("server")?;
         write_file(dir.path(), CONFIG_FILE, &settings.base_config(dir.path(), port))?;
         let spec = settings.jvm_spec(install, dir.path(), STANDALONE_MAIN);
         let supervisor = Supervisor::new(&format!("server-{port}"), spec)?;
