@@ -110,7 +110,10 @@ impl CuratorClient {
         let start = Instant::now();
         let first_session = self.session();
         let mut retry_count = 0u32;
-        let mut parents_made = false;
+        // Parents are made as CONTAINER nodes, which the server deletes once they are empty again;
+        // it may do so between our making them and our create (or delete an ancestor while we
+        // walk down), so a NoNode gets a few rounds of parent creation, not just one.
+        let mut parent_rounds = 0u32;
         let mut need_lookup = false;
         loop {
             let zk = match self.connected_zk(parent, deadline).await {
@@ -159,10 +162,14 @@ impl CuratorClient {
                     cleanup.armed = false;
                     return Ok((node, children));
                 }
-                Err(zk::Error::NoNode) if !parents_made => {
+                Err(zk::Error::NoNode) if parent_rounds < 5 => {
                     drop(listing);
-                    self.create_parents(&fixed_parent, deadline).await?;
-                    parents_made = true;
+                    parent_rounds += 1;
+                    match self.create_parents(&fixed_parent, deadline).await {
+                        // An ancestor vanished under us (container reaped): next round.
+                        Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
                 Err(zk::Error::Timeout) if deadline.is_some_and(|d| Instant::now() >= d) => {
                     return Err(super::client::deadline_exceeded(parent, "creating a node under", start));
