@@ -616,13 +616,17 @@ impl CuratorClient {
         let acls = self.acls();
         let options = &mode.with_acls(acls);
         let fixed = fixed.as_str();
-        let mut made_parents = false;
+        // Parents are containers the server may reap again before our create: a few rounds.
+        let mut parent_rounds = 0;
         loop {
             let result = self.with_retry(path, None, |zk| async move { zk.create(fixed, data, options).await }).await;
             match result {
-                Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) if !made_parents => {
-                    self.create_parents(paths::parent(fixed), None).await?;
-                    made_parents = true;
+                Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) if parent_rounds < 5 => {
+                    parent_rounds += 1;
+                    match self.create_parents(paths::parent(fixed), None).await {
+                        Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
                 Err(e) => return Err(e),
                 Ok((_, seq)) => {
