@@ -24,7 +24,7 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Fraction of the negotiated session timeout between SUSPENDED and a simulated LOST; see `supervise`.
-pub(crate) const LOST_AFTER_SUSPENDED_FRACTION: f64 = 0.5;
+pub(crate) const LOST_AFTER_SUSPENDED_FRACTION: f64 = 0.4;
 
 /// Which ZooKeeper session a node or an operation belongs to.
 ///
@@ -301,7 +301,7 @@ async fn supervise(client: Weak<Inner>, mut watcher: zk::StateWatcher) {
         // is unreachable and never says "expired". We count from the last time we can have heard
         // from the server: zookeeper-client notices silence after its idle timeout (8 ticks = 2/5 of
         // the session timeout, checked every tick = 1/20), so SUSPENDED comes at most 0.45 × timeout
-        // after the last reply, and LOST fires 0.5 × timeout after SUSPENDED: at most 0.95 × timeout
+        // after the last reply, and LOST fires 0.4 × timeout after SUSPENDED: at most 0.85 × timeout
         // after the last reply — before the server can expire the session and let another process
         // take our locks.
         let lost_at = suspended_since.map(|since| since + session_timeout.mul_f64(LOST_AFTER_SUSPENDED_FRACTION));
