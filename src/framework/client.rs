@@ -23,8 +23,29 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
-/// Fraction of the negotiated session timeout between SUSPENDED and a simulated LOST; see `supervise`.
-pub(crate) const LOST_AFTER_SUSPENDED_FRACTION: f64 = 0.4;
+/// A suspended session is declared LOST at the latest this fraction of the negotiated session
+/// timeout after the last reply the client can have received; see [`lost_after_suspended`].
+pub(crate) const LOST_BY_FRACTION_OF_SESSION: f64 = 0.85;
+
+/// `zookeeper-client`'s connection (and idle) timeout we ask for, as a fraction of the requested
+/// session timeout: short enough to notice silence early and to leave room for several reconnect
+/// attempts before LOST.
+const ZK_CONNECTION_TIMEOUT_DIVISOR: u32 = 5;
+
+/// How long after SUSPENDED the client declares LOST (Curator ≥ 3 "simulated expiration").
+///
+/// `zookeeper-client` reports a disconnect once nothing was received for its idle timeout, checked
+/// every tick (idle/8). Its idle timeout is the connection timeout we configure (requested session
+/// timeout / 5) unless that exceeds 3/5 of the negotiated timeout, in which case it is 2/5 of it.
+/// So SUSPENDED comes at most `idle + tick` after the last reply, and LOST at most
+/// `LOST_BY_FRACTION_OF_SESSION × negotiated` after it: before the server, which counts from the
+/// last request it received, can expire the session and hand our locks to someone else.
+pub(crate) fn lost_after_suspended(requested: Duration, negotiated: Duration) -> Duration {
+    let configured = requested / ZK_CONNECTION_TIMEOUT_DIVISOR;
+    let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
+    let tick = idle / 8;
+    negotiated.mul_f64(LOST_BY_FRACTION_OF_SESSION).saturating_sub(idle + tick)
+}
 
 /// Which ZooKeeper session a node or an operation belongs to.
 ///
@@ -265,11 +286,12 @@ impl CuratorClientBuilder {
 }
 
 async fn open_session(config: &ClientConfig) -> std::result::Result<zk::Client, zk::Error> {
-    // zookeeper-client's own connection timeout is left at its default (2/5 of the session
-    // timeout): it is also its idle timeout, which bounds how late a disconnect is noticed, and the
-    // lost-session timer below relies on that bound.
-    let connector =
-        zk::Client::connector().with_session_timeout(config.session_timeout).with_readonly(config.can_be_read_only);
+    // zookeeper-client's connection timeout is also its idle timeout, which bounds how late a
+    // disconnect is noticed; `lost_after_suspended` relies on that bound.
+    let connector = zk::Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_connection_timeout(config.session_timeout / ZK_CONNECTION_TIMEOUT_DIVISOR)
+        .with_readonly(config.can_be_read_only);
     match tokio::time::timeout(config.connection_timeout, connector.connect(&config.connect_string)).await {
         Ok(result) => result,
         Err(_) => Err(zk::Error::Timeout),
@@ -295,16 +317,14 @@ async fn supervise(client: Weak<Inner>, mut watcher: zk::StateWatcher) {
     loop {
         let Some(inner) = client.upgrade() else { return };
         let session_timeout = inner.current_zk().map(|z| z.session_timeout()).unwrap_or(inner.config.session_timeout);
+        let inner_config_timeout = inner.config.session_timeout;
         let mut status_rx = inner.status.subscribe();
         drop(inner);
-        // Curator ≥ 3: a connection suspended for the session timeout is LOST, even if the server
-        // is unreachable and never says "expired". We count from the last time we can have heard
-        // from the server: zookeeper-client notices silence after its idle timeout (8 ticks = 2/5 of
-        // the session timeout, checked every tick = 1/20), so SUSPENDED comes at most 0.45 × timeout
-        // after the last reply, and LOST fires 0.4 × timeout after SUSPENDED: at most 0.85 × timeout
-        // after the last reply — before the server can expire the session and let another process
-        // take our locks.
-        let lost_at = suspended_since.map(|since| since + session_timeout.mul_f64(LOST_AFTER_SUSPENDED_FRACTION));
+        // Curator ≥ 3: a connection suspended for (about) the session timeout is LOST, even if the
+        // server is unreachable and never says "expired"; we fire early enough that the holder of
+        // a lock learns before the server can expire the session (see `lost_after_suspended`).
+        let lost_delay = lost_after_suspended(inner_config_timeout, session_timeout);
+        let lost_at = suspended_since.map(|since| since + lost_delay);
         let event = tokio::select! {
             state = watcher.changed() => Some(state),
             _ = sleep_until_opt(lost_at) => None,
@@ -767,4 +787,25 @@ impl Drop for QueueOnDrop<'_> {
 
 pub(crate) fn deadline_exceeded(path: &str, during: &'static str, start: Instant) -> Error {
     Error::DeadlineExceeded { path: path.to_string(), during, waited: start.elapsed() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_fires_before_the_server_can_expire_the_session() {
+        let s = Duration::from_secs;
+        for (requested, negotiated) in [(s(60), s(60)), (s(2), s(2)), (s(60), s(40)), (s(10), s(4)), (s(4), s(20))] {
+            let lost = lost_after_suspended(requested, negotiated);
+            // SUSPENDED at most idle + tick after the last reply:
+            let configured = requested / 5;
+            let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
+            let latest_suspended = idle + idle / 8;
+            assert!(latest_suspended + lost <= negotiated.mul_f64(0.85) + Duration::from_millis(1));
+            // ... and LOST is not declared absurdly early either (a blip is not a lost session).
+            assert!(lost >= negotiated / 4, "{requested:?}/{negotiated:?}: {lost:?}");
+        }
+        assert_eq!(lost_after_suspended(s(60), s(60)), s(60).mul_f64(0.85) - s(12) - Duration::from_millis(1500));
+    }
 }

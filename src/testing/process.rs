@@ -262,12 +262,39 @@ fn send_signal(child: &mut Option<Child>, signal: i32) -> io::Result<()> {
     let pid = libc::pid_t::try_from(c.id()).map_err(io::Error::other)?;
     // SAFETY: plain syscall on the pid of a live, unreaped child (see above).
     let rc = unsafe { libc::kill(pid, signal) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if signal == libc::SIGSTOP {
+        wait_stopped(pid);
+    }
+    Ok(())
+}
+
+/// `kill(SIGSTOP)` only starts a group stop: each JVM thread stops once it is scheduled, so on a
+/// busy machine the server can go on answering for milliseconds after `kill` returned. Wait (at
+/// most 2 s) until every thread is stopped, so that nothing sent after `pause()` is answered.
+#[cfg(target_os = "linux")]
+fn wait_stopped(pid: libc::pid_t) {
+    let all_stopped = || -> Option<bool> {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).unwrap_or_default();
+            // The state letter follows the parenthesised command name; a vanished thread counts as stopped.
+            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+            if !matches!(state, None | Some('T' | 't' | 'Z' | 'X')) {
+                return Some(false);
+            }
+        }
+        Some(true)
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while all_stopped() == Some(false) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
     }
 }
+
+#[cfg(not(target_os = "linux"))]
+fn wait_stopped(_pid: libc::pid_t) {}
 
 fn spawn_jvm(spec: &JvmSpec) -> io::Result<Child> {
     let output = File::options().create(true).append(true).open(&spec.output)?;
