@@ -123,6 +123,9 @@ impl<D: LockDriver> LockInternals<D> {
     ///
     /// # Errors
     /// Server errors after retries, as [`Error::ZooKeeper`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         let mut children = self.sorted_children(None).await?;
         for child in children.iter_mut() {
@@ -147,6 +150,14 @@ impl<D: LockDriver> LockInternals<D> {
     ///
     /// The deadline bounds the waiting and the retries; the first create+listing round trip always
     /// runs (bounded by the connection timeout), so a deadline of "now" means "try once".
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the client is closing; server errors after the retry policy gave up
+    /// (including a lost session when the policy refuses to queue again). Our node is deleted first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call's node (created, or with its create in flight) is deleted in the
+    /// background.
     pub async fn attempt_lock(&self, deadline: Option<Instant>, data: &[u8]) -> Result<Option<Arc<LockNode>>> {
         let start = Instant::now();
         let span = tracing::debug_span!("acquire", path = %self.base, lock = self.driver.lock_name());

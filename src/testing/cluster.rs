@@ -59,6 +59,9 @@ impl TestingCluster {
     /// * [`TestingError::NotReady`] / [`TestingError::ServerExited`] (with log tails) when the
     ///   ensemble does not form;
     /// * [`TestingError::Io`] when directories, configs or processes cannot be created.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nodes already started are killed and their directories removed.
     pub async fn start(nodes: usize) -> TestingResult<TestingCluster> {
         if nodes == 0 {
             return Err(TestingError::InvalidArgument { message: "a cluster needs at least one node".into() });
@@ -133,6 +136,9 @@ impl TestingCluster {
     /// # Errors
     /// [`TestingError::NoSuchNode`] for a bad index; [`TestingError::Io`] if its supervisor
     /// thread is gone.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the node is stopped or being stopped; call again to wait.
     pub async fn stop(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.terminate(STOP_GRACE).await?;
@@ -145,6 +151,9 @@ impl TestingCluster {
     ///
     /// # Errors
     /// As for [`stop`](Self::stop).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the signal is sent at the first poll.
     pub async fn kill(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.kill().await?;
@@ -159,6 +168,9 @@ impl TestingCluster {
     /// # Errors
     /// [`TestingError::NoSuchNode`] for a bad index; [`TestingError::NotReady`] or
     /// [`TestingError::ServerExited`] when it does not come back within 30 s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node being started is killed with the cluster.
     pub async fn restart(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.kill().await?;
@@ -187,6 +199,9 @@ impl TestingCluster {
 
     /// Index of the node that currently reports `Mode: leader` through the `srvr` four-letter
     /// word, if any.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
     pub async fn leader(&self) -> Option<usize> {
         self.modes().await.iter().position(|mode| mode.as_deref() == Some("leader"))
     }
@@ -196,6 +211,9 @@ impl TestingCluster {
     ///
     /// # Errors
     /// [`TestingError::NotReady`] after `timeout`, listing each node's last mode and log tail.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
     pub async fn wait_for_quorum(&self, timeout: Duration) -> TestingResult<()> {
         let started = Instant::now();
         let majority = self.nodes.len() / 2 + 1;

@@ -85,6 +85,9 @@ impl FaultProxy {
     /// # Errors
     /// [`TestingError::InvalidArgument`] for an empty upstream; [`TestingError::Io`] if no local
     /// port can be bound.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing outlives a dropped call.
     pub async fn start(upstream: &str) -> TestingResult<FaultProxy> {
         if upstream.trim().is_empty() {
             return Err(TestingError::InvalidArgument { message: "FaultProxy upstream is empty".into() });

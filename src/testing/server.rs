@@ -333,6 +333,9 @@ impl TestingServerBuilder {
     /// * [`TestingError::NotReady`] / [`TestingError::ServerExited`] (with the log tail) when
     ///   the server does not come up;
     /// * [`TestingError::Io`] when the temp directory, config or process cannot be created.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a server being started is killed and its directory removed.
     pub async fn start(self) -> TestingResult<TestingServer> {
         if let Some(connect) = zk_connect_override() {
             let port = external_port(&connect);
@@ -435,6 +438,9 @@ impl TestingServer {
     ///
     /// # Errors
     /// See [`TestingServerBuilder::start`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a server being started is killed and its directory removed.
     pub async fn start() -> TestingResult<TestingServer> {
         Self::builder().start().await
     }
@@ -487,6 +493,9 @@ impl TestingServer {
     /// # Errors
     /// [`TestingError::External`] for an external server; [`TestingError::Io`] if the
     /// supervisor thread is gone.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the process is killed at the first poll.
     pub async fn stop(&mut self) -> TestingResult<()> {
         let local = self.local("stop")?;
         local.supervisor.kill().await?;
@@ -502,6 +511,9 @@ impl TestingServer {
     /// [`TestingError::External`] for an external server; [`TestingError::NotReady`] or
     /// [`TestingError::ServerExited`] when it does not come back within 30 s (e.g. the port was
     /// taken meanwhile).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a server being started is killed when the handle drops.
     pub async fn restart(&mut self) -> TestingResult<()> {
         let local = self.local("restart")?;
         local.supervisor.kill().await?;

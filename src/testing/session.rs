@@ -53,6 +53,9 @@ const OP_CLOSE_SESSION: i32 = -11;
 ///   which cannot be re-attached);
 /// * [`TestingError::InvalidArgument`] for a connect string without hosts;
 /// * [`TestingError::NotReady`] when the session is still alive after 20 s (server unreachable).
+///
+/// # Cancel safety
+/// Not cancel safe: a dropped call may or may not have closed the session.
 pub async fn expire_session(connect: &str, session: &SessionInfo) -> TestingResult<()> {
     let started = Instant::now();
     let hosts = parse_hosts(connect);
