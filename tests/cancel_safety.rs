@@ -28,41 +28,13 @@ use zk_curator::{CuratorClient, InterProcessMutex};
 
 const ITERATIONS: usize = 400;
 
-async fn observer(connect: &str) -> zkc::Client {
-    zkc::Client::connect(connect).await.expect("observer connect")
-}
-
-async fn kids(zk: &zkc::Client, path: &str) -> Vec<String> {
-    match zk.list_children(path).await {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(zkc::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("list {path}: {e}"),
-    }
-}
-
-/// Waits until the children of `path` are exactly `expected` (sorted); returns what it saw last.
-async fn children_become(zk: &zkc::Client, path: &str, expected: &[String], within: Duration) -> Vec<String> {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = kids(zk, path).await;
-        if now == expected || Instant::now() >= deadline {
-            return now;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn name_of(path: &str) -> String {
-    path.rsplit('/').next().unwrap().to_string()
-}
-
-fn seed() -> u64 {
-    std::env::var("CANCEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+/// A random generator seeded from `CANCEL_SEED` or the clock; the seed is printed for a replay.
+fn seeded_rng() -> StdRng {
+    let seed = std::env::var("CANCEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    })
+    });
+    println!("CANCEL_SEED={seed}");
+    StdRng::seed_from_u64(seed)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -77,7 +49,7 @@ struct NodeLog {
 
 impl NodeLog {
     async fn start(connect: &str, path: &str) -> NodeLog {
-        let zk = observer(connect).await;
+        let zk = support::observer(connect).await;
         let mut watcher = zk.watch(path, zkc::AddWatchMode::PersistentRecursive).await.expect("recursive watch");
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = events.clone();
@@ -87,7 +59,7 @@ impl NodeLog {
                 let event = watcher.changed().await;
                 match event.event_type {
                     zkc::EventType::NodeCreated | zkc::EventType::NodeDeleted if event.path.starts_with(&prefix) => {
-                        sink.lock().push((event.event_type, name_of(&event.path)))
+                        sink.lock().push((event.event_type, support::node_name(&event.path).to_string()))
                     }
                     zkc::EventType::Session if event.session_state.is_terminated() => return,
                     _ => {}
@@ -212,13 +184,13 @@ async fn churn(
                 Err(_) => None,
             },
             _ => {
-                let before: HashSet<String> = kids(obs, path).await.into_iter().collect();
+                let before: HashSet<String> = support::sorted_children(obs, path).await.into_iter().collect();
                 let fut = mutex.lock();
                 tokio::pin!(fut);
                 let seen = async {
                     let deadline = Instant::now() + Duration::from_secs(5);
                     loop {
-                        if kids(obs, path).await.iter().any(|k| !before.contains(k)) {
+                        if support::sorted_children(obs, path).await.iter().any(|k| !before.contains(k)) {
                             return true;
                         }
                         if Instant::now() >= deadline {
@@ -244,7 +216,7 @@ async fn churn(
             }
         };
         match &completed {
-            Some(node) => tally.completed.push(name_of(node)),
+            Some(node) => tally.completed.push(support::node_name(node).to_string()),
             None if style == 5 => {}
             None if delay.is_zero() => tally.cancelled_first_poll += 1,
             None if delay < Duration::from_millis(5) => tally.cancelled_short += 1,
@@ -305,12 +277,10 @@ async fn no_pending_deletes(client: &CuratorClient) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquires_leave_nothing_behind_while_held() {
     support::init_tracing();
-    let seed = seed();
-    println!("CANCEL_SEED={seed}");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = seeded_rng();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("cancel-held");
     let log = NodeLog::start(&connect, &path).await;
     let a = support::client(&connect).await;
@@ -319,7 +289,7 @@ async fn cancelled_acquires_leave_nothing_behind_while_held() {
     let mb = InterProcessMutex::new(&b, &path).unwrap();
 
     ma.acquire().await.unwrap();
-    let a_node = name_of(&ma.lock_node_path().unwrap());
+    let a_node = support::node_name(&ma.lock_node_path().unwrap()).to_string();
     let rtt = calibrate(&mb, 10).await;
     let started = Instant::now();
     let tally = churn(&mb, &mut rng, ITERATIONS, true, &obs, &path).await;
@@ -332,7 +302,7 @@ async fn cancelled_acquires_leave_nothing_behind_while_held() {
     assert!(tally.cancelled_with_node_seen >= 5, "{tally:?}");
 
     // No stray node: only the active holder's.
-    let left = children_become(&obs, &path, std::slice::from_ref(&a_node), Duration::from_secs(5)).await;
+    let left = support::children_become(&obs, &path, std::slice::from_ref(&a_node), Duration::from_secs(5)).await;
     assert_eq!(left, vec![a_node.clone()], "stray contender nodes after cancelled acquires");
     assert!(!mb.is_acquired_in_this_process());
     no_pending_deletes(&b).await;
@@ -351,11 +321,11 @@ async fn cancelled_acquires_leave_nothing_behind_while_held() {
     assert!(mc.acquire_timeout(Duration::from_secs(2)).await.unwrap(), "C must get the freed lock");
     println!("held: C acquired after {:?}", t.elapsed());
     assert!(t.elapsed() < Duration::from_secs(1), "C waited for something: {:?}", t.elapsed());
-    let c_node = name_of(&mc.lock_node_path().unwrap());
-    assert_eq!(kids(&obs, &path).await, vec![c_node]);
+    let c_node = support::node_name(&mc.lock_node_path().unwrap()).to_string();
+    assert_eq!(support::sorted_children(&obs, &path).await, vec![c_node]);
     assert!(!mb.is_acquired_in_this_process());
     mc.release().await.unwrap();
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 
     // B itself still works normally.
     assert!(mb.acquire_timeout(Duration::from_secs(2)).await.unwrap());
@@ -367,12 +337,10 @@ async fn cancelled_acquires_leave_nothing_behind_while_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquires_leave_nothing_behind_when_free() {
     support::init_tracing();
-    let seed = seed();
-    println!("CANCEL_SEED={seed}");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = seeded_rng();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("cancel-free");
     let log = NodeLog::start(&connect, &path).await;
     let b = support::client(&connect).await;
@@ -384,7 +352,7 @@ async fn cancelled_acquires_leave_nothing_behind_when_free() {
     println!("free: {ITERATIONS} acquires in {:?} (uncontended acquire median {rtt:?}): {tally:?}", started.elapsed());
     assert!(!mb.is_acquired_in_this_process(), "no hold after all the cancellations");
 
-    let left = children_become(&obs, &path, &[], Duration::from_secs(5)).await;
+    let left = support::children_become(&obs, &path, &[], Duration::from_secs(5)).await;
     assert!(left.is_empty(), "stray nodes after cancelled acquires on a free lock: {left:?}");
     no_pending_deletes(&b).await;
 

@@ -244,14 +244,6 @@ async fn setup() -> (zk_curator::testing::TestingServer, CuratorPeer, CuratorCli
     (server, peer, client)
 }
 
-async fn observer(connect: &str) -> zk::Client {
-    zk::Client::connect(connect).await.expect("observer connect")
-}
-
-fn name_of(node_path: &str) -> &str {
-    node_path.rsplit('/').next().unwrap()
-}
-
 /// Curator's mutex node name: `_c_` + canonical lowercase UUID + `-lock-` + 10-digit sequence.
 fn assert_curator_lock_name(name: &str) {
     let ok = name.len() == 3 + 36 + 1 + 5 + 10
@@ -295,7 +287,7 @@ async fn curator_holds_rust_times_out() {
     let connect = server.connect_string();
     let path = support::unique_path("curator-holds");
     let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.expect("Curator acquires a free lock");
-    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)]);
+    assert_eq!(support::children(&connect, &path).await, [support::node_name(&curator_node)]);
 
     let mutex = InterProcessMutex::new(&client, &path).unwrap();
     let started = Instant::now();
@@ -303,7 +295,11 @@ async fn curator_holds_rust_times_out() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(290), "gave up after {waited:?}, before the 300 ms timeout");
     assert!(!mutex.is_owned_by_current_task());
-    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)], "Rust's node was left behind");
+    assert_eq!(
+        support::children(&connect, &path).await,
+        [support::node_name(&curator_node)],
+        "Rust's node was left behind"
+    );
 
     // Every attempt creates a node with a fresh random UUID: a sort on anything but the sequence
     // would put it before Curator's about half the time.
@@ -311,12 +307,16 @@ async fn curator_holds_rust_times_out() {
         let timeout = if attempt % 2 == 0 { Duration::ZERO } else { Duration::from_millis(20) };
         assert!(mutex.try_lock_for(timeout).await.unwrap().is_none(), "attempt {attempt}: Rust got Curator's lock");
     }
-    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)], "Rust's nodes were left behind");
+    assert_eq!(
+        support::children(&connect, &path).await,
+        [support::node_name(&curator_node)],
+        "Rust's nodes were left behind"
+    );
 
     peer.release(&path).await;
     assert!(mutex.acquire_timeout(Duration::from_secs(5)).await.unwrap(), "Rust acquires after Curator released");
     let rust_node = mutex.lock_node_path().unwrap();
-    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)]);
+    assert_eq!(support::children(&connect, &path).await, [support::node_name(&rust_node)]);
     assert_eq!(peer.acquire(&path, Duration::ZERO).await, None, "Curator got the lock Rust holds");
     mutex.release().await.unwrap();
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
@@ -336,15 +336,19 @@ async fn rust_holds_curator_times_out() {
     let started = Instant::now();
     assert_eq!(peer.acquire(&path, Duration::from_millis(300)).await, None, "Curator got the lock Rust holds");
     assert!(started.elapsed() >= Duration::from_millis(300), "Curator gave up early: {:?}", started.elapsed());
-    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)], "Curator's node was left behind");
+    assert_eq!(
+        support::children(&connect, &path).await,
+        [support::node_name(&rust_node)],
+        "Curator's node was left behind"
+    );
     for _ in 0..5 {
         assert_eq!(peer.acquire(&path, Duration::ZERO).await, None, "Curator got the lock Rust holds");
     }
-    assert_eq!(support::children(&connect, &path).await, [name_of(&rust_node)]);
+    assert_eq!(support::children(&connect, &path).await, [support::node_name(&rust_node)]);
 
     mutex.release().await.unwrap();
     let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.expect("Curator acquires after Rust released");
-    assert_eq!(support::children(&connect, &path).await, [name_of(&curator_node)]);
+    assert_eq!(support::children(&connect, &path).await, [support::node_name(&curator_node)]);
     assert!(!mutex.acquire_timeout(Duration::from_millis(100)).await.unwrap(), "Rust got the lock Curator holds");
     peer.release(&path).await;
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
@@ -401,7 +405,7 @@ async fn alternate_many_times_no_overlap() {
     let connect = server.connect_string();
     let path = support::unique_path("alternate");
     let counter = format!("{path}-counter");
-    let zk = observer(&connect).await;
+    let zk = support::observer(&connect).await;
     zk.mkdir(&counter, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
     zk.set_data(&counter, b"0", None).await.unwrap();
 
@@ -442,7 +446,7 @@ async fn participants_agree() {
     holder.acquire().await.unwrap();
     let mut known = support::children(&connect, &path).await;
     let mut queue = vec![holder.lock_node_path().unwrap()];
-    assert_eq!(known, [name_of(&queue[0])]);
+    assert_eq!(known, [support::node_name(&queue[0])]);
 
     // Queue alternately: Curator c1, Rust r2, Curator c3, Rust r4, Curator c5 (index in the queue).
     let mut waiters = vec![Waiter::Done];
@@ -459,7 +463,7 @@ async fn participants_agree() {
         queue.push(full(&child));
     }
     for node in &queue {
-        assert_curator_lock_name(name_of(node));
+        assert_curator_lock_name(support::node_name(node));
     }
 
     let curator_order = peer.participants(&path).await;
@@ -536,16 +540,16 @@ async fn node_names_and_data_match_curator() {
     let mutex = InterProcessMutex::new(&client, &path).unwrap();
     let waiter = mutex.clone();
     let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
-    let mut known = vec![name_of(&curator_node).to_string()];
+    let mut known = vec![support::node_name(&curator_node).to_string()];
     let rust_name = new_child(&connect, &path, &mut known).await;
 
-    assert_curator_lock_name(name_of(&curator_node));
+    assert_curator_lock_name(support::node_name(&curator_node));
     assert_curator_lock_name(&rust_name);
     // One sequence counter per parent: Rust's node is numbered right after Curator's.
     let seq = |name: &str| name[name.len() - 10..].parse::<u64>().unwrap();
-    assert_eq!(seq(&rust_name), seq(name_of(&curator_node)) + 1);
+    assert_eq!(seq(&rust_name), seq(support::node_name(&curator_node)) + 1);
 
-    let zk = observer(&connect).await;
+    let zk = support::observer(&connect).await;
     let (curator_data, curator_stat) = zk.get_data(&curator_node).await.unwrap();
     let (rust_data, rust_stat) = zk.get_data(&format!("{path}/{rust_name}")).await.unwrap();
     println!(
@@ -564,7 +568,7 @@ async fn node_names_and_data_match_curator() {
 
     peer.release(&path).await;
     let guard = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap();
-    assert_eq!(name_of(guard.node_path()), rust_name);
+    assert_eq!(support::node_name(guard.node_path()), rust_name);
     guard.release().await.unwrap();
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
 }

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -20,43 +19,6 @@ use ConnectionState::{Lost, Reconnected, Suspended};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-/// A plain `zookeeper-client` session straight to the server (no namespace, no proxy).
-async fn raw(connect: &str) -> zk::Client {
-    zk::Client::connect(connect).await.expect("raw observer connect")
-}
-
-async fn exists(zk: &zk::Client, path: &str) -> bool {
-    zk.check_stat(path).await.unwrap_or_else(|e| panic!("stat {path}: {e}")).is_some()
-}
-
-async fn raw_children(zk: &zk::Client, path: &str) -> Vec<String> {
-    match zk.list_children(path).await {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(zk::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("list {path}: {e}"),
-    }
-}
-
-/// Polls `cond` every 25 ms until it holds; panics naming `what` after `within`. Returns how long
-/// it took.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if cond().await {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < within, "not true within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 /// Waits for the connection state `want`, allowing only the states in `allowed` before it.
 /// Returns when it arrived.
@@ -96,10 +58,6 @@ fn assert_closed<T: std::fmt::Debug>(result: zk_curator::Result<T>, what: &str) 
     }
 }
 
-async fn server_with(builder: zk_curator::testing::TestingServerBuilder) -> TestingServer {
-    builder.start().await.unwrap_or_else(|e| panic!("cannot start ZooKeeper for tests: {e}"))
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1
 
@@ -108,22 +66,16 @@ async fn builder_and_namespace() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let client = CuratorClient::builder(&connect)
-        .namespace("app")
-        .session_timeout(Duration::from_secs(10))
-        .connection_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .expect("connect");
+    let client = support::namespaced_client(&connect, "app").await;
     assert_eq!(client.namespace(), "/app");
-    let zk = raw(&connect).await;
+    let zk = support::observer(&connect).await;
 
     let created = client.create("/x/y", b"d", zk::CreateMode::Persistent).await.expect("create /x/y");
     assert_eq!(created, "/x/y", "the returned path is namespace-free");
     let (data, stat) = zk.get_data("/app/x/y").await.expect("/app/x/y exists on the server");
     assert_eq!(data, b"d");
     assert_eq!(stat.ephemeral_owner, 0);
-    assert!(!exists(&zk, "/x").await, "nothing may be created outside the namespace");
+    assert!(!support::exists(&zk, "/x").await, "nothing may be created outside the namespace");
     for parent in ["/app", "/app/x"] {
         let (data, stat) = zk.get_data(parent).await.unwrap_or_else(|e| panic!("{parent}: {e}"));
         assert!(data.is_empty(), "{parent} has data {data:?}");
@@ -132,13 +84,15 @@ async fn builder_and_namespace() {
 
     // Container parents vanish once empty (the server checks every 100 ms).
     client.delete_guaranteed("/x/y").await.expect("delete /x/y");
-    assert!(!exists(&zk, "/app/x/y").await);
-    let took = eventually(Duration::from_secs(2), "/app/x is reaped as an empty container", || async {
-        !exists(&zk, "/app/x").await
+    assert!(!support::exists(&zk, "/app/x/y").await);
+    let took = support::eventually(Duration::from_secs(2), "/app/x is reaped as an empty container", || async {
+        !support::exists(&zk, "/app/x").await
     })
     .await;
-    eventually(Duration::from_secs(2), "/app is reaped as an empty container", || async { !exists(&zk, "/app").await })
-        .await;
+    support::eventually(Duration::from_secs(2), "/app is reaped as an empty container", || async {
+        !support::exists(&zk, "/app").await
+    })
+    .await;
     println!("container /app/x reaped {took:?} after its last child went");
 
     // Typed errors for bad builder inputs, naming the value; nothing is connected.
@@ -173,7 +127,10 @@ async fn builder_and_namespace() {
         client.create_protected("/p", "a/b", b"", zk::CreateMode::EphemeralSequential, None, false).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
     assert_bad_argument(&err, "a/b");
-    assert!(raw_children(&zk, "/").await.iter().all(|c| c == "zookeeper"), "a refused call left a node behind");
+    assert!(
+        support::sorted_children(&zk, "/").await.iter().all(|c| c == "zookeeper"),
+        "a refused call left a node behind"
+    );
     client.close().await;
 }
 
@@ -207,7 +164,7 @@ async fn state_sequence_on_server_restart() {
 
     let path = support::unique_path("restart");
     client.create(&path, b"ok", zk::CreateMode::Ephemeral).await.expect("create after reconnect");
-    let (_, stat) = raw(&connect).await.get_data(&path).await.expect("node exists");
+    let (_, stat) = support::observer(&connect).await.get_data(&path).await.expect("node exists");
     assert_eq!(stat.ephemeral_owner, before.id);
     assert!(states.try_recv().is_none(), "no further state change expected");
     client.close().await;
@@ -225,8 +182,8 @@ async fn forced_expiry_gives_lost_then_new_session() {
     let before = client.session();
     let eph = support::unique_path("eph");
     client.create(&eph, b"", zk::CreateMode::Ephemeral).await.expect("ephemeral create");
-    let zk = raw(&connect).await;
-    assert!(exists(&zk, &eph).await);
+    let zk = support::observer(&connect).await;
+    assert!(support::exists(&zk, &eph).await);
 
     let mut states = client.connection_states();
     let info = client.zookeeper().unwrap().session().clone();
@@ -243,7 +200,7 @@ async fn forced_expiry_gives_lost_then_new_session() {
     assert!(client.is_connected());
     assert_eq!(client.zookeeper().unwrap().session_id().0, after.id);
 
-    assert!(!exists(&zk, &eph).await, "the old session's ephemeral node must be gone");
+    assert!(!support::exists(&zk, &eph).await, "the old session's ephemeral node must be gone");
     let eph2 = support::unique_path("eph2");
     client.create(&eph2, b"", zk::CreateMode::Ephemeral).await.expect("create on the new session");
     let (_, stat) = zk.get_data(&eph2).await.unwrap();
@@ -257,15 +214,10 @@ async fn forced_expiry_gives_lost_then_new_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_past_session_timeout_becomes_lost() {
     support::init_tracing();
-    let server = server_with(TestingServer::builder().tick_time(Duration::from_millis(200))).await;
+    let server = support::server_with(TestingServer::builder().tick_time(Duration::from_millis(200))).await;
     let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
-    let client = CuratorClient::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(2))
-        .connection_timeout(Duration::from_secs(2))
-        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)))
-        .connect()
-        .await
-        .expect("connect");
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(2)).await;
     let timeout = client.negotiated_session_timeout();
     assert_eq!(timeout, Duration::from_secs(2), "negotiated session timeout");
     let before = client.session();
@@ -309,7 +261,7 @@ async fn suspended_past_session_timeout_becomes_lost() {
     assert_ne!(after.id, before.id);
     let path = support::unique_path("after-lost");
     client.create(&path, b"", zk::CreateMode::Ephemeral).await.expect("create on the new session");
-    let (_, stat) = raw(&server.connect_string()).await.get_data(&path).await.unwrap();
+    let (_, stat) = support::observer(&server.connect_string()).await.get_data(&path).await.unwrap();
     assert_eq!(stat.ephemeral_owner, after.id);
     client.close().await;
 }
@@ -411,7 +363,7 @@ async fn retry_loop() {
     let took = start.elapsed();
     println!("with_retry across a restart took {took:?}");
     assert!(took > Duration::from_millis(500), "must have outlived at least one connection timeout");
-    let (data, _) = raw(&connect).await.get_data(&path).await.expect("created");
+    let (data, _) = support::observer(&connect).await.get_data(&path).await.expect("created");
     assert_eq!(data, b"r");
     client.close().await;
 }
@@ -425,10 +377,10 @@ async fn container_parents() {
     let server = support::server().await;
     let connect = server.connect_string();
     let client = support::client(&connect).await;
-    let zk = raw(&connect).await;
+    let zk = support::observer(&connect).await;
     let base = support::unique_path("containers");
     let parent = format!("{base}/a/b/c");
-    assert!(!exists(&zk, &format!("{base}/a")).await);
+    assert!(!support::exists(&zk, &format!("{base}/a")).await);
 
     let (node, listing) = client
         .create_protected(&parent, "lock-", b"data", zk::CreateMode::EphemeralSequential, None, true)
@@ -451,8 +403,8 @@ async fn container_parents() {
     }
 
     client.delete_guaranteed(&node.path).await.expect("delete");
-    let took = eventually(Duration::from_secs(5), "the container chain is reaped", || async {
-        !exists(&zk, &format!("{base}/a")).await
+    let took = support::eventually(Duration::from_secs(5), "the container chain is reaped", || async {
+        !support::exists(&zk, &format!("{base}/a")).await
     })
     .await;
     println!("/a/b/c, /a/b, /a reaped within {took:?}");
@@ -480,13 +432,13 @@ async fn protected_create_after_cut_connection() {
         .connect()
         .await
         .expect("connect");
-    let zk = raw(&connect).await;
+    let zk = support::observer(&connect).await;
     let parent = support::unique_path("protected");
     client.create(&parent, b"", zk::CreateMode::Persistent).await.expect("parent");
     let session = client.session();
     let mut created: Vec<String> = Vec::new();
     let wait_connected = || async {
-        eventually(Duration::from_secs(10), "client reconnected", || async { client.is_connected() }).await;
+        support::eventually(Duration::from_secs(10), "client reconnected", || async { client.is_connected() }).await;
     };
     let spawn_create = |client: &CuratorClient| {
         let client = client.clone();
@@ -502,21 +454,21 @@ async fn protected_create_after_cut_connection() {
     // (a) The create reaches the server, which applies it, but the reply is lost: freeze the server,
     // send the create, blackhole the proxy, let the server run (it creates the node, its reply is
     // dropped), then restore the network. The retry must find the node instead of making another.
-    let before = raw_children(&zk, &parent).await.len();
+    let before = support::sorted_children(&zk, &parent).await.len();
     server.pause().expect("pause");
     let task = spawn_create(&client);
     // Let the request travel client -> proxy -> the frozen server's socket buffer.
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.set_mode(ProxyMode::Blackhole);
     server.resume().expect("resume");
-    eventually(Duration::from_secs(5), "the server applied the create", || async {
-        raw_children(&zk, &parent).await.len() > before
+    support::eventually(Duration::from_secs(5), "the server applied the create", || async {
+        support::sorted_children(&zk, &parent).await.len() > before
     })
     .await;
     assert!(!task.is_finished(), "the reply should have been lost");
     proxy.set_mode(ProxyMode::Pass);
     let node = tokio::time::timeout(Duration::from_secs(15), task).await.expect("create finished").unwrap().unwrap();
-    let children = raw_children(&zk, &parent).await;
+    let children = support::sorted_children(&zk, &parent).await;
     assert_eq!(with_prefix(&children, &node.name), vec![&node.name], "lost reply: {children:?}");
     assert_eq!(children.len(), before + 1, "no second node: {children:?}");
     created.push(node.name.clone());
@@ -535,7 +487,7 @@ async fn protected_create_after_cut_connection() {
         proxy.set_mode(ProxyMode::Pass);
         let node = tokio::time::timeout(Duration::from_secs(15), task).await.expect("create finished").unwrap();
         let node = node.unwrap_or_else(|e| panic!("create with a cut after {delay_us} us: {e}"));
-        let children = raw_children(&zk, &parent).await;
+        let children = support::sorted_children(&zk, &parent).await;
         assert_eq!(with_prefix(&children, &node.name), vec![&node.name], "cut after {delay_us} us: {children:?}");
         created.push(node.name.clone());
         assert_eq!(children.len(), created.len(), "cut after {delay_us} us left an extra node: {children:?}");
@@ -544,12 +496,12 @@ async fn protected_create_after_cut_connection() {
 
     // (c) Cut first: the create waits for the connection and goes out after it is back.
     proxy.set_mode(ProxyMode::Cut);
-    eventually(Duration::from_secs(10), "client noticed the cut", || async { !client.is_connected() }).await;
+    support::eventually(Duration::from_secs(10), "client noticed the cut", || async { !client.is_connected() }).await;
     let task = spawn_create(&client);
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.set_mode(ProxyMode::Pass);
     let node = tokio::time::timeout(Duration::from_secs(15), task).await.expect("create finished").unwrap().unwrap();
-    let children = raw_children(&zk, &parent).await;
+    let children = support::sorted_children(&zk, &parent).await;
     assert_eq!(with_prefix(&children, &node.name), vec![&node.name]);
     created.push(node.name.clone());
     created.sort();
@@ -583,8 +535,8 @@ async fn protected_create_after_cut_connection() {
             other => panic!("create_protected polled once: {other:?}"),
         }
     };
-    eventually(Duration::from_secs(3), "the abandoned node is cleaned up", || async {
-        raw_children(&zk, &clean).await.is_empty() && cversion(zk.clone(), clean.clone()).await >= cv0 + 2
+    support::eventually(Duration::from_secs(3), "the abandoned node is cleaned up", || async {
+        support::sorted_children(&zk, &clean).await.is_empty() && cversion(zk.clone(), clean.clone()).await >= cv0 + 2
     })
     .await;
     // (e) Dropped while the server holds the request (it applies it after the drop).
@@ -605,8 +557,8 @@ async fn protected_create_after_cut_connection() {
         "the create cannot finish while the server is paused: {result:?}"
     );
     server.resume().expect("resume");
-    eventually(Duration::from_secs(3), "the node created after the drop is cleaned up", || async {
-        raw_children(&zk, &clean).await.is_empty() && cversion(zk.clone(), clean.clone()).await >= cv0 + 2
+    support::eventually(Duration::from_secs(3), "the node created after the drop is cleaned up", || async {
+        support::sorted_children(&zk, &clean).await.is_empty() && cversion(zk.clone(), clean.clone()).await >= cv0 + 2
     })
     .await;
     // (f) Dropped during a cut (in flight or retrying), network restored afterwards.
@@ -629,7 +581,7 @@ async fn protected_create_after_cut_connection() {
             // Finished before the cut: the node is the caller's, not garbage.
             Ok(Ok((node, _))) => {
                 println!("cut after {delay_us} us: the create had already finished");
-                assert_eq!(raw_children(&zk, &clean).await, vec![node.name.clone()]);
+                assert_eq!(support::sorted_children(&zk, &clean).await, vec![node.name.clone()]);
                 client.delete_guaranteed(&node.path).await.expect("delete");
             }
             Ok(Err(e)) => panic!("create failed instead of retrying: {e}"),
@@ -641,7 +593,7 @@ async fn protected_create_after_cut_connection() {
         }
     }
     assert_eq!(client.session(), session);
-    eventually(Duration::from_secs(3), "background clean-ups finished", || async {
+    support::eventually(Duration::from_secs(3), "background clean-ups finished", || async {
         client.pending_background_deletes() == 0
     })
     .await;
@@ -692,7 +644,7 @@ async fn guaranteed_delete_after_server_comes_back() {
     assert!(client.pending_background_deletes() >= 3);
 
     server.restart().await.expect("restart");
-    let took = eventually(Duration::from_secs(15), "pending background deletes drop to 0", || async {
+    let took = support::eventually(Duration::from_secs(15), "pending background deletes drop to 0", || async {
         client.pending_background_deletes() == 0
     })
     .await;
@@ -700,10 +652,10 @@ async fn guaranteed_delete_after_server_comes_back() {
     let wait = Duration::from_secs(5);
     tokio::time::timeout(wait, outcome_b.wait()).await.expect("outcome b").expect("b deleted");
     tokio::time::timeout(wait, outcome_missing.wait()).await.expect("outcome missing").expect("NoNode is success");
-    let zk = raw(&connect).await;
-    assert!(!exists(&zk, &a).await, "{a} still exists");
-    assert!(!exists(&zk, &b).await, "{b} still exists");
-    assert!(exists(&zk, &base).await, "only the requested nodes are deleted");
+    let zk = support::observer(&connect).await;
+    assert!(!support::exists(&zk, &a).await, "{a} still exists");
+    assert!(!support::exists(&zk, &b).await, "{b} still exists");
+    assert!(support::exists(&zk, &base).await, "only the requested nodes are deleted");
     client.close().await;
 }
 
@@ -715,7 +667,7 @@ async fn close() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let zk = raw(&connect).await;
+    let zk = support::observer(&connect).await;
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
     let proxied = |max_close_wait: Duration| {
         CuratorClient::builder(&proxy.connect_string())
@@ -731,7 +683,7 @@ async fn close() {
     let path = support::unique_path("close-pending");
     client.create(&path, b"", zk::CreateMode::Persistent).await.expect("create");
     proxy.set_mode(ProxyMode::Cut);
-    eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
+    support::eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
     let outcome = client.delete_in_background(&path).expect("queue");
     assert_eq!(client.pending_background_deletes(), 1);
     let closing = {
@@ -742,17 +694,17 @@ async fn close() {
             start.elapsed()
         })
     };
-    eventually(Duration::from_secs(1), "close() has begun", || async { client.is_closed() }).await;
+    support::eventually(Duration::from_secs(1), "close() has begun", || async { client.is_closed() }).await;
     assert_closed(client.create("/x", b"", zk::CreateMode::Persistent).await, "create while closing");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!closing.is_finished(), "close() must wait for the pending delete");
-    assert!(exists(&zk, &path).await);
+    assert!(support::exists(&zk, &path).await);
     proxy.set_mode(ProxyMode::Pass);
     let took = tokio::time::timeout(Duration::from_secs(15), closing).await.expect("close finished").unwrap();
     println!("close with a pending delete took {took:?}");
     assert!(took < Duration::from_secs(10) + Duration::from_secs(3), "bounded by max_close_wait: {took:?}");
     tokio::time::timeout(Duration::from_secs(1), outcome.wait()).await.expect("outcome").expect("deleted");
-    assert!(!exists(&zk, &path).await, "the pending delete finished before the session closed");
+    assert!(!support::exists(&zk, &path).await, "the pending delete finished before the session closed");
     assert_eq!(client.pending_background_deletes(), 0);
 
     // Everything afterwards fails with Closed.
@@ -782,7 +734,7 @@ async fn close() {
     let path = support::unique_path("close-stuck");
     client.create(&path, b"", zk::CreateMode::Persistent).await.expect("create");
     proxy.set_mode(ProxyMode::Cut);
-    eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
+    support::eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
     let outcome = client.delete_in_background(&path).expect("queue");
     let start = Instant::now();
     client.close().await;
@@ -793,7 +745,7 @@ async fn close() {
     let result = tokio::time::timeout(Duration::from_secs(5), outcome.wait()).await.expect("outcome resolves");
     assert_closed(result, "the abandoned delete");
     proxy.set_mode(ProxyMode::Pass);
-    assert!(exists(&zk, &path).await);
+    assert!(support::exists(&zk, &path).await);
 
     // (c) Dropping guards, mutexes and clients without a runtime never panics.
     let client = support::client(&connect).await;

@@ -210,63 +210,10 @@ async fn work(
 // helpers
 // =============================================================================================
 
-async fn observer(connect: &str) -> zkc::Client {
-    zkc::Client::connect(connect).await.expect("observer connect")
-}
-
-/// Children of `path` (sorted), empty when it does not exist.
-async fn kids(zk: &zkc::Client, path: &str) -> Vec<String> {
-    match zk.list_children(path).await {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(zkc::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("list {path}: {e}"),
-    }
-}
-
-/// Polls `cond` every 10 ms until it is true; panics with `what` after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Awaits a spawned task with a time limit, propagating its panic.
-async fn join<T>(what: &str, within: Duration, handle: tokio::task::JoinHandle<T>) -> T {
-    match tokio::time::timeout(within, handle).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Ok(Err(e)) => panic!("{what}: {e}"),
-        Err(_) => panic!("{what}: not finished within {within:?}"),
-    }
-}
-
 /// After a scenario: no node may be left under the lock path (background deletes get a few seconds).
 async fn assert_no_stray_nodes(obs: &zkc::Client, path: &str, scenario: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = kids(obs, path).await;
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{scenario}: stray nodes under {path}: {left:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn node_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+    let left = support::children_become(obs, path, &[], Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "{scenario}: stray nodes under {path}: {left:?}");
 }
 
 fn ms(d: Duration) -> String {
@@ -285,17 +232,6 @@ fn summary(name: &str, values: &[Duration]) -> String {
 
 fn set_token(resource: &str, token: FencingToken) -> GuardedWrite {
     GuardedWrite::new().set_data(resource, token.to_string().as_bytes(), None).expect("valid path")
-}
-
-/// A client with a given session timeout and the retry settings of `tests/support`.
-async fn client_via(connect: &str, session: Duration, connection: Duration) -> CuratorClient {
-    CuratorClient::builder(connect)
-        .session_timeout(session)
-        .connection_timeout(connection)
-        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)))
-        .connect()
-        .await
-        .expect("connect")
 }
 
 // =============================================================================================
@@ -420,7 +356,7 @@ async fn random_cancellation_keeps_exclusion() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("cancel");
     let log = HoldLog::default();
     let seed: u64 = rand::random();
@@ -439,7 +375,7 @@ async fn random_cancellation_keeps_exclusion() {
     }
     let mut stats = Stats::default();
     for (i, task) in tasks.into_iter().enumerate() {
-        stats += join(&format!("contender {i}"), Duration::from_secs(90), task).await;
+        stats += support::join(&format!("contender {i}"), Duration::from_secs(90), task).await;
     }
     let holds = log.assert_exclusive("random cancellation");
     println!("random_cancellation: {stats:?}, {} holds checked, took {:?}", holds.len(), started.elapsed());
@@ -457,11 +393,11 @@ async fn random_cancellation_keeps_exclusion() {
 async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
     support::init_tracing();
     const TRIALS: usize = 10;
-    let server = TestingServer::builder().tick_time(Duration::from_millis(200)).start().await.expect("start ZooKeeper");
+    let server = support::server_with(TestingServer::builder().tick_time(Duration::from_millis(200))).await;
     let connect = server.connect_string();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let obs = observer(&connect).await;
-    let a = client_via(&proxy.connect_string(), SHORT_SESSION, Duration::from_secs(2)).await;
+    let obs = support::observer(&connect).await;
+    let a = support::client_with_timeouts(&proxy.connect_string(), SHORT_SESSION, Duration::from_secs(2)).await;
     assert_eq!(a.negotiated_session_timeout(), SHORT_SESSION, "negotiated session timeout");
     let b = support::client(&connect).await;
     let path = support::unique_path("expiry");
@@ -503,14 +439,14 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
                 gb.release().await.expect("B release");
             })
         };
-        eventually(Duration::from_secs(5), "B queued behind A", || async { kids(&obs, &path).await.len() == 2 }).await;
+        support::eventually_queued(&obs, &path, 2, "B queued behind A").await;
 
         // A has just heard from the server (worst case for its timer), then the partition starts.
         a.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("stat through the proxy");
         let partitioned = Instant::now();
         proxy.set_mode(ProxyMode::Blackhole);
 
-        let report = join("A's worker (must observe Lost)", Duration::from_secs(15), a_worker).await;
+        let report = support::join("A's worker (must observe Lost)", Duration::from_secs(15), a_worker).await;
         let (b_start, b_token) =
             tokio::time::timeout(Duration::from_secs(15), acquired_rx).await.expect("B acquires").expect("B task");
         let suspended = report.suspended_at.expect("A saw Suspended before Lost");
@@ -549,7 +485,7 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
 
         // Network back: A's client opens a new session; the write still fails.
         proxy.set_mode(ProxyMode::Pass);
-        eventually(Duration::from_secs(10), "A's client is on a new session", || async {
+        support::eventually(Duration::from_secs(10), "A's client is on a new session", || async {
             a.session().epoch > a_session.epoch && a.is_connected()
         })
         .await;
@@ -569,7 +505,7 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
         assert!(!ma.is_acquired_in_this_process());
 
         finish_tx.send(()).unwrap();
-        join("B", Duration::from_secs(10), b_task).await;
+        support::join("B", Duration::from_secs(10), b_task).await;
     }
     let holds = log.assert_exclusive("session expiry");
     assert_eq!(holds.len(), 2 * TRIALS);
@@ -638,7 +574,7 @@ async fn server_restart_within_session_timeout() {
     // even on a loaded machine.
     let mut clients = Vec::new();
     for _ in 0..3 {
-        clients.push(client_via(&connect, Duration::from_secs(20), Duration::from_secs(5)).await);
+        clients.push(support::client_with(&connect, Duration::from_secs(20)).await);
     }
     let sessions: Vec<SessionIdentity> = clients.iter().map(|c| c.session()).collect();
     let resource = support::unique_path("restart-resource");
@@ -666,9 +602,8 @@ async fn server_restart_within_session_timeout() {
             waiters.push(spawn_waiter(m, format!("W{round}.{i}"), log.clone(), Duration::from_millis(10)));
         }
         {
-            let obs = observer(&connect).await;
-            eventually(Duration::from_secs(5), "both waiters queued", || async { kids(&obs, &path).await.len() == 3 })
-                .await;
+            let obs = support::observer(&connect).await;
+            support::eventually_queued(&obs, &path, 3, "both waiters queued").await;
         }
         let mut rx = node.watch_state();
         server.stop().await.expect("stop");
@@ -696,12 +631,12 @@ async fn server_restart_within_session_timeout() {
         }
         gh.guarded_write(set_token(&resource, gh.fencing_token())).await.expect("guarded write after the restart");
         done_tx.send(()).unwrap();
-        let report = join("holder", Duration::from_secs(5), h_worker).await;
+        let report = support::join("holder", Duration::from_secs(5), h_worker).await;
         assert!(report.suspended_at.is_some() && report.resumed_at.is_some(), "{report:?}");
         assert!(report.lost_at.is_none(), "{report:?}");
         gh.release().await.expect("release after the restart");
         for (i, w) in waiters.into_iter().enumerate() {
-            join(&format!("waiter {i}"), Duration::from_secs(20), w).await;
+            support::join(&format!("waiter {i}"), Duration::from_secs(20), w).await;
         }
     }
 
@@ -724,14 +659,14 @@ async fn server_restart_within_session_timeout() {
     server.restart().await.expect("restart");
     println!("restart load: server back after {}", ms(stopped.elapsed()));
     let at_restart = count.load(Ordering::SeqCst);
-    eventually(Duration::from_secs(20), "work continues after the restart", || async {
+    support::eventually(Duration::from_secs(20), "work continues after the restart", || async {
         count.load(Ordering::SeqCst) >= at_restart + 60
     })
     .await;
     stop.store(true, Ordering::SeqCst);
     let mut total = 0;
     for (i, w) in workers.into_iter().enumerate() {
-        total += join(&format!("worker {i}"), Duration::from_secs(45), w).await;
+        total += support::join(&format!("worker {i}"), Duration::from_secs(45), w).await;
     }
     println!("restart load: {before} holds before the stop, {at_restart} at restart, {total} in all");
     for (c, s) in clients.iter().zip(&sessions) {
@@ -739,7 +674,7 @@ async fn server_restart_within_session_timeout() {
     }
     let holds = log.assert_exclusive("server restart");
     assert!(holds.iter().all(|h| !h.lost), "no hold may be lost by a short restart");
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     assert_no_stray_nodes(&obs, &path, "server restart").await;
 }
 
@@ -757,7 +692,7 @@ async fn leader_loss_keeps_exclusion() {
     // Session 20 s: an election (about a second here) is a disconnect, not a session loss.
     let mut clients = Vec::new();
     for _ in 0..3 {
-        clients.push(client_via(&connect, Duration::from_secs(20), Duration::from_secs(5)).await);
+        clients.push(support::client_with(&connect, Duration::from_secs(20)).await);
     }
 
     // Phase 1: a holder and two waiters across the loss of the leader.
@@ -783,9 +718,8 @@ async fn leader_loss_keeps_exclusion() {
         waiters.push(spawn_waiter(m, format!("W{i}"), log.clone(), Duration::from_millis(10)));
     }
     {
-        let obs = observer(&connect).await;
-        eventually(Duration::from_secs(5), "both waiters queued", || async { kids(&obs, &path).await.len() == 3 })
-            .await;
+        let obs = support::observer(&connect).await;
+        support::eventually_queued(&obs, &path, 3, "both waiters queued").await;
     }
     let killed = Instant::now();
     cluster.kill(leader).await.expect("kill the leader");
@@ -802,7 +736,7 @@ async fn leader_loss_keeps_exclusion() {
         node.hold_state()
     );
     done_tx.send(()).unwrap();
-    let report = join("holder", Duration::from_secs(5), h_worker).await;
+    let report = support::join("holder", Duration::from_secs(5), h_worker).await;
     println!(
         "leader loss: holder Suspended {} after the kill, Held again {} later",
         report.suspended_at.map_or("never".into(), |t| ms(t.saturating_duration_since(killed))),
@@ -818,7 +752,7 @@ async fn leader_loss_keeps_exclusion() {
         assert!(matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost), "release: {e}");
     }
     for (i, w) in waiters.into_iter().enumerate() {
-        join(&format!("waiter {i}"), Duration::from_secs(30), w).await;
+        support::join(&format!("waiter {i}"), Duration::from_secs(30), w).await;
     }
     cluster.restart(leader).await.expect("restart the old leader");
     cluster.wait_for_quorum(Duration::from_secs(30)).await.expect("full quorum again");
@@ -836,14 +770,14 @@ async fn leader_loss_keeps_exclusion() {
     cluster.kill(leader).await.expect("kill the leader");
     let at_kill = count.load(Ordering::SeqCst);
     cluster.wait_for_quorum(Duration::from_secs(30)).await.expect("a new leader");
-    eventually(Duration::from_secs(30), "work continues after the leader change", || async {
+    support::eventually(Duration::from_secs(30), "work continues after the leader change", || async {
         count.load(Ordering::SeqCst) >= at_kill + 60
     })
     .await;
     stop.store(true, Ordering::SeqCst);
     let mut total = 0;
     for (i, w) in workers.into_iter().enumerate() {
-        total += join(&format!("worker {i}"), Duration::from_secs(45), w).await;
+        total += support::join(&format!("worker {i}"), Duration::from_secs(45), w).await;
     }
     let holds = log.assert_exclusive("leader loss");
     let last_epoch = holds.iter().map(|h| h.token >> 32).max().unwrap_or_default();
@@ -854,7 +788,7 @@ async fn leader_loss_keeps_exclusion() {
         holds.iter().filter(|h| h.lost).count()
     );
     assert!(last_epoch >= first_epoch + 2, "tokens carry the new leaders' epochs: {first_epoch} -> {last_epoch}");
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     assert_no_stray_nodes(&obs, &path, "leader loss").await;
 }
 
@@ -874,7 +808,7 @@ fn holder_process_entry() {
     let path = std::env::var(HOLDER_PATH_ENV).expect("lock path in the environment");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async move {
-        let client = client_via(&connect, SHORT_SESSION, Duration::from_secs(5)).await;
+        let client = support::client_with_timeouts(&connect, SHORT_SESSION, Duration::from_secs(5)).await;
         let m = InterProcessMutex::new(&client, &path).unwrap();
         let guard = m.lock().await.expect("holder process: lock");
         let mut out = std::io::stdout().lock();
@@ -897,7 +831,7 @@ async fn killed_holder_process() {
     const TRIALS: usize = 3;
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("process");
     let b = support::client(&connect).await;
     let mb = InterProcessMutex::new(&b, &path).unwrap();
@@ -931,7 +865,7 @@ async fn killed_holder_process() {
         let mut parts = acquired.split_whitespace();
         let child_node = parts.next().unwrap().to_string();
         let child_token: i64 = parts.next().unwrap().parse().unwrap();
-        assert_eq!(kids(&obs, &path).await, vec![node_name(&child_node).to_string()]);
+        assert_eq!(support::sorted_children(&obs, &path).await, vec![support::node_name(&child_node).to_string()]);
 
         let (acquired_tx, mut acquired_rx) = oneshot::channel();
         let (finish_tx, finish_rx) = oneshot::channel::<()>();
@@ -948,10 +882,7 @@ async fn killed_holder_process() {
                 gb.release().await.expect("B release");
             })
         };
-        eventually(Duration::from_secs(5), "B queued behind the process", || async {
-            kids(&obs, &path).await.len() == 2
-        })
-        .await;
+        support::eventually_queued(&obs, &path, 2, "B queued behind the process").await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(acquired_rx.try_recv().is_err(), "B acquired while the holder process was alive");
 
@@ -971,7 +902,7 @@ async fn killed_holder_process() {
         assert!(b_token.value() > child_token);
         delays.push(delay);
         finish_tx.send(()).unwrap();
-        join("B", Duration::from_secs(10), b_task).await;
+        support::join("B", Duration::from_secs(10), b_task).await;
     }
     log.assert_exclusive("killed holder process");
     println!("killed process: {}", summary("SIGKILL -> B acquired", &delays));
@@ -988,7 +919,7 @@ async fn release_while_disconnected_is_not_forgotten() {
     const TRIALS: usize = 4;
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
     // Session 10 s: a cut of up to ~3 s is a disconnect, not a loss (LOST would come after 5 s).
     // Connection timeout 1 s and one retry: a release during the cut fails after about 2 s.
@@ -1031,12 +962,12 @@ async fn release_while_disconnected_is_not_forgotten() {
                 gb.release().await.expect("B release");
             })
         };
-        eventually(Duration::from_secs(5), "B queued behind A", || async { kids(&obs, &path).await.len() == 2 }).await;
+        support::eventually_queued(&obs, &path, 2, "B queued behind A").await;
 
         // A's work is done; now release while the network is cut.
         log.record("A", node.fencing_token().value(), start, Instant::now(), false);
         proxy.set_mode(ProxyMode::Cut);
-        eventually(Duration::from_secs(5), "A noticed the cut", || async { !a.is_connected() }).await;
+        support::eventually(Duration::from_secs(5), "A noticed the cut", || async { !a.is_connected() }).await;
         let release = async {
             match guard {
                 Some(g) => g.release().await,
@@ -1062,7 +993,10 @@ async fn release_while_disconnected_is_not_forgotten() {
         }
         assert!(!ma.is_acquired_in_this_process(), "the hold ends at release, whatever the delete did");
         assert_eq!(node.hold_state(), HoldState::Lost, "a released hold is over");
-        assert!(kids(&obs, &path).await.contains(&node_name(&a_node).to_string()), "A's node is still there");
+        assert!(
+            support::sorted_children(&obs, &path).await.contains(&support::node_name(&a_node).to_string()),
+            "A's node is still there"
+        );
         assert!(acquired_rx.try_recv().is_err(), "B cannot have the lock yet");
 
         let restored = Instant::now();
@@ -1075,8 +1009,8 @@ async fn release_while_disconnected_is_not_forgotten() {
         println!("release-cut trial {trial}: B acquired {} after the network came back", ms(after));
         deleted_after.push(after);
         assert_eq!(a.session(), session, "the session survived the cut: the library deleted the node itself");
-        join("B", Duration::from_secs(10), b_task).await;
-        eventually(Duration::from_secs(5), "A reconnected", || async { a.is_connected() }).await;
+        support::join("B", Duration::from_secs(10), b_task).await;
+        support::eventually(Duration::from_secs(5), "A reconnected", || async { a.is_connected() }).await;
     }
     log.assert_exclusive("release while disconnected");
     println!("release-cut: {}", summary("network back -> B acquired", &deleted_after));
@@ -1097,7 +1031,7 @@ async fn expired_waiter_queues_again_with_one_node() {
     const WAITER_DATA: &[u8] = b"the-waiter";
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("waiter-expiry");
     let h = support::client(&connect).await;
     let w = CuratorClient::builder(&connect)
@@ -1115,7 +1049,7 @@ async fn expired_waiter_queues_again_with_one_node() {
     // The waiter's nodes (by their data) with their owners.
     async fn waiter_nodes(obs: &zkc::Client, path: &str) -> Vec<(String, i64)> {
         let mut found = Vec::new();
-        for child in kids(obs, path).await {
+        for child in support::sorted_children(obs, path).await {
             match obs.get_data(&format!("{path}/{child}")).await {
                 Ok((data, stat)) if data == WAITER_DATA => found.push((child, stat.ephemeral_owner)),
                 Ok(_) | Err(zkc::Error::NoNode) => {}
@@ -1135,7 +1069,7 @@ async fn expired_waiter_queues_again_with_one_node() {
         let sampler = {
             let (sampling, path, connect) = (sampling.clone(), path.clone(), connect.clone());
             tokio::spawn(async move {
-                let obs = observer(&connect).await;
+                let obs = support::observer(&connect).await;
                 let (mut samples, mut max) = (0usize, 0usize);
                 while sampling.load(Ordering::SeqCst) {
                     let nodes = waiter_nodes(&obs, &path).await;
@@ -1160,7 +1094,7 @@ async fn expired_waiter_queues_again_with_one_node() {
                 gw.release().await.expect("W release");
             })
         };
-        eventually(Duration::from_secs(5), "W queued", || async {
+        support::eventually(Duration::from_secs(5), "W queued", || async {
             waiter_nodes(&obs, &path).await.iter().any(|(_, owner)| *owner == old_session.id)
         })
         .await;
@@ -1168,12 +1102,12 @@ async fn expired_waiter_queues_again_with_one_node() {
 
         let info = w.zookeeper().unwrap().session().clone();
         expire_session(&connect, &info).await.expect("expire W's session");
-        eventually(Duration::from_secs(10), "W's client opened a new session", || async {
+        support::eventually(Duration::from_secs(10), "W's client opened a new session", || async {
             w.session().epoch > old_session.epoch && w.is_connected()
         })
         .await;
         let new_session = w.session();
-        eventually(Duration::from_secs(10), "W queued again on its new session", || async {
+        support::eventually(Duration::from_secs(10), "W queued again on its new session", || async {
             waiter_nodes(&obs, &path).await.iter().any(|(_, owner)| *owner == new_session.id)
         })
         .await;
@@ -1190,9 +1124,9 @@ async fn expired_waiter_queues_again_with_one_node() {
         assert_eq!(hold_session, new_session, "W holds through its new session");
         assert_eq!(client_session, new_session);
         assert!(w_token > h_token);
-        join("W", Duration::from_secs(10), w_task).await;
+        support::join("W", Duration::from_secs(10), w_task).await;
         sampling.store(false, Ordering::SeqCst);
-        let (samples, max) = join("sampler", Duration::from_secs(10), sampler).await;
+        let (samples, max) = support::join("sampler", Duration::from_secs(10), sampler).await;
         println!("waiter expiry trial {trial}: {samples} samples, at most {max} node(s) of W at once");
     }
     log.assert_exclusive("waiter expiry");
@@ -1283,7 +1217,8 @@ async fn bad_input_gives_typed_errors() {
     expect_kind(m.release().await, ErrorKind::NotOwner, "release without acquire");
     m.acquire().await.unwrap();
     let m2 = m.clone();
-    let other = join("other task", Duration::from_secs(5), tokio::spawn(async move { m2.release().await })).await;
+    let other =
+        support::join("other task", Duration::from_secs(5), tokio::spawn(async move { m2.release().await })).await;
     expect_kind(other, ErrorKind::NotOwner, "release from another task");
     assert!(m.is_owned_by_current_task());
     m.release().await.unwrap();
@@ -1332,6 +1267,6 @@ async fn bad_input_gives_typed_errors() {
     expect_kind(fresh.acquire().await, ErrorKind::Closed, "acquire on a new mutex of a closed client");
     expect_kind(closing.delete_guaranteed(&path).await, ErrorKind::Closed, "delete after close");
 
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     assert_no_stray_nodes(&obs, &path, "bad input").await;
 }

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,64 +20,13 @@ use zk_curator::{
 // helpers
 // ---------------------------------------------------------------------------------------------
 
-/// A plain `zookeeper-client` session used only to look at the tree (no namespace, no recipes).
-async fn observer(connect: &str) -> zkc::Client {
-    zkc::Client::connect(connect).await.expect("observer connect")
-}
-
-/// Children of `path` (sorted by name), empty when `path` does not exist.
-async fn kids(zk: &zkc::Client, path: &str) -> Vec<String> {
-    match zk.list_children(path).await {
-        Ok(mut c) => {
-            c.sort();
-            c
-        }
-        Err(zkc::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("list {path}: {e}"),
-    }
-}
-
-async fn exists(zk: &zkc::Client, path: &str) -> Option<zkc::Stat> {
-    zk.check_stat(path).await.unwrap_or_else(|e| panic!("stat {path}: {e}"))
-}
-
-/// Polls `cond` every 20 ms until it is true; panics with `what` after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Awaits a spawned task with a time limit, propagating its panic.
-async fn join<T>(what: &str, within: Duration, handle: tokio::task::JoinHandle<T>) -> T {
-    match tokio::time::timeout(within, handle).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Ok(Err(e)) => panic!("{what}: {e}"),
-        Err(_) => panic!("{what}: not finished within {within:?}"),
-    }
-}
-
-fn node_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap()
-}
-
 fn sequence(name: &str) -> u64 {
     name[name.len() - 10..].parse().unwrap_or_else(|_| panic!("no sequence suffix in {name}"))
 }
 
 async fn new_session(client: &CuratorClient, old: i64, within: Duration) {
-    eventually(within, "the client opened a new session", || async { client.session_id() != old }).await;
-    eventually(within, "the client is connected again", || async { client.is_connected() }).await;
+    support::eventually(within, "the client opened a new session", || async { client.session_id() != old }).await;
+    support::eventually(within, "the client is connected again", || async { client.is_connected() }).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,7 +39,7 @@ async fn reentrant() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let client = support::client(&connect).await;
     let path = support::unique_path("reentrant");
     let m = InterProcessMutex::new(&client, &path).unwrap();
@@ -102,23 +50,26 @@ async fn reentrant() {
     assert!(m.is_acquired_in_this_process());
     assert!(m.is_owned_by_current_task());
     let node = m.lock_node_path().expect("holder has a node");
-    assert_eq!(kids(&obs, &path).await, vec![node_name(&node).to_string()]);
+    assert_eq!(support::sorted_children(&obs, &path).await, vec![support::node_name(&node).to_string()]);
     m.acquire().await.unwrap(); // "bar"
     assert!(m.is_acquired_in_this_process());
     assert!(m.acquire_timeout(Duration::ZERO).await.unwrap()); // "snafu"
     assert!(m.is_acquired_in_this_process());
     assert_eq!(m.lock_node_path().as_deref(), Some(node.as_str()), "re-entry reuses the node");
-    assert_eq!(kids(&obs, &path).await.len(), 1, "only ONE node while re-entered 3 deep");
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "only ONE node while re-entered 3 deep");
 
     m.release().await.unwrap();
     assert!(m.is_acquired_in_this_process());
     m.release().await.unwrap();
     assert!(m.is_acquired_in_this_process());
-    assert_eq!(kids(&obs, &path).await.len(), 1, "node kept until the last release");
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "node kept until the last release");
     m.release().await.unwrap();
     assert!(!m.is_acquired_in_this_process());
     assert!(!m.is_owned_by_current_task());
-    assert!(kids(&obs, &path).await.is_empty(), "the last release deleted the node before returning");
+    assert!(
+        support::sorted_children(&obs, &path).await.is_empty(),
+        "the last release deleted the node before returning"
+    );
 }
 
 /// Curator `testReentrant2Threads` (item 7): A holds at depth 2; B on the same instance cannot get
@@ -128,7 +79,7 @@ async fn reentrant_two_tasks() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let client = support::client(&connect).await;
     let path = support::unique_path("reentrant2");
     let m = InterProcessMutex::new(&client, &path).unwrap();
@@ -160,14 +111,18 @@ async fn reentrant_two_tasks() {
         assert!(!mb.is_owned_by_current_task());
         (got, started.elapsed())
     });
-    let (got, took) = join("B's timed acquire", Duration::from_secs(10), b_try).await;
+    let (got, took) = support::join("B's timed acquire", Duration::from_secs(10), b_try).await;
     assert!(!got, "task B must not get the lock task A holds, even on the same instance");
     assert!(took >= Duration::from_millis(900), "B gave up too early: {took:?}");
     assert!(m.is_acquired_in_this_process(), "A still holds it");
-    assert_eq!(kids(&obs, &path).await, vec![node_name(&a_node).to_string()], "B's timed-out node is gone");
+    assert_eq!(
+        support::sorted_children(&obs, &path).await,
+        vec![support::node_name(&a_node).to_string()],
+        "B's timed-out node is gone"
+    );
 
     unwind_tx.send(()).unwrap();
-    join("task A", Duration::from_secs(10), task_a).await;
+    support::join("task A", Duration::from_secs(10), task_a).await;
     assert!(!m.is_acquired_in_this_process(), "after A unwound completely");
 
     let mb = m.clone();
@@ -177,9 +132,12 @@ async fn reentrant_two_tasks() {
         mb.release().await.unwrap();
         got
     });
-    assert!(join("B's second acquire", Duration::from_secs(10), b_again).await, "B gets the lock after A unwound");
+    assert!(
+        support::join("B's second acquire", Duration::from_secs(10), b_again).await,
+        "B gets the lock after A unwound"
+    );
     assert!(!m.is_acquired_in_this_process());
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
 
 /// Curator `testReentrantSingleLock` (item 6): ten tasks on ONE instance exclude each other; the
@@ -189,7 +147,7 @@ async fn reentrant_single_lock_many_tasks() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let client = support::client(&connect).await;
     let path = support::unique_path("single-lock");
     let m = InterProcessMutex::new(&client, &path).unwrap();
@@ -219,7 +177,7 @@ async fn reentrant_single_lock_many_tasks() {
             m.release().await.unwrap();
         }));
     }
-    eventually(Duration::from_secs(10), "all 10 tasks queued behind the first holder", || async {
+    support::eventually(Duration::from_secs(10), "all 10 tasks queued behind the first holder", || async {
         m.participant_nodes().await.unwrap().len() == 11
     })
     .await;
@@ -227,11 +185,11 @@ async fn reentrant_single_lock_many_tasks() {
     in_cs.store(false, Ordering::SeqCst);
     m.release().await.unwrap();
     for t in tasks {
-        join("contender", Duration::from_secs(20), t).await;
+        support::join("contender", Duration::from_secs(20), t).await;
     }
     assert_eq!(entered.load(Ordering::SeqCst), 10);
     assert!(!m.is_acquired_in_this_process());
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
 
 /// Curator `test2Clients` (item 9): exactly one of two clients holds; the other gets it promptly
@@ -241,7 +199,7 @@ async fn two_clients() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("two-clients");
     let a = support::client(&connect).await;
     let b = support::client(&connect).await;
@@ -267,20 +225,21 @@ async fn two_clients() {
     let ta = spawn(ma.clone(), in_cs.clone());
     let tb = spawn(mb.clone(), in_cs.clone());
 
-    eventually(Duration::from_secs(5), "one holder and one waiter", || async {
-        kids(&obs, &path).await.len() == 2 && (ma.is_acquired_in_this_process() || mb.is_acquired_in_this_process())
+    support::eventually(Duration::from_secs(5), "one holder and one waiter", || async {
+        support::sorted_children(&obs, &path).await.len() == 2
+            && (ma.is_acquired_in_this_process() || mb.is_acquired_in_this_process())
     })
     .await;
     assert!(ma.is_acquired_in_this_process() ^ mb.is_acquired_in_this_process(), "exactly one client holds the lock");
 
-    let (a_acq, a_rel) = join("client a", Duration::from_secs(15), ta).await;
-    let (b_acq, b_rel) = join("client b", Duration::from_secs(15), tb).await;
+    let (a_acq, a_rel) = support::join("client a", Duration::from_secs(15), ta).await;
+    let (b_acq, b_rel) = support::join("client b", Duration::from_secs(15), tb).await;
     let (first_rel, second_acq) = if a_acq < b_acq { (a_rel, b_acq) } else { (b_rel, a_acq) };
     assert!(second_acq >= first_rel, "the second client got the lock before the first released it");
     let handover = second_acq - first_rel;
     println!("two_clients: hand-over took {handover:?}");
     assert!(handover < Duration::from_secs(2), "hand-over too slow: {handover:?}");
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
 
 /// Curator `testKilledSession` (item 3): the holder's session is killed server-side; the waiter
@@ -290,7 +249,7 @@ async fn killed_session_while_waiting() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("killed-session");
     let a = support::client(&connect).await;
     let b = support::client(&connect).await;
@@ -308,7 +267,7 @@ async fn killed_session_while_waiting() {
         b_release.await.unwrap();
         mb2.release().await.unwrap();
     });
-    eventually(Duration::from_secs(5), "B queued behind A", || async { kids(&obs, &path).await.len() == 2 }).await;
+    support::eventually_queued(&obs, &path, 2, "B queued behind A").await;
 
     let old_session = a.session_id();
     let mut states = a.connection_states();
@@ -320,7 +279,11 @@ async fn killed_session_while_waiting() {
     println!("killed_session_while_waiting: B acquired {:?} after the kill", at - killed);
     assert!(at - killed < Duration::from_secs(5));
     let b_node = b_node.unwrap();
-    assert_eq!(kids(&obs, &path).await, vec![node_name(&b_node).to_string()], "A's ephemeral node died with it");
+    assert_eq!(
+        support::sorted_children(&obs, &path).await,
+        vec![support::node_name(&b_node).to_string()],
+        "A's ephemeral node died with it"
+    );
 
     new_session(&a, old_session, Duration::from_secs(10)).await;
     assert_eq!(a.session().epoch, 2);
@@ -339,8 +302,8 @@ async fn killed_session_while_waiting() {
     assert!(!ma.is_acquired_in_this_process());
 
     b_release_tx.send(()).unwrap();
-    join("B", Duration::from_secs(10), waiter).await;
-    assert!(kids(&obs, &path).await.is_empty());
+    support::join("B", Duration::from_secs(10), waiter).await;
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
     // A's client works on its new session.
     assert!(ma.acquire_timeout(Duration::from_secs(5)).await.unwrap());
     ma.release().await.unwrap();
@@ -370,9 +333,8 @@ async fn waiting_while_server_restarted() {
         }
     });
     {
-        let obs = observer(&connect).await;
-        eventually(Duration::from_secs(5), "the waiter is queued", || async { kids(&obs, &path).await.len() == 2 })
-            .await;
+        let obs = support::observer(&connect).await;
+        support::eventually_queued(&obs, &path, 2, "the waiter is queued").await;
     }
 
     let mut states = client.connection_states();
@@ -385,18 +347,18 @@ async fn waiting_while_server_restarted() {
     assert!(!client.is_connected());
     tokio::time::sleep(Duration::from_millis(500)).await;
     server.restart().await.expect("restart the server");
-    eventually(Duration::from_secs(15), "reconnected", || async { client.is_connected() }).await;
+    support::eventually(Duration::from_secs(15), "reconnected", || async { client.is_connected() }).await;
 
     if let Err(e) = holder.release().await {
         assert_eq!(e.kind(), ErrorKind::SessionLost, "unexpected release error {e}");
     }
     assert!(!holder.is_acquired_in_this_process());
-    join("waiter", Duration::from_secs(30), waiting).await;
+    support::join("waiter", Duration::from_secs(30), waiting).await;
     assert!(!waiter.is_acquired_in_this_process());
 
-    let obs = observer(&connect).await;
-    eventually(Duration::from_secs(5), "no stray lock node after the restart", || async {
-        kids(&obs, &path).await.is_empty()
+    let obs = support::observer(&connect).await;
+    support::eventually(Duration::from_secs(5), "no stray lock node after the restart", || async {
+        support::sorted_children(&obs, &path).await.is_empty()
     })
     .await;
 }
@@ -408,7 +370,7 @@ async fn container_cleanup() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("container");
     let client = support::client(&connect).await;
     let in_cs = Arc::new(AtomicBool::new(false));
@@ -426,15 +388,17 @@ async fn container_cleanup() {
         }));
     }
     for t in tasks {
-        join("contender", Duration::from_secs(30), t).await;
+        support::join("contender", Duration::from_secs(30), t).await;
     }
-    let stat = exists(&obs, &path).await;
+    let stat = support::stat(&obs, &path).await;
     if let Some(stat) = stat {
         assert_eq!(stat.ephemeral_owner, 0);
     }
-    eventually(Duration::from_secs(5), "the idle lock path (a container) is deleted by the server", || async {
-        exists(&obs, &path).await.is_none()
-    })
+    support::eventually(
+        Duration::from_secs(5),
+        "the idle lock path (a container) is deleted by the server",
+        || async { !support::exists(&obs, &path).await },
+    )
     .await;
     // and a later acquire re-creates it transparently
     let m = InterProcessMutex::new(&client, &path).unwrap();
@@ -469,7 +433,7 @@ async fn container_reaped_between_acquires() {
     }
     let mut failures = Vec::new();
     for t in tasks {
-        failures.extend(join("acquirer", Duration::from_secs(60), t).await);
+        failures.extend(support::join("acquirer", Duration::from_secs(60), t).await);
     }
     assert!(failures.is_empty(), "acquires failed while containers were reaped: {failures:#?}");
 }
@@ -480,26 +444,24 @@ async fn with_namespace() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("namespace");
-    let client = CuratorClient::builder(&connect)
-        .namespace("test")
-        .session_timeout(Duration::from_secs(10))
-        .connection_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .unwrap();
+    let client = support::namespaced_client(&connect, "test").await;
     let m = InterProcessMutex::new(&client, &path).unwrap();
     assert!(m.acquire_timeout(Duration::from_secs(10)).await.unwrap());
     let node = m.lock_node_path().unwrap();
     assert!(node.starts_with(&format!("{path}/")), "paths are reported without the namespace: {node}");
     let real = format!("/test{path}");
-    assert_eq!(kids(&obs, &real).await, vec![node_name(&node).to_string()], "the node lives under /test{path}");
-    assert!(kids(&obs, &path).await.is_empty(), "nothing outside the namespace");
+    assert_eq!(
+        support::sorted_children(&obs, &real).await,
+        vec![support::node_name(&node).to_string()],
+        "the node lives under /test{path}"
+    );
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "nothing outside the namespace");
     assert_eq!(m.participant_nodes().await.unwrap(), vec![node.clone()]);
     tokio::time::sleep(Duration::from_millis(100)).await;
     m.release().await.unwrap();
-    assert!(kids(&obs, &real).await.is_empty());
+    assert!(support::sorted_children(&obs, &real).await.is_empty());
 }
 
 /// `getParticipantNodes` / `getLockPath`: full paths in lock order, holder first.
@@ -508,7 +470,7 @@ async fn participants() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("participants");
     let clients = [support::client(&connect).await, support::client(&connect).await, support::client(&connect).await];
     let m: Vec<_> = clients.iter().map(|c| InterProcessMutex::new(c, &path).unwrap()).collect();
@@ -526,8 +488,7 @@ async fn participants() {
             go.await.unwrap();
             mi.release().await.unwrap();
         });
-        eventually(Duration::from_secs(5), "contender queued", || async { kids(&obs, &path).await.len() == i + 1 })
-            .await;
+        support::eventually_queued(&obs, &path, i + 1, "contender queued").await;
         waiters.push((got, go_tx, task));
     }
 
@@ -536,7 +497,7 @@ async fn participants() {
     assert_eq!(Some(&parts[0]), m[0].lock_node_path().as_ref(), "holder first");
     for p in &parts {
         assert!(p.starts_with(&format!("{path}/_c_")), "full protected paths: {p}");
-        assert!(node_name(p).contains("-lock-"), "{p}");
+        assert!(support::node_name(p).contains("-lock-"), "{p}");
     }
     let seqs: Vec<u64> = parts.iter().map(|p| sequence(p)).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "lock order = sequence order: {parts:?}");
@@ -549,7 +510,7 @@ async fn participants() {
         assert_eq!(node, parts[k + 1], "the lock passes in participant order");
         assert_eq!(m[0].participant_nodes().await.unwrap(), parts[k + 1..].to_vec());
         go_tx.send(()).unwrap();
-        join("waiter", Duration::from_secs(5), task).await;
+        support::join("waiter", Duration::from_secs(5), task).await;
     }
     assert!(m[0].participant_nodes().await.unwrap().is_empty());
 }
@@ -572,14 +533,14 @@ async fn persistent_lock_with_custom_driver() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("persistent");
     let client = support::client(&connect).await;
     let m = InterProcessMutex::with_driver(&client, &path, PersistentDriver).unwrap();
 
     m.acquire().await.unwrap();
     let node = m.lock_node_path().unwrap();
-    let stat = exists(&obs, &node).await.expect("lock node exists");
+    let stat = support::stat(&obs, &node).await.expect("lock node exists");
     assert_eq!(stat.ephemeral_owner, 0, "the custom driver's node is persistent");
 
     let old = client.session_id();
@@ -587,15 +548,15 @@ async fn persistent_lock_with_custom_driver() {
     expire_session(&connect, &info).await.expect("expire the session");
     new_session(&client, old, Duration::from_secs(10)).await;
 
-    assert!(exists(&obs, &path).await.is_some(), "the base path survives");
-    assert!(exists(&obs, &node).await.is_some(), "a persistent node survives its session");
+    assert!(support::exists(&obs, &path).await, "the base path survives");
+    assert!(support::exists(&obs, &node).await, "a persistent node survives its session");
     assert!(m.is_acquired_in_this_process(), "nothing happens locally (Curator semantics)");
     assert_eq!(m.lock_node_path().as_deref(), Some(node.as_str()));
 
     m.release().await.expect("release after the session changed");
     assert!(!m.is_acquired_in_this_process());
-    assert!(exists(&obs, &node).await.is_none(), "release must delete a persistent node even after a session change");
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(!support::exists(&obs, &node).await, "release must delete a persistent node even after a session change");
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 
     // The lock is free for anyone again.
     let other = support::client(&connect).await;
@@ -610,12 +571,12 @@ async fn persistent_lock_with_custom_driver() {
     let info = client.zookeeper().unwrap().session().clone();
     expire_session(&connect, &info).await.expect("expire the session again");
     new_session(&client, old, Duration::from_secs(10)).await;
-    assert!(exists(&obs, &node).await.is_some(), "a persistent node survives its session");
+    assert!(support::exists(&obs, &node).await, "a persistent node survives its session");
     drop(guard);
-    eventually(
+    support::eventually(
         Duration::from_secs(5),
         "a dropped guard deletes its persistent node after a session change",
-        || async { exists(&obs, &node).await.is_none() },
+        || async { !support::exists(&obs, &node).await },
     )
     .await;
 }
@@ -650,7 +611,7 @@ async fn release_semantics() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let obs = observer(&connect).await;
+    let obs = support::observer(&connect).await;
     let path = support::unique_path("release");
     let a = support::client(&connect).await;
     let b = support::client(&connect).await;
@@ -671,7 +632,11 @@ async fn release_semantics() {
     m.acquire().await.unwrap();
     let m2 = m.clone();
     let other = tokio::spawn(async move { m2.release().await });
-    assert_not_owner(join("releaser", Duration::from_secs(5), other).await, &path, "release from another task");
+    assert_not_owner(
+        support::join("releaser", Duration::from_secs(5), other).await,
+        &path,
+        "release from another task",
+    );
     let m3 = m.clone();
     let from_thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -679,12 +644,12 @@ async fn release_semantics() {
     });
     assert_not_owner(from_thread.join().unwrap(), &path, "release from another thread");
     assert!(m.is_owned_by_current_task(), "a foreign release changes nothing");
-    assert_eq!(kids(&obs, &path).await.len(), 1);
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1);
 
     // double release
     m.release().await.unwrap();
     assert_not_owner(m.release().await, &path, "double release");
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 
     // guard dropped: released in the background
     let g = m.lock().await.unwrap();
@@ -692,8 +657,8 @@ async fn release_semantics() {
     assert_eq!(m.lock_node_path().as_deref(), Some(node.as_str()), "a guard counts as the task's hold");
     drop(g);
     assert!(!m.is_acquired_in_this_process(), "the hold ends at drop");
-    eventually(Duration::from_secs(5), "dropped guard's node deleted", || async {
-        exists(&obs, &node).await.is_none()
+    support::eventually(Duration::from_secs(5), "dropped guard's node deleted", || async {
+        !support::exists(&obs, &node).await
     })
     .await;
 
@@ -702,35 +667,35 @@ async fn release_semantics() {
     let node = g.node_path().to_string();
     std::thread::spawn(move || drop(g)).join().expect("dropping a guard outside a runtime must not panic");
     assert!(!m.is_acquired_in_this_process());
-    eventually(Duration::from_secs(5), "guard dropped in a std::thread: node deleted", || async {
-        exists(&obs, &node).await.is_none()
+    support::eventually(Duration::from_secs(5), "guard dropped in a std::thread: node deleted", || async {
+        !support::exists(&obs, &node).await
     })
     .await;
 
     // guard moved to another task and released there
     let g = m.lock().await.unwrap();
     let node = g.node_path().to_string();
-    join("guard mover", Duration::from_secs(5), tokio::spawn(async move { g.release().await.unwrap() })).await;
-    assert!(exists(&obs, &node).await.is_none());
+    support::join("guard mover", Duration::from_secs(5), tokio::spawn(async move { g.release().await.unwrap() })).await;
+    assert!(!support::exists(&obs, &node).await);
     assert!(!m.is_acquired_in_this_process());
 
     // acquire_timeout(ZERO) when held elsewhere: false, no node left behind
     let mb = InterProcessMutex::new(&b, &path).unwrap();
     mb.acquire().await.unwrap();
-    let held = kids(&obs, &path).await;
+    let held = support::sorted_children(&obs, &path).await;
     assert_eq!(held.len(), 1);
     let started = Instant::now();
     assert!(!m.acquire_timeout(Duration::ZERO).await.unwrap());
     println!("release_semantics: acquire_timeout(ZERO) took {:?}", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(kids(&obs, &path).await, held, "acquire_timeout(ZERO) leaves no node");
+    assert_eq!(support::sorted_children(&obs, &path).await, held, "acquire_timeout(ZERO) leaves no node");
     assert!(m.try_lock().await.unwrap().is_none());
-    assert_eq!(kids(&obs, &path).await, held, "try_lock leaves no node");
+    assert_eq!(support::sorted_children(&obs, &path).await, held, "try_lock leaves no node");
     assert!(!m.is_acquired_in_this_process());
     mb.release().await.unwrap();
     assert!(m.acquire_timeout(Duration::ZERO).await.unwrap(), "ZERO acquires a free lock");
     m.release().await.unwrap();
-    assert!(kids(&obs, &path).await.is_empty());
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

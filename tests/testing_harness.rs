@@ -4,7 +4,8 @@
 //! jars (`apt-get install zookeeper`); with `ZK_CONNECT` set the tests that need to own the
 //! server process are skipped.
 
-use std::future::Future;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use zk_curator::testing::{
@@ -46,24 +47,7 @@ async fn wait_state(watcher: &mut StateWatcher, want: SessionState, timeout: Dur
     assert!(result.is_ok(), "state {want:?} not reached within {timeout:?}, state is {:?}", watcher.peek_state());
 }
 
-/// Polls `probe` every 50 ms until it returns true; false after `timeout`.
-async fn eventually<F, Fut>(timeout: Duration, mut probe: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if probe().await {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
+/// Errors (a server going down, an election) count as "not there" rather than failing the test.
 async fn node_exists(client: &Client, path: &str) -> bool {
     matches!(client.check_stat(path).await, Ok(Some(_)))
 }
@@ -100,7 +84,7 @@ async fn server_serves_stops_restarts_with_its_data_and_pauses() {
     assert_eq!(fresh.get_data("/persisted").await.expect("data survives restart").0, b"hello");
     // The old session was restored from the server's log and the old client resumes it.
     assert!(
-        eventually(Duration::from_secs(15), || async { client.get_data("/persisted").await.is_ok() }).await,
+        support::poll_until(Duration::from_secs(15), || async { client.get_data("/persisted").await.is_ok() }).await,
         "old client did not resume its session after the restart"
     );
 
@@ -130,7 +114,10 @@ async fn proxy_cut_disconnects_and_pass_resumes_the_same_session() {
     proxy.set_mode(ProxyMode::Cut);
     assert_eq!(proxy.mode(), ProxyMode::Cut);
     wait_state(&mut watcher, SessionState::Disconnected, Duration::from_secs(5)).await;
-    assert!(eventually(Duration::from_secs(2), || async { proxy.connections() == 0 }).await, "cut left connections");
+    assert!(
+        support::poll_until(Duration::from_secs(2), || async { proxy.connections() == 0 }).await,
+        "cut left connections"
+    );
 
     proxy.set_mode(ProxyMode::Pass);
     wait_state(&mut watcher, SessionState::SyncConnected, Duration::from_secs(10)).await;
@@ -156,7 +143,7 @@ async fn proxy_blackhole_makes_the_server_expire_the_session() {
     proxy.set_mode(ProxyMode::Blackhole);
     let started = Instant::now();
     assert!(
-        eventually(Duration::from_secs(10), || async { !node_exists(&direct, "/blackholed").await }).await,
+        support::poll_until(Duration::from_secs(10), || async { !node_exists(&direct, "/blackholed").await }).await,
         "the server did not expire the blackholed session"
     );
     let expired_after = started.elapsed();
@@ -198,7 +185,7 @@ async fn cluster_elects_a_new_leader_after_the_leader_is_killed() {
     let new_leader = cluster.leader().await.expect("a new leader");
     assert_ne!(new_leader, leader);
     assert!(
-        eventually(Duration::from_secs(15), || async {
+        support::poll_until(Duration::from_secs(15), || async {
             client.create("/after-failover", b"2", &PERSISTENT).await.is_ok()
                 || node_exists(&client, "/after-failover").await
         })

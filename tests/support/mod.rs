@@ -1,17 +1,28 @@
-//! Shared helpers for the integration tests: a real ZooKeeper per test binary, clients, node checks.
+//! Shared helpers for the integration tests: a real ZooKeeper per test binary, clients, node checks,
+//! polling and task joins.
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
-use zk_curator::testing::TestingServer;
+use zk_curator::testing::{TestingServer, TestingServerBuilder};
 use zk_curator::{CuratorClient, RetryNTimes};
+
+/// How often the polling helpers look again.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+// ---------------------------------------------------------------------------------------------
+// servers and clients
+// ---------------------------------------------------------------------------------------------
 
 /// Starts a real ZooKeeper (or uses `ZK_CONNECT`), failing the test with the harness's message.
 pub async fn server() -> TestingServer {
-    match TestingServer::start().await {
-        Ok(server) => server,
-        Err(e) => panic!("cannot start ZooKeeper for tests: {e}"),
-    }
+    server_with(TestingServer::builder()).await
+}
+
+/// [`server`] with a customised builder (tick time, port).
+pub async fn server_with(builder: TestingServerBuilder) -> TestingServer {
+    builder.start().await.unwrap_or_else(|e| panic!("cannot start ZooKeeper for tests: {e}"))
 }
 
 /// A client with short timeouts suited to tests.
@@ -19,11 +30,32 @@ pub async fn client(connect: &str) -> CuratorClient {
     client_with(connect, Duration::from_secs(10)).await
 }
 
+/// [`client`] with the given session timeout.
 pub async fn client_with(connect: &str, session_timeout: Duration) -> CuratorClient {
+    client_with_timeouts(connect, session_timeout, Duration::from_secs(5)).await
+}
+
+/// [`client`] with the given session and connection timeouts (retry: 10 times, 100 ms apart).
+pub async fn client_with_timeouts(
+    connect: &str,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+) -> CuratorClient {
     CuratorClient::builder(connect)
         .session_timeout(session_timeout)
-        .connection_timeout(Duration::from_secs(5))
+        .connection_timeout(connection_timeout)
         .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// A client in `namespace` (session 10 s, connection 5 s, the default retry policy).
+pub async fn namespaced_client(connect: &str, namespace: &str) -> CuratorClient {
+    CuratorClient::builder(connect)
+        .namespace(namespace)
+        .session_timeout(Duration::from_secs(10))
+        .connection_timeout(Duration::from_secs(5))
         .connect()
         .await
         .expect("connect")
@@ -40,10 +72,25 @@ fn uuid_like() -> String {
     format!("{:x}{:x}", nanos, std::process::id())
 }
 
-/// The children of `path` seen through a plain `zookeeper-client` session (no namespace);
-/// empty when the path does not exist.
-pub async fn children(connect: &str, path: &str) -> Vec<String> {
-    let zk = zookeeper_client::Client::connect(connect).await.expect("observer connect");
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+// ---------------------------------------------------------------------------------------------
+// looking at the tree
+// ---------------------------------------------------------------------------------------------
+
+/// A plain `zookeeper-client` session used only to look at the tree (no namespace, no recipes,
+/// no proxy).
+pub async fn observer(connect: &str) -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(connect).await.expect("observer connect")
+}
+
+/// The children of `path` (sorted by name), empty when `path` does not exist.
+pub async fn sorted_children(zk: &zookeeper_client::Client, path: &str) -> Vec<String> {
     match zk.list_children(path).await {
         Ok(mut c) => {
             c.sort();
@@ -54,21 +101,95 @@ pub async fn children(connect: &str, path: &str) -> Vec<String> {
     }
 }
 
-/// Waits until `path` has no children (background deletes may still be running), up to `within`.
-pub async fn eventually_no_children(connect: &str, path: &str, within: Duration) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + within;
+/// [`sorted_children`] through a new [`observer`] session.
+pub async fn children(connect: &str, path: &str) -> Vec<String> {
+    sorted_children(&observer(connect).await, path).await
+}
+
+/// The stat of `path`, None when it does not exist; any other error fails the test.
+pub async fn stat(zk: &zookeeper_client::Client, path: &str) -> Option<zookeeper_client::Stat> {
+    zk.check_stat(path).await.unwrap_or_else(|e| panic!("stat {path}: {e}"))
+}
+
+/// Whether `path` exists; an error fails the test.
+pub async fn exists(zk: &zookeeper_client::Client, path: &str) -> bool {
+    stat(zk, path).await.is_some()
+}
+
+/// The last segment of a node path.
+pub fn node_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Waits until the children of `path` are exactly `expected` (sorted), up to `within`; returns
+/// what it saw last.
+pub async fn children_become(
+    zk: &zookeeper_client::Client,
+    path: &str,
+    expected: &[String],
+    within: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + within;
     loop {
-        let c = children(connect, path).await;
-        if c.is_empty() || tokio::time::Instant::now() >= deadline {
-            return c;
+        let now = sorted_children(zk, path).await;
+        if now == expected || Instant::now() >= deadline {
+            return now;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(POLL_INTERVAL).await;
     }
 }
 
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+/// Waits until `path` has no children (background deletes may still be running), up to `within`;
+/// returns what it saw last.
+pub async fn eventually_no_children(connect: &str, path: &str, within: Duration) -> Vec<String> {
+    children_become(&observer(connect).await, path, &[], within).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// waiting
+// ---------------------------------------------------------------------------------------------
+
+/// Polls `cond` until it is true (true) or `within` has passed (false).
+pub async fn poll_until<F, Fut>(within: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Polls `cond` until it is true; panics naming `what` after `within`. Returns how long it took.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, cond: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    assert!(poll_until(within, cond).await, "not within {within:?}: {what}");
+    start.elapsed()
+}
+
+/// Waits up to 5 s until `path` has `count` children (a holder and its queued waiters); panics
+/// naming `what`.
+pub async fn eventually_queued(zk: &zookeeper_client::Client, path: &str, count: usize, what: &str) {
+    eventually(Duration::from_secs(5), what, || async { sorted_children(zk, path).await.len() == count }).await;
+}
+
+/// Awaits a spawned task with a time limit, propagating its panic.
+pub async fn join<T>(what: &str, within: Duration, handle: tokio::task::JoinHandle<T>) -> T {
+    match tokio::time::timeout(within, handle).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Ok(Err(e)) => panic!("{what}: {e}"),
+        Err(_) => panic!("{what}: not finished within {within:?}"),
+    }
 }
