@@ -1,1 +1,769 @@
-fn main() {}
+//! Lock benchmark and hold tool for zk-curator.
+//!
+//! ```text
+//! cargo run --release --example lock_bench -- CONNECT MODE ARGS
+//!
+//!   CONNECT   host:port[,host:port][/chroot], or `local` to start a TestingServer here
+//!
+//!   raw N                          plain zookeeper-client floor: N x (create eph-seq, list, delete), N x exists
+//!   mutex-uncontended N            one session, N x InterProcessMutex acquire + release
+//!   mutex-contended C N            C sessions race for N acquisitions in total
+//!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
+//!   hold PATH SECONDS mutex        acquire, print ACQUIRED/TOKEN, report hold-state changes, release
+//! ```
+//!
+//! Every bench prints one `RESULT rust.<bench>.<metric>=<value>` line per metric (latencies in µs,
+//! rates per second). Each mode first runs uncounted warm-up cycles (a fresh server JVM interprets
+//! its first requests). `raw` interleaves its sequential and pipelined cycles, and
+//! `mutex-uncontended` interleaves each acquire/release with the same requests sent bare on the
+//! same session (`floor_*`), so that ratios compare like with like on a noisy machine. With `local` the bench also prints `server_force_sync` (0 or 1), read from the
+//! started server's `zoo.cfg`: the TestingServer runs with `forceSync=no`, so writes are not
+//! fsync'd and are cheaper than on a production server.
+//!
+//! `hold` honours `SESSION_TIMEOUT_MS` (default 15000), `ACQUIRE_TIMEOUT_S` (print `NOT_ACQUIRED`
+//! and exit 0 when not acquired in time) and `GUARDED_WRITE_PATH` (a lock-guarded set-data, or
+//! create if missing, once the hold is LOST or at the end of the hold). Once LOST the hold ends
+//! early: a lost hold cannot come back.
+
+use std::fmt::Display;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use zk_curator::testing::TestingServer;
+use zk_curator::zookeeper_client as zk;
+use zk_curator::{CuratorClient, Error, GuardedWrite, HoldState, InterProcessMutex};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type BenchResult<T> = Result<T, BoxError>;
+
+/// Uncounted cycles run before measuring (JIT of the server, connection warm-up).
+const WARMUP: usize = 1000;
+/// Session timeout of the benchmark clients: Curator's default (the hold mode reads `SESSION_TIMEOUT_MS`).
+const BENCH_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a long many-waiters phase reports its progress on stderr.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Parser, Debug)]
+#[command(name = "lock_bench", about = "zk-curator lock benchmarks (RESULT lines on stdout)")]
+struct Cli {
+    /// ZooKeeper connect string, or `local` to start a TestingServer (forceSync=no).
+    connect: String,
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// Plain zookeeper-client floor: N x (create ephemeral-sequential + list + delete), then N x exists.
+    Raw { n: usize },
+    /// One session, N x acquire + release of one InterProcessMutex.
+    MutexUncontended { n: usize },
+    /// C sessions race for N acquisitions in total; overlap and lost-update checks.
+    MutexContended { clients: usize, n: usize },
+    /// W waiters queued behind a holder on SESSIONS sessions (default W if W <= 200, else 4), then drained.
+    MutexManyWaiters { waiters: usize, sessions: Option<usize> },
+    /// Acquire PATH, hold it SECONDS while reporting hold-state changes, release.
+    Hold { path: String, seconds: f64, kind: String },
+}
+
+impl Mode {
+    fn bench(&self) -> &'static str {
+        match self {
+            Mode::Raw { .. } => "raw",
+            Mode::MutexUncontended { .. } => "mutex_uncontended",
+            Mode::MutexContended { .. } => "mutex_contended",
+            Mode::MutexManyWaiters { .. } => "mutex_many_waiters",
+            Mode::Hold { .. } => "hold",
+        }
+    }
+}
+
+/// Prints one line and flushes, so a reading process sees it at once.
+fn say(line: impl Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+struct Report {
+    bench: &'static str,
+}
+
+impl Report {
+    fn metric(&self, name: &str, value: impl Display) {
+        say(format_args!("RESULT rust.{}.{}={}", self.bench, name, value));
+    }
+
+    fn us(&self, name: &str, d: Duration) {
+        self.metric(name, format_args!("{:.1}", d.as_secs_f64() * 1e6));
+    }
+
+    fn ms(&self, name: &str, d: Duration) {
+        self.metric(name, format_args!("{:.1}", d.as_secs_f64() * 1e3));
+    }
+
+    fn rate(&self, name: &str, count: usize, elapsed: Duration) {
+        let rate = if elapsed.is_zero() { 0.0 } else { count as f64 / elapsed.as_secs_f64() };
+        self.metric(name, format_args!("{rate:.1}"));
+    }
+}
+
+/// Nearest-rank percentile of an already sorted sample.
+fn pct(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn mean(v: &[Duration]) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v.iter().sum::<Duration>() / v.len() as u32
+}
+
+fn sorted(mut v: Vec<Duration>) -> Vec<Duration> {
+    v.sort_unstable();
+    v
+}
+
+/// A lock path no other run uses.
+fn unique_path(what: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("/zk-curator-bench/{what}-{}-{nanos}", std::process::id())
+}
+
+/// A field of `/proc/self/status` in kB (`VmHWM`, `VmRSS`).
+fn proc_status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU time of this process so far.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ") state".
+    let ticks: u64 = [11usize, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
+    Duration::from_secs_f64(ticks as f64 / CLOCK_TICKS_PER_S)
+}
+
+/// `sysconf(_SC_CLK_TCK)`: 100 on every Linux this runs on.
+const CLOCK_TICKS_PER_S: f64 = 100.0;
+
+/// `forceSync` of a started local server, from its `zoo.cfg` (ZooKeeper's default is yes).
+fn local_force_sync(server: &TestingServer) -> Option<bool> {
+    if server.is_external() {
+        return None;
+    }
+    let cfg = std::fs::read_to_string(server.data_dir().join("zoo.cfg")).ok()?;
+    let value = cfg.lines().rev().find_map(|l| l.trim().strip_prefix("forceSync="));
+    Some(value.map_or(true, |v| !v.trim().eq_ignore_ascii_case("no")))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+    if let Mode::Hold { kind, .. } = &cli.mode {
+        if kind != "mutex" {
+            eprintln!("lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex)");
+            return ExitCode::from(2);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lock_bench: cannot build the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(cli));
+    // Background tasks (session I/O of clients dropped above) must not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let report = Report { bench: cli.mode.bench() };
+    // The server (if any) lives until the bench is done; dropping it kills the JVM.
+    let mut server = None;
+    let connect = if cli.connect == "local" {
+        // A normal tick and ZooKeeper's own container reaping interval, not the fast test settings.
+        let started = TestingServer::builder()
+            .tick_time(Duration::from_secs(2))
+            .container_check_interval(Duration::from_secs(60))
+            .start()
+            .await;
+        match started {
+            Ok(s) => {
+                let connect = s.connect_string();
+                if let (Some(force_sync), false) = (local_force_sync(&s), matches!(cli.mode, Mode::Hold { .. })) {
+                    report.metric("server_force_sync", u8::from(force_sync));
+                }
+                server = Some(s);
+                connect
+            }
+            Err(e) => {
+                eprintln!("lock_bench: cannot start a local ZooKeeper: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        cli.connect.clone()
+    };
+    let result = match cli.mode {
+        Mode::Raw { n } => raw(&report, &connect, n).await,
+        Mode::MutexUncontended { n } => mutex_uncontended(&report, &connect, n).await,
+        Mode::MutexContended { clients, n } => mutex_contended(&report, &connect, clients, n).await,
+        Mode::MutexManyWaiters { waiters, sessions } => {
+            let sessions = sessions.unwrap_or(if waiters <= 200 { waiters } else { 4 });
+            mutex_many_waiters(&report, &connect, waiters, sessions).await
+        }
+        Mode::Hold { path, seconds, .. } => hold(&connect, &path, seconds).await,
+    };
+    drop(server);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lock_bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn connect_client(connect: &str, session_timeout: Duration) -> BenchResult<CuratorClient> {
+    Ok(CuratorClient::builder(connect).session_timeout(session_timeout).connect().await?)
+}
+
+// ----------------------------------------------------------------------------------------------
+// raw: the floor
+
+async fn raw(report: &Report, connect: &str, n: usize) -> BenchResult<()> {
+    let zk = zk::Client::connector().with_session_timeout(BENCH_SESSION_TIMEOUT).connect(connect).await?;
+    let parent = unique_path("raw");
+    zk.mkdir(&parent, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await?;
+    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    // Same name length and data size as a protected Curator lock node.
+    let prefix = format!("{parent}/_c_00000000-0000-0000-0000-000000000000-lock-");
+    let data = b"127.0.0.1";
+
+    for _ in 0..WARMUP.min(n) {
+        let (_, seq) = zk.create(&prefix, data, &options).await?;
+        zk.list_children(&parent).await?;
+        zk.delete(&format!("{prefix}{seq}"), None).await?;
+    }
+
+    // Each sequential cycle (every request awaited before the next: three round trips) is followed
+    // by a pipelined one (create + list sent back to back, what the mutex does), so that both see
+    // the same server and machine conditions.
+    let (mut create, mut list, mut delete, mut cycle) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut pipelined, mut pipelined_delete) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut list_after_create = Vec::with_capacity(n);
+    let mut missed = 0usize;
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let (_, seq) = zk.create(&prefix, data, &options).await?;
+        let t1 = Instant::now();
+        let children = zk.list_children(&parent).await?;
+        let t2 = Instant::now();
+        zk.delete(&format!("{prefix}{seq}"), None).await?;
+        let t3 = Instant::now();
+        debug_assert_eq!(children.len(), 1);
+        create.push(t1 - t0);
+        list.push(t2 - t1);
+        delete.push(t3 - t2);
+        cycle.push(t3 - t0);
+
+        let p = pipelined_create_list(&zk, &prefix, &parent, data, &options).await?;
+        pipelined.push(p.elapsed);
+        list_after_create.push(p.list_after_create);
+        let t0 = Instant::now();
+        zk.delete(&p.path, None).await?;
+        pipelined_delete.push(t0.elapsed());
+        if !p.seen {
+            missed += 1;
+        }
+    }
+    // Rate of the sequential cycles alone.
+    let cycles_elapsed: Duration = cycle.iter().sum();
+
+    let mut exists = Vec::with_capacity(n);
+    let started = Instant::now();
+    for _ in 0..n {
+        let t0 = Instant::now();
+        zk.check_stat(&parent).await?;
+        exists.push(t0.elapsed());
+    }
+    let exists_elapsed = started.elapsed();
+    let _ = zk.delete(&parent, None).await;
+
+    let (create, list, delete, cycle) = (sorted(create), sorted(list), sorted(delete), sorted(cycle));
+    let (pipelined, pipelined_delete, exists) = (sorted(pipelined), sorted(pipelined_delete), sorted(exists));
+    report.rate("cycle_per_s", n, cycles_elapsed);
+    report.us("cycle_p50_us", pct(&cycle, 0.50));
+    report.us("cycle_p99_us", pct(&cycle, 0.99));
+    report.us("create_eph_seq_p50_us", pct(&create, 0.50));
+    report.us("create_eph_seq_p99_us", pct(&create, 0.99));
+    report.us("get_children_p50_us", pct(&list, 0.50));
+    report.us("get_children_p99_us", pct(&list, 0.99));
+    report.us("delete_p50_us", pct(&delete, 0.50));
+    report.us("delete_p99_us", pct(&delete, 0.99));
+    // Means, to compare with the many-waiters hand-off time (a mean, tail included).
+    report.us("create_eph_seq_mean_us", mean(&create));
+    report.us("get_children_mean_us", mean(&list));
+    report.us("delete_mean_us", mean(&delete));
+    report.us("create_list_pipelined_p50_us", pct(&pipelined, 0.50));
+    report.us("create_list_pipelined_p99_us", pct(&pipelined, 0.99));
+    // Listing replies that came with the create's reply (same read) rather than a round trip later.
+    let same_batch = list_after_create.iter().filter(|d| **d < Duration::from_micros(50)).count();
+    report.metric("pipelined_list_with_create_pct", format_args!("{:.1}", 100.0 * same_batch as f64 / n.max(1) as f64));
+    report.us("pipelined_list_after_create_p50_us", pct(&sorted(list_after_create), 0.50));
+    report.us("delete_after_pipelined_p50_us", pct(&pipelined_delete, 0.50));
+    report.metric("pipelined_listing_missed_node", missed);
+    report.rate("exists_per_s", n, exists_elapsed);
+    report.us("exists_p50_us", pct(&exists, 0.50));
+    report.us("exists_p99_us", pct(&exists, 0.99));
+    Ok(())
+}
+
+/// One pipelined create + list: the created path, whether the listing contained it, the time until
+/// the listing arrived, and how much later than the create's reply it arrived.
+struct Pipelined {
+    path: String,
+    seen: bool,
+    elapsed: Duration,
+    list_after_create: Duration,
+}
+
+/// Sends a create of `prefix` (ephemeral-sequential) and a listing of `parent` back to back (both
+/// are queued on the session when called), then awaits both.
+async fn pipelined_create_list(
+    zk: &zk::Client,
+    prefix: &str,
+    parent: &str,
+    data: &[u8],
+    options: &zk::CreateOptions<'_>,
+) -> BenchResult<Pipelined> {
+    let t0 = Instant::now();
+    let created = zk.create(prefix, data, options);
+    let listed = zk.list_children(parent);
+    let (_, seq) = created.await?;
+    let t1 = Instant::now();
+    let children = listed.await?;
+    let t2 = Instant::now();
+    let path = format!("{prefix}{seq}");
+    let seen = children.iter().any(|c| path.ends_with(c.as_str()));
+    Ok(Pipelined { path, seen, elapsed: t2 - t0, list_after_create: t2 - t1 })
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-uncontended
+
+async fn mutex_uncontended(report: &Report, connect: &str, n: usize) -> BenchResult<()> {
+    let client = connect_client(connect, BENCH_SESSION_TIMEOUT).await?;
+    let base = unique_path("uncontended");
+    let mutex = InterProcessMutex::new(&client, &format!("{base}/lock"))?;
+    // The floor, on the same session, interleaved with the mutex cycles: the pipelined create +
+    // list and the delete the mutex does, without the library, in a sibling directory.
+    let zk = client.zookeeper()?;
+    let floor_parent = format!("{base}/floor");
+    zk.mkdir(&floor_parent, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await?;
+    let floor_prefix = format!("{floor_parent}/_c_00000000-0000-0000-0000-000000000000-lock-");
+    let floor_options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let data = client.default_data().to_vec();
+    for _ in 0..WARMUP.min(n) {
+        mutex.acquire().await?;
+        mutex.release().await?;
+        let p = pipelined_create_list(&zk, &floor_prefix, &floor_parent, &data, &floor_options).await?;
+        zk.delete(&p.path, None).await?;
+    }
+    let (mut acquire, mut release) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut floor_create_list, mut floor_delete) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t0 = Instant::now();
+        mutex.acquire().await?;
+        let t1 = Instant::now();
+        mutex.release().await?;
+        let t2 = Instant::now();
+        acquire.push(t1 - t0);
+        release.push(t2 - t1);
+
+        let p = pipelined_create_list(&zk, &floor_prefix, &floor_parent, &data, &floor_options).await?;
+        floor_create_list.push(p.elapsed);
+        let t0 = Instant::now();
+        zk.delete(&p.path, None).await?;
+        floor_delete.push(t0.elapsed());
+    }
+    // Rate of the mutex cycles alone (the floor cycles between them are not counted).
+    let elapsed: Duration = acquire.iter().chain(&release).sum();
+    let _ = zk.delete(&floor_parent, None).await;
+    client.close().await;
+    let (acquire, release) = (sorted(acquire), sorted(release));
+    let (floor_create_list, floor_delete) = (sorted(floor_create_list), sorted(floor_delete));
+    report.rate("ops_per_s", n, elapsed);
+    report.us("acquire_p50_us", pct(&acquire, 0.50));
+    report.us("acquire_p99_us", pct(&acquire, 0.99));
+    report.us("release_p50_us", pct(&release, 0.50));
+    report.us("release_p99_us", pct(&release, 0.99));
+    report.metric("n", n);
+    report.us("floor_create_list_p50_us", pct(&floor_create_list, 0.50));
+    report.us("floor_create_list_p99_us", pct(&floor_create_list, 0.99));
+    report.us("floor_delete_p50_us", pct(&floor_delete, 0.50));
+    report.us("floor_delete_p99_us", pct(&floor_delete, 0.99));
+    let ratio = |a: Duration, b: Duration| if b.is_zero() { 0.0 } else { a.as_secs_f64() / b.as_secs_f64() };
+    report.metric(
+        "acquire_vs_floor_p50",
+        format_args!("{:.2}", ratio(pct(&acquire, 0.50), pct(&floor_create_list, 0.50))),
+    );
+    report.metric("release_vs_floor_p50", format_args!("{:.2}", ratio(pct(&release, 0.50), pct(&floor_delete, 0.50))));
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-contended
+
+/// In-process witness of mutual exclusion: a flag that must be clear on entry, and a counter
+/// updated with a load / yield / store that loses updates if two holders overlap.
+#[derive(Default)]
+struct Witness {
+    inside: AtomicBool,
+    counter: AtomicU64,
+    violations: AtomicU64,
+}
+
+impl Witness {
+    async fn critical_section(&self) {
+        if self.inside.swap(true, Ordering::SeqCst) {
+            self.violations.fetch_add(1, Ordering::SeqCst);
+        }
+        let v = self.counter.load(Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        self.counter.store(v + 1, Ordering::SeqCst);
+        self.inside.store(false, Ordering::SeqCst);
+    }
+}
+
+async fn mutex_contended(report: &Report, connect: &str, clients: usize, n: usize) -> BenchResult<()> {
+    if clients == 0 {
+        return Err("mutex-contended needs at least one client".into());
+    }
+    let path = unique_path("contended");
+    let sessions: Vec<CuratorClient> =
+        futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await?;
+    {
+        let warm = InterProcessMutex::new(&sessions[0], &path)?;
+        for _ in 0..WARMUP.min(n) {
+            warm.acquire().await?;
+            warm.release().await?;
+        }
+    }
+    let witness = Arc::new(Witness::default());
+    let tickets = Arc::new(AtomicUsize::new(n));
+    let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let mut tasks = Vec::with_capacity(clients);
+    for client in &sessions {
+        let mutex = InterProcessMutex::new(client, &path)?;
+        let (witness, tickets, start_line) = (witness.clone(), tickets.clone(), start_line.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            start_line.wait().await;
+            // A ticket is taken before acquiring, so exactly n acquisitions happen in total.
+            while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
+                let t0 = Instant::now();
+                mutex.acquire().await?;
+                latencies.push(t0.elapsed());
+                witness.critical_section().await;
+                mutex.release().await?;
+            }
+            Ok::<_, Error>(latencies)
+        }));
+    }
+    start_line.wait().await;
+    let started = Instant::now();
+    let mut acquire = Vec::with_capacity(n);
+    let mut per_client = Vec::with_capacity(clients);
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(latencies)) => {
+                per_client.push(latencies.len());
+                acquire.extend(latencies);
+            }
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    let elapsed = started.elapsed();
+    for client in &sessions {
+        client.close().await;
+    }
+    if let Some(e) = failure {
+        return Err(format!("a contender failed: {e}").into());
+    }
+    let acquire = sorted(acquire);
+    let counter = witness.counter.load(Ordering::SeqCst);
+    report.rate("ops_per_s", acquire.len(), elapsed);
+    report.us("acquire_p50_us", pct(&acquire, 0.50));
+    report.us("acquire_p99_us", pct(&acquire, 0.99));
+    report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
+    report.metric("counter_ok", u8::from(counter == n as u64));
+    report.metric("per_client_min", per_client.iter().min().copied().unwrap_or(0));
+    report.metric("per_client_max", per_client.iter().max().copied().unwrap_or(0));
+    report.metric("clients", clients);
+    report.metric("n", n);
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-many-waiters
+
+async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sessions: usize) -> BenchResult<()> {
+    if sessions == 0 {
+        return Err("mutex-many-waiters needs at least one session".into());
+    }
+    let path = unique_path("many-waiters");
+
+    let t0 = Instant::now();
+    let holder_client = connect_client(connect, BENCH_SESSION_TIMEOUT);
+    let waiter_clients =
+        futures::future::try_join_all((0..sessions).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT)));
+    let (holder_client, clients) = tokio::try_join!(holder_client, waiter_clients)?;
+    let connect_elapsed = t0.elapsed();
+
+    let holder = InterProcessMutex::new(&holder_client, &path)?;
+    // Warm the server up (a freshly started JVM interprets its first requests), as the other modes do.
+    for _ in 0..WARMUP {
+        holder.acquire().await?;
+        holder.release().await?;
+    }
+    let guard = holder.lock().await?;
+    // Client CPU of queueing and draining (not of connecting and warming up).
+    let cpu_start = cpu_time();
+
+    let witness = Arc::new(Witness::default());
+    let completed = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let queue_start = Instant::now();
+    let mut tasks = Vec::with_capacity(waiters);
+    for i in 0..waiters {
+        let mutex = InterProcessMutex::new(&clients[i % sessions], &path)?;
+        let (witness, completed, failed) = (witness.clone(), completed.clone(), failed.clone());
+        tasks.push(tokio::spawn(async move {
+            let outcome = async {
+                mutex.acquire().await?;
+                witness.critical_section().await;
+                mutex.release().await
+            };
+            match outcome.await {
+                Ok(()) => {
+                    completed.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    if failed.fetch_add(1, Ordering::SeqCst) == 0 {
+                        eprintln!("lock_bench: a waiter failed: {e}");
+                    }
+                }
+            }
+        }));
+    }
+
+    // Queued = the holder's node plus one node per waiter.
+    let queue_budget = Duration::from_secs(60).max(Duration::from_millis(20) * waiters as u32);
+    let mut queued = 0usize;
+    let mut progress = Instant::now();
+    let all_queued = loop {
+        // A congested server may drop the poller's connection too: keep polling.
+        let polled = match holder_client.zookeeper() {
+            Ok(zk) => zk.check_stat(&path).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match polled {
+            Ok(Some(stat)) => queued = (stat.num_children.max(1) - 1) as usize,
+            Ok(None) => {}
+            Err(e) => eprintln!("lock_bench: polling the queue length failed ({e}); polling again"),
+        }
+        if progress.elapsed() >= PROGRESS_EVERY {
+            progress = Instant::now();
+            eprintln!("lock_bench: {queued}/{waiters} queued after {:?}", queue_start.elapsed());
+        }
+        if queued >= waiters {
+            break Some(queue_start.elapsed());
+        }
+        if failed.load(Ordering::SeqCst) > 0 || queue_start.elapsed() > queue_budget {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let Some(all_queued) = all_queued else {
+        for task in &tasks {
+            task.abort();
+        }
+        return Err(format!("only {queued} of {waiters} waiters queued within {queue_budget:?}").into());
+    };
+    let rss_queued = proc_status_kb("VmRSS");
+
+    let drain_start = Instant::now();
+    guard.release().await?;
+    let drain_budget = Duration::from_secs(60).max(Duration::from_millis(30) * waiters as u32);
+    let drain_progress = async {
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let done = completed.load(Ordering::SeqCst);
+            eprintln!("lock_bench: {done}/{waiters} drained after {:?}", drain_start.elapsed());
+        }
+    };
+    let drain = async {
+        tokio::select! {
+            _ = futures::future::join_all(tasks.iter_mut()) => {},
+            _ = drain_progress => {},
+        }
+    };
+    let drained = tokio::time::timeout(drain_budget, drain).await.is_ok();
+    let drain_all = drain_start.elapsed();
+    if !drained {
+        for task in &tasks {
+            task.abort();
+        }
+    }
+    let done = completed.load(Ordering::SeqCst);
+    for client in clients.iter().chain([&holder_client]) {
+        client.close().await;
+    }
+
+    report.ms("connect_ms", connect_elapsed);
+    report.ms("all_queued_ms", all_queued);
+    report.ms("drain_all_ms", drain_all);
+    report.metric("drain_per_handoff_ms", format_args!("{:.3}", drain_all.as_secs_f64() * 1e3 / waiters.max(1) as f64));
+    report.metric("completed", done);
+    report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
+    report.metric("counter_ok", u8::from(witness.counter.load(Ordering::SeqCst) == done as u64));
+    report.metric("peak_rss_kb", proc_status_kb("VmHWM"));
+    report.metric("rss_while_queued_kb", rss_queued);
+    report.metric("client_cpu_ms", (cpu_time().saturating_sub(cpu_start)).as_millis());
+    report.metric("sessions", sessions);
+    report.metric("waiters", waiters);
+    if !drained || done != waiters {
+        return Err(format!("{done} of {waiters} waiters completed (drain finished in budget: {drained})").into());
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// hold
+
+fn env_parse<T: std::str::FromStr>(name: &str) -> BenchResult<Option<T>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().map(Some).map_err(|_| format!("{name}={v:?} is not a valid value").into())
+        }
+        _ => Ok(None),
+    }
+}
+
+fn state_word(state: HoldState) -> &'static str {
+    match state {
+        HoldState::Held => "HELD",
+        HoldState::Suspended => "SUSPENDED",
+        HoldState::Lost => "LOST",
+        _ => "UNKNOWN",
+    }
+}
+
+async fn hold(connect: &str, path: &str, seconds: f64) -> BenchResult<()> {
+    let session_timeout = Duration::from_millis(env_parse::<u64>("SESSION_TIMEOUT_MS")?.unwrap_or(15_000));
+    let acquire_timeout = env_parse::<f64>("ACQUIRE_TIMEOUT_S")?;
+    let guarded_path = std::env::var("GUARDED_WRITE_PATH").ok().filter(|p| !p.is_empty());
+    let hold_for = Duration::try_from_secs_f64(seconds.max(0.0)).map_err(|e| format!("bad SECONDS: {e}"))?;
+
+    let client = connect_client(connect, session_timeout).await?;
+    let mutex = InterProcessMutex::new(&client, path)?;
+    let guard = match acquire_timeout {
+        Some(t) => {
+            let t = Duration::try_from_secs_f64(t.max(0.0)).map_err(|e| format!("bad ACQUIRE_TIMEOUT_S: {e}"))?;
+            match mutex.try_lock_for(t).await? {
+                Some(guard) => guard,
+                None => {
+                    say("NOT_ACQUIRED");
+                    client.close().await;
+                    return Ok(());
+                }
+            }
+        }
+        None => mutex.lock().await?,
+    };
+    say(format_args!("ACQUIRED {}", guard.node_path()));
+    say(format_args!("TOKEN {}", guard.fencing_token()));
+
+    let mut states = guard.watch_state();
+    let mut last = HoldState::Held;
+    let end = tokio::time::Instant::now() + hold_for;
+    loop {
+        let now = *states.borrow_and_update();
+        if now != last {
+            say(state_word(now));
+            last = now;
+        }
+        if now == HoldState::Lost {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(end) => break,
+            changed = states.changed() => if changed.is_err() { break },
+        }
+    }
+
+    if let Some(p) = &guarded_path {
+        say(guarded_write(&guard, p).await);
+    }
+    // A lost hold has nothing left to delete; a disconnected one leaves the delete queued.
+    match tokio::time::timeout(Duration::from_secs(5), guard.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("lock_bench: release: {e} (the delete goes on in the background)"),
+        Err(_) => eprintln!("lock_bench: release still pending after 5 s (the delete goes on in the background)"),
+    }
+    say("RELEASED");
+    client.close().await;
+    Ok(())
+}
+
+/// A set-data of `path` guarded by our lock node, or a create if `path` does not exist yet.
+async fn guarded_write(guard: &zk_curator::MutexGuard, path: &str) -> &'static str {
+    let data = format!("token={}", guard.fencing_token()).into_bytes();
+    let attempt = async {
+        let set = GuardedWrite::new().set_data(path, &data, None)?;
+        match guard.guarded_write(set).await {
+            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {
+                let create = GuardedWrite::new().create(path, &data, zk::CreateMode::Persistent)?;
+                guard.guarded_write(create).await
+            }
+            other => other,
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(20), attempt).await {
+        Ok(Ok(_)) => "GUARDED_WRITE_ACCEPTED",
+        Ok(Err(e)) => {
+            eprintln!("lock_bench: guarded write of {path} not applied: {e}");
+            "GUARDED_WRITE_REJECTED"
+        }
+        Err(_) => {
+            eprintln!("lock_bench: guarded write of {path} timed out (outcome unknown)");
+            "GUARDED_WRITE_REJECTED"
+        }
+    }
+}

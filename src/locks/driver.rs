@@ -49,7 +49,17 @@ pub trait LockDriver: Send + Sync + 'static {
 
     /// Sorts children in place with Curator's stable order.
     fn sort(&self, children: &mut [String]) {
-        children.sort_by(|a, b| java_cmp(self.sort_key(a), self.sort_key(b)));
+        // One sort key per child, not two per comparison: every waiter sorts the whole queue, and
+        // a substring search per comparison made that the client's main cost with long queues.
+        let mut order: Vec<usize> = (0..children.len()).collect();
+        {
+            let keys: Vec<&str> = children.iter().map(|c| self.sort_key(c)).collect();
+            order.sort_by(|&a, &b| java_cmp(keys[a], keys[b])); // stable, as before
+        }
+        let mut taken: Vec<String> = children.iter_mut().map(std::mem::take).collect();
+        for (slot, i) in children.iter_mut().zip(order) {
+            *slot = std::mem::take(&mut taken[i]);
+        }
     }
 
     /// Decides, over children already sorted by [`sort`](Self::sort), whether `our_name` holds the lock.
