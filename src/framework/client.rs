@@ -497,9 +497,14 @@ impl CuratorClient {
     /// does not wrap. Paths given to it are NOT namespaced.
     ///
     /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close), or while a lost session is being replaced.
+    /// [`Error::Closed`] after [`close`](Self::close); a retryable `ConnectionLoss` while a lost
+    /// session is being replaced.
     pub fn zookeeper(&self) -> Result<zk::Client> {
-        self.inner.current_zk().ok_or_else(|| Error::Closed { path: String::new() })
+        match self.inner.current_zk() {
+            Some(zk) => Ok(zk),
+            None if self.is_closed() => Err(Error::Closed { path: String::new() }),
+            None => Err(Error::zk("", zk::Error::ConnectionLoss)),
+        }
     }
 
     /// True once [`close`](Self::close) has begun.
