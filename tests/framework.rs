@@ -781,3 +781,37 @@ async fn close() {
     let left = support::eventually_no_children(&connect, &other_path, Duration::from_secs(8)).await;
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Curator's `TestLockACLs`: the client's ACLs go on every node it creates — the lock node and the
+/// container parents — instead of the open default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_apply_to_lock_nodes_and_parents() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let ip_all = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("ip", "127.0.0.1"));
+    let client = CuratorClient::builder(&connect)
+        .namespace("ns")
+        .acls(vec![ip_all.clone()])
+        .session_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .expect("connect");
+    let path = support::unique_path("acl");
+    let mutex = zk_curator::InterProcessMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let observer = support::observer(&connect).await;
+    for node in [format!("/ns{path}"), format!("/ns{}", guard.node_path()), "/ns".to_string()] {
+        let (acls, _) = observer.get_acl(&node).await.unwrap_or_else(|e| panic!("acl of {node}: {e}"));
+        assert_eq!(acls, vec![ip_all.clone()], "ACL of {node}");
+    }
+    guard.release().await.unwrap();
+
+    let open = support::client(&connect).await;
+    let other = support::unique_path("acl-open");
+    open.create(&other, b"", zk::CreateMode::Persistent).await.unwrap();
+    let (acls, _) = observer.get_acl(&other).await.unwrap();
+    assert_eq!(acls, zk::Acls::anyone_all().to_vec(), "default stays open, like Curator");
+
+    let empty = CuratorClient::builder(&connect).acls(Vec::new()).connect().await.unwrap_err();
+    assert_eq!(empty.kind(), ErrorKind::BadArgument);
+}

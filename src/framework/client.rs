@@ -89,7 +89,7 @@ pub(crate) struct ClientConfig {
 pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
     slot: RwLock<SessionSlot>,
-    status: watch::Sender<Status>,
+    pub(crate) status: watch::Sender<Status>,
     events: broadcast::Sender<ConnectionState>,
     pub(crate) deletes: DeleteQueue,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,

@@ -111,8 +111,7 @@ impl LockNode {
         if self.released.load(Ordering::SeqCst) || self.node_deleted.load(Ordering::SeqCst) {
             return HoldState::Lost;
         }
-        let status = self.client.status();
-        let status = status.borrow();
+        let status = self.client.inner.status.borrow();
         if status.closed || status.session != self.node.session || status.state == ConnectionState::Lost {
             HoldState::Lost
         } else if !status.connected {
