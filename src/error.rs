@@ -7,7 +7,7 @@ use thiserror::Error;
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How a caller should react to an [`Error`]; see [`Error::kind`].
+/// How a caller should react to an [`Error`](enum@Error); see [`Error::kind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {

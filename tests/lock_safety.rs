@@ -1270,3 +1270,25 @@ async fn bad_input_gives_typed_errors() {
     let obs = support::observer(&connect).await;
     assert_no_stray_nodes(&obs, &path, "bad input").await;
 }
+
+/// The hold-state stream yields each change once and ends after `Lost`: Suspended on a cut
+/// connection, Held when it returns (same session), Lost on release, then nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_state_stream_follows_the_connection() {
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client_with(&proxy.connect_string(), Duration::from_secs(20)).await;
+    let path = support::unique_path("stream");
+    let guard = zk_curator::InterProcessMutex::new(&client, &path).unwrap().lock().await.unwrap();
+    let mut changes = guard.state_changes();
+    proxy.set_mode(ProxyMode::Cut);
+    let next = tokio::time::timeout(Duration::from_secs(10), changes.next()).await.expect("a change");
+    assert_eq!(next, Some(zk_curator::HoldState::Suspended));
+    proxy.set_mode(ProxyMode::Pass);
+    let next = tokio::time::timeout(Duration::from_secs(15), changes.next()).await.expect("a change");
+    assert_eq!(next, Some(zk_curator::HoldState::Held));
+    guard.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), changes.next()).await.expect("a change");
+    assert_eq!(next, Some(zk_curator::HoldState::Lost));
+    assert_eq!(changes.next().await, None, "the stream ends after Lost");
+}

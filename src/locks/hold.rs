@@ -129,6 +129,11 @@ impl LockNode {
         rx
     }
 
+    /// The hold's state changes as a stream: each change once, ending after [`HoldState::Lost`].
+    pub fn state_changes(self: &Arc<Self>) -> HoldStateStream {
+        HoldStateStream { rx: self.watch_state(), done: false }
+    }
+
     /// Resolves once the hold is [`HoldState::Lost`].
     ///
     /// # Cancel safety
@@ -290,6 +295,32 @@ async fn monitor(
             changed = status.changed() => if changed.is_err() { return },
             _ = own.wait_for(|s| *s == HoldState::Lost) => {},
         }
+    }
+}
+
+/// Hold-state changes of one hold, from [`LockNode::state_changes`].
+#[derive(Debug)]
+pub struct HoldStateStream {
+    rx: watch::Receiver<HoldState>,
+    done: bool,
+}
+
+impl HoldStateStream {
+    /// The next state change; `None` after `Lost` has been returned.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a change not yet returned is returned by the next call.
+    pub async fn next(&mut self) -> Option<HoldState> {
+        if self.done {
+            return None;
+        }
+        let state = match self.rx.changed().await {
+            Ok(()) => *self.rx.borrow_and_update(),
+            // The hold itself is gone: it was released.
+            Err(_) => HoldState::Lost,
+        };
+        self.done = state == HoldState::Lost;
+        Some(state)
     }
 }
 

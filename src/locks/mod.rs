@@ -14,7 +14,7 @@ pub mod mutex;
 pub mod reentrancy;
 
 pub use driver::{LockDriver, NodeSpec, Predicate, StandardLockDriver};
-pub use hold::{FencingToken, GuardedWrite, HoldState, LockNode};
+pub use hold::{FencingToken, GuardedWrite, HoldState, HoldStateStream, LockNode};
 pub use internals::LockInternals;
 pub use mutex::{InterProcessMutex, MutexGuard};
 pub use reentrancy::HolderId;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tracing::{debug, Instrument};
 
 use super::driver::{LockDriver, StandardLockDriver};
-use super::hold::{FencingToken, GuardedWrite, HoldState, LockNode};
+use super::hold::{FencingToken, GuardedWrite, HoldState, HoldStateStream, LockNode};
 use super::internals::{deadline_after, LockInternals};
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
 use crate::error::{Error, Result};
@@ -289,6 +289,11 @@ impl<D: LockDriver> MutexGuard<D> {
     /// A receiver of hold-state changes, for `select!`-ing work against losing the lock.
     pub fn watch_state(&self) -> tokio::sync::watch::Receiver<HoldState> {
         self.node.watch_state()
+    }
+
+    /// The hold's state changes as a stream, ending after [`HoldState::Lost`].
+    pub fn state_changes(&self) -> HoldStateStream {
+        self.node.state_changes()
     }
 
     /// Resolves once the lock is certainly lost.
