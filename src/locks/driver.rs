@@ -66,6 +66,16 @@ pub trait LockDriver: Send + Sync + 'static {
     fn predicate(&self, sorted_children: &[String], our_name: &str, max_leases: usize) -> Predicate {
         standard_predicate(sorted_children, our_name, max_leases)
     }
+
+    /// Decides over the children in server order (unsorted) — what [`LockInternals`] calls on every
+    /// look. The default sorts and asks [`predicate`](Self::predicate); a driver may decide without
+    /// sorting, as long as the verdict is the same.
+    ///
+    /// [`LockInternals`]: super::LockInternals
+    fn evaluate(&self, mut children: Vec<String>, our_name: &str, max_leases: usize) -> Predicate {
+        self.sort(&mut children);
+        self.predicate(&children, our_name, max_leases)
+    }
 }
 
 /// Curator's `standardFixForSorting`: the text after the LAST occurrence of `lock_name`, or the whole
@@ -98,6 +108,38 @@ pub fn standard_predicate(sorted_children: &[String], our_name: &str, max_leases
     Predicate::Watch { node: sorted_children[index - max_leases].clone(), acquired_when_deleted: index == max_leases }
 }
 
+/// [`standard_predicate`] over unsorted children in one pass, without sorting: a waiter in a queue
+/// of W looks at W names each time, so O(W) instead of O(W log W) plus moves.
+///
+/// Same verdict as sorting with [`standard_sort_key`] (stable: equal keys keep server order) and
+/// calling [`standard_predicate`].
+pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, max_leases: usize) -> Predicate {
+    use std::cmp::Ordering;
+    let Some(our_index) = children.iter().position(|c| c == our_name) else {
+        return Predicate::NotInQueue;
+    };
+    let our_key = standard_sort_key(our_name, lock_name);
+    // Every child that sorts before ours, as (sort key, server position).
+    let mut ahead: Vec<(&str, usize)> = children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (standard_sort_key(c, lock_name), i))
+        .filter(|&(key, i)| match java_cmp(key, our_key) {
+            Ordering::Less => true,
+            Ordering::Equal => i < our_index,
+            Ordering::Greater => false,
+        })
+        .collect();
+    let index = ahead.len();
+    if index < max_leases {
+        return Predicate::Acquired;
+    }
+    // The child at sorted position `index - max_leases`.
+    let (_, &mut (_, watched), _) =
+        ahead.select_nth_unstable_by(index - max_leases, |a, b| java_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+    Predicate::Watch { node: children[watched].clone(), acquired_when_deleted: index == max_leases }
+}
+
 /// The mutex's driver: lock name `lock-`, EPHEMERAL_SEQUENTIAL, index < max leases holds.
 #[derive(Clone, Debug)]
 pub struct StandardLockDriver {
@@ -123,6 +165,10 @@ impl Default for StandardLockDriver {
 impl LockDriver for StandardLockDriver {
     fn lock_name(&self) -> &str {
         &self.lock_name
+    }
+
+    fn evaluate(&self, children: Vec<String>, our_name: &str, max_leases: usize) -> Predicate {
+        standard_evaluate(&children, our_name, &self.lock_name, max_leases)
     }
 }
 
@@ -179,6 +225,35 @@ mod tests {
         );
         assert_eq!(standard_predicate(&kids, "c-lock-03", 3), Predicate::Acquired);
         assert_eq!(standard_predicate(&kids, "zz", 1), Predicate::NotInQueue);
+    }
+
+    #[test]
+    fn one_pass_evaluation_agrees_with_sorting() {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let d = StandardLockDriver::default();
+        for round in 0..2000 {
+            let n = rng.gen_range(1..12);
+            let mut children: Vec<String> = (0..n)
+                .map(|i| match rng.gen_range(0..10) {
+                    // foreign children and duplicate keys (ties keep server order) included
+                    0 => format!("foreign-{}", rng.gen_range(0..3)),
+                    1 => format!("x{i}-lock-{:010}", rng.gen_range(0..3)),
+                    _ => format!("_c_{i:036}-lock-{:010}", rng.gen_range(0..50)),
+                })
+                .collect();
+            children.sort();
+            children.dedup(); // ZooKeeper child names are unique
+            children.shuffle(&mut rng);
+            let ours = children.choose(&mut rng).unwrap().clone();
+            let max_leases = rng.gen_range(1..4);
+            let mut sorted = children.clone();
+            d.sort(&mut sorted);
+            let expected = standard_predicate(&sorted, &ours, max_leases);
+            assert_eq!(d.evaluate(children.clone(), &ours, max_leases), expected, "round {round}: {children:?} {ours}");
+        }
+        assert_eq!(d.evaluate(vec!["a-lock-1".into()], "zz", 1), Predicate::NotInQueue);
     }
 
     #[test]

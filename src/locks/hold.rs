@@ -255,46 +255,59 @@ async fn monitor(
     mut status: watch::Receiver<crate::framework::client::Status>,
     mut own: watch::Receiver<HoldState>,
 ) {
-    let mut watcher: Option<zk::OneshotWatcher> = None;
+    type Fired = std::pin::Pin<Box<dyn std::future::Future<Output = zk::WatchedEvent> + Send>>;
+    let mut fired: Option<Fired> = None;
+    let mut arm_failed = false;
     loop {
         let Some(this) = node.upgrade() else { return };
         if this.refresh() == HoldState::Lost {
             return;
         }
-        if watcher.is_none() && this.client.is_connected() {
-            if let Ok(zk) = this.client.zookeeper() {
-                if zk.session_id().0 == this.node.session.id {
-                    match zk.get_and_watch_data(&this.fixed).await {
-                        Ok((_, _, w)) => watcher = Some(w),
-                        Err(zk::Error::NoNode) => {
-                            this.node_deleted.store(true, Ordering::SeqCst);
-                            continue;
-                        }
-                        Err(_) => {}
+        // Arm a data watch on our node while connected on its session. The request is raced with
+        // the state changes below, so a disconnect while it is in flight is still reported at once.
+        let arm = match (&fired, arm_failed, this.client.is_connected(), this.client.zookeeper()) {
+            (None, false, true, Ok(zk)) if zk.session_id().0 == this.node.session.id => {
+                let fixed = this.fixed.clone();
+                Some(async move { zk.get_and_watch_data(&fixed).await.map(|(_, _, watcher)| watcher) })
+            }
+            _ => None,
+        };
+        drop(this);
+        tokio::select! {
+            armed = optional(arm) => match armed {
+                Ok(watcher) => fired = Some(Box::pin(watcher.changed())),
+                Err(zk::Error::NoNode) => {
+                    if let Some(this) = node.upgrade() {
+                        this.node_deleted.store(true, Ordering::SeqCst);
                     }
                 }
-            }
-        }
-        drop(this);
-        let fired = async {
-            match watcher.take() {
-                Some(w) => Some(w.changed().await),
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            event = fired => {
-                if let Some(event) = event {
-                    if event.event_type == zk::EventType::NodeDeleted {
-                        if let Some(this) = node.upgrade() {
-                            this.node_deleted.store(true, Ordering::SeqCst);
-                        }
+                // Try again after the next connection change rather than spinning.
+                Err(_) => arm_failed = true,
+            },
+            event = optional(fired.as_mut()) => {
+                fired = None;
+                if event.event_type == zk::EventType::NodeDeleted {
+                    if let Some(this) = node.upgrade() {
+                        this.node_deleted.store(true, Ordering::SeqCst);
                     }
                 }
             },
-            changed = status.changed() => if changed.is_err() { return },
+            changed = status.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                arm_failed = false;
+            },
             _ = own.wait_for(|s| *s == HoldState::Lost) => {},
         }
+    }
+}
+
+/// Awaits the future if there is one, else never resolves (a disabled `select!` branch).
+async fn optional<F: std::future::Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -135,15 +135,20 @@ impl<D: LockDriver> LockInternals<D> {
     }
 
     async fn sorted_children(&self, deadline: Option<Instant>) -> Result<Vec<String>> {
-        let fixed = self.fixed_base.as_str();
-        let listed = self.client.with_retry(&self.base, deadline, |zk| async move { zk.list_children(fixed).await });
-        let mut children = match listed.await {
-            Ok(children) => children,
-            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Vec::new(),
-            Err(e) => return Err(e),
-        };
+        let mut children = self.children(deadline).await?;
         self.driver.sort(&mut children);
         Ok(children)
+    }
+
+    /// The children of the base path in server order; empty if it does not exist.
+    async fn children(&self, deadline: Option<Instant>) -> Result<Vec<String>> {
+        let fixed = self.fixed_base.as_str();
+        let listed = self.client.with_retry(&self.base, deadline, |zk| async move { zk.list_children(fixed).await });
+        match listed.await {
+            Ok(children) => Ok(children),
+            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Tries to get a lease: `Ok(Some(node))` when held, `Ok(None)` when `deadline` passed first.
@@ -196,12 +201,9 @@ impl<D: LockDriver> LockInternals<D> {
             let fixed_node = paths::join(&self.fixed_base, &node.name);
             let mut cleanup = ContenderCleanup { client: &self.client, fixed: Some(fixed_node.clone()) };
             loop {
-                let mut children = match listing.take() {
-                    Some(mut children) => {
-                        self.driver.sort(&mut children);
-                        children
-                    }
-                    None => match self.sorted_children(op_deadline).await {
+                let children = match listing.take() {
+                    Some(children) => children,
+                    None => match self.children(op_deadline).await {
                         Ok(children) => children,
                         Err(Error::DeadlineExceeded { .. }) => {
                             cleanup.delete_now().await;
@@ -214,9 +216,8 @@ impl<D: LockDriver> LockInternals<D> {
                     },
                 };
                 let max_leases = self.max_leases.load(Ordering::SeqCst);
-                let predicate = self.driver.predicate(&children, &node.name, max_leases);
-                children.clear();
-                drop(children); // a long queue's listing is not kept alive while we wait
+                // The listing is consumed here: a long queue's names are not kept alive while we wait.
+                let predicate = self.driver.evaluate(children, &node.name, max_leases);
                 let (watch, acquired_when_deleted) = match predicate {
                     Predicate::Acquired => {
                         cleanup.disarm();
