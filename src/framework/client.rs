@@ -607,25 +607,37 @@ impl CuratorClient {
                 },
                 None => attempt.await,
             };
-            let err = match result {
+            match result {
                 Ok(v) => return Ok(v),
-                Err(err) => err,
-            };
-            if !matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
-                return Err(err);
+                Err(err) => self.backoff_or_fail(err, &mut retry_count, start, deadline, path).await?,
             }
-            let Some(sleep) = self.retry_policy().allow_retry(retry_count, start.elapsed()) else {
-                return Err(err);
-            };
-            retry_count += 1;
-            debug!(%err, retry_count, ?sleep, "retrying");
-            if let Some(d) = deadline {
-                if Instant::now() + sleep >= d {
-                    return Err(deadline_exceeded(path, "retrying", start));
-                }
-            }
-            tokio::time::sleep(sleep).await;
         }
+    }
+
+    /// Sleeps as the retry policy says, or returns `err` (or a deadline error).
+    pub(crate) async fn backoff_or_fail(
+        &self,
+        err: Error,
+        retry_count: &mut u32,
+        start: Instant,
+        deadline: Option<Instant>,
+        path: &str,
+    ) -> Result<()> {
+        if !matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
+            return Err(err);
+        }
+        let Some(sleep) = self.retry_policy().allow_retry(*retry_count, start.elapsed()) else {
+            return Err(err);
+        };
+        *retry_count += 1;
+        debug!(%err, retry_count = *retry_count, ?sleep, "retrying");
+        if let Some(d) = deadline {
+            if Instant::now() + sleep >= d {
+                return Err(deadline_exceeded(path, "retrying", start));
+            }
+        }
+        tokio::time::sleep(sleep).await;
+        Ok(())
     }
 
     /// Creates `path` (and any missing parent, as a CONTAINER node unless disabled) with `data`.

@@ -229,31 +229,6 @@ impl CuratorClient {
         };
         Ok(Some((node, children)))
     }
-
-    /// Sleeps as the retry policy says, or returns `err` (or a deadline error).
-    pub(crate) async fn backoff_or_fail(
-        &self,
-        err: Error,
-        retry_count: &mut u32,
-        start: Instant,
-        deadline: Option<Instant>,
-        path: &str,
-    ) -> Result<()> {
-        if !matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
-            return Err(err);
-        }
-        let Some(sleep) = self.retry_policy().allow_retry(*retry_count, start.elapsed()) else {
-            return Err(err);
-        };
-        *retry_count += 1;
-        if let Some(d) = deadline {
-            if Instant::now() + sleep >= d {
-                return Err(super::client::deadline_exceeded(path, "retrying", start));
-            }
-        }
-        tokio::time::sleep(sleep).await;
-        Ok(())
-    }
 }
 
 /// The trailing sequence number of a sequential node name (10 digits, or 19 past `i32::MAX`).
