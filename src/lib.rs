@@ -5,15 +5,17 @@
 //!
 //! The crate has the same layers as Curator:
 //!
-//! * [`framework`]: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery, connection
-//!   states, retry policies, namespaces, protected creates and guaranteed deletes.
-//! * [`locks`]: the lock machinery — a reentrancy map, the `LockInternals` loop, pluggable
-//!   [`LockDriver`]s — and the recipes built on them, starting with [`InterProcessMutex`].
-//! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
+//! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
+//!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
+//! * the lock machinery — a reentrancy map, the [`LockInternals`] loop, pluggable [`LockDriver`]s
+//!   — and the recipes built on them, starting with [`InterProcessMutex`];
+//! * [`testing`] (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
 //!
 //! Beyond Curator, every acquire is cancel safe (a dropped future leaves no node behind), a release
-//! never forgets a node it failed to delete, deadlines are honoured, and every hold carries a
-//! fencing token.
+//! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
+//! it is held, and every hold carries a fencing token.
+//!
+//! Everything is re-exported at the crate root; the modules are private.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -30,22 +32,36 @@
 //! ```
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod error;
-pub mod framework;
-pub mod locks;
+mod error;
+mod framework;
+mod locks;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use error::{Error, ErrorKind, Result};
-pub use framework::client::{CuratorClient, CuratorClientBuilder, SessionIdentity};
+pub use framework::builder::{
+    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
+};
+pub use framework::client::CuratorClient;
 pub use framework::guaranteed_delete::DeleteOutcome;
-pub use framework::protected::CreatedNode;
+pub use framework::paths::validate_path;
+pub use framework::protected::{is_protected, parse_sequence, strip_protection, CreatedNode};
 pub use framework::retry::{
     BoundedExponentialBackoffRetry, ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryOneTime, RetryPolicy,
     RetryUntilElapsed,
 };
+pub use framework::session::SessionIdentity;
 pub use framework::state::{ConnectionState, ConnectionStateStream};
-pub use locks::*;
+pub use locks::driver::{
+    java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
+    StandardLockDriver, Verdict,
+};
+pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+pub use locks::internals::LockInternals;
+pub use locks::mutex::{InterProcessMutex, MutexGuard};
+pub use locks::reentrancy::HolderId;
 /// The `zookeeper-client` crate this one builds on.
 pub use zookeeper_client;

@@ -27,8 +27,8 @@ use tokio::sync::oneshot;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingServer};
 use zk_curator::zookeeper_client as zkc;
 use zk_curator::{
-    CuratorClient, Error, ErrorKind, FencingToken, GuardedWrite, HoldState, InterProcessMutex, LockInternals, LockNode,
-    MutexGuard, RetryNTimes, SessionIdentity, StandardLockDriver,
+    CuratorClient, Error, ErrorKind, FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, MutexGuard,
+    RetryNTimes, SessionIdentity, StandardLockDriver,
 };
 
 /// Session timeout of clients whose session a test lets expire (server tick 200 ms).
@@ -174,7 +174,7 @@ struct HoldReport {
 async fn work(
     log: &HoldLog,
     who: &str,
-    node: &Arc<LockNode>,
+    node: &Arc<Hold>,
     start: Instant,
     done: impl Future<Output = ()>,
 ) -> HoldReport {
@@ -948,7 +948,10 @@ async fn release_while_disconnected_is_not_forgotten() {
             Some(ma.lock().await.unwrap())
         };
         let start = Instant::now();
-        let node = ma.current_hold().expect("A holds");
+        let node = match &guard {
+            Some(guard) => guard.hold().clone(),
+            None => ma.current_hold().expect("A holds Curator-style"),
+        };
         let a_node = node.path().to_string();
 
         let (acquired_tx, mut acquired_rx) = oneshot::channel();
@@ -987,7 +990,8 @@ async fn release_while_disconnected_is_not_forgotten() {
                     ms(releasing.elapsed()),
                     e.kind()
                 );
-                assert_eq!(e.kind(), ErrorKind::Retryable, "{e}");
+                // The connection's failure, or the release's own bound (the connection timeout).
+                assert!(matches!(e.kind(), ErrorKind::Retryable | ErrorKind::DeadlineExceeded), "{e}");
             }
             Ok(Ok(())) => panic!("trial {trial}: a release cannot succeed while the network is cut"),
         }
@@ -1157,14 +1161,10 @@ async fn bad_input_gives_typed_errors() {
     let path = support::unique_path("bad-input");
 
     // invalid paths
-    for bad in ["", "relative", "/trailing/", "/", "/a//b", "/a/./b", "/a/../b", "/nul\0x"] {
+    // (a character above U+FFFF is one ZooKeeper rejects: Java sees a surrogate pair)
+    for bad in ["", "relative", "/trailing/", "/", "/a//b", "/a/./b", "/a/../b", "/nul\0x", "/emoji-\u{1f600}"] {
         let e = expect_kind(InterProcessMutex::new(&client, bad), ErrorKind::BadArgument, &format!("mutex {bad:?}"));
-        assert!(matches!(e, Error::InvalidPath { .. }), "{e:?}");
-        expect_kind(
-            LockInternals::new(&client, bad, StandardLockDriver::default(), 1),
-            ErrorKind::BadArgument,
-            &format!("internals {bad:?}"),
-        );
+        assert!(matches!(&e, Error::InvalidPath { path, .. } if path == bad), "{e:?}");
         if bad == "/" {
             continue; // a valid path for anything but a lock
         }
@@ -1180,24 +1180,14 @@ async fn bad_input_gives_typed_errors() {
     expect_kind(GuardedWrite::new().check("//", 0), ErrorKind::BadArgument, "check");
 
     // empty / invalid lock names and lease counts
-    for name in ["", "a/b", "/"] {
+    for name in ["", "a/b", "/", "lock-\u{1f600}"] {
         let e = expect_kind(
-            LockInternals::new(&client, &path, StandardLockDriver::new(name), 1),
-            ErrorKind::BadArgument,
-            &format!("lock name {name:?}"),
-        );
-        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
-        expect_kind(
             InterProcessMutex::with_driver(&client, &path, StandardLockDriver::new(name)),
             ErrorKind::BadArgument,
             &format!("mutex with lock name {name:?}"),
         );
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
     }
-    expect_kind(
-        LockInternals::new(&client, &path, StandardLockDriver::default(), 0),
-        ErrorKind::BadArgument,
-        "0 leases",
-    );
 
     // client arguments
     expect_kind(CuratorClient::builder("").connect().await, ErrorKind::BadArgument, "empty connect string");
@@ -1244,7 +1234,10 @@ async fn bad_input_gives_typed_errors() {
     let mc = InterProcessMutex::new(&closing, &path).unwrap();
     let held = mc.lock().await.unwrap();
     let hold = held.hold().clone();
-    mc.acquire().await.unwrap(); // a Curator-style hold too (re-entry of the same task)
+    // A Curator-style hold too, re-entered (on another path: a guard is not the task's hold).
+    let mc = InterProcessMutex::new(&closing, &format!("{path}-curator-style")).unwrap();
+    mc.acquire().await.unwrap();
+    mc.acquire().await.unwrap();
     closing.close().await;
     assert!(closing.is_closed());
     assert_eq!(hold.hold_state(), HoldState::Lost, "a hold of a closed client is lost");
@@ -1253,6 +1246,10 @@ async fn bad_input_gives_typed_errors() {
     match mc.release().await {
         Ok(()) => {}
         Err(e) => panic!("re-entrant release after close: {e}"),
+    }
+    match mc.release().await {
+        Ok(()) => {}
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Closed, "last Curator-style release after close: {e}"),
     }
     match held.release().await {
         Ok(()) => {}

@@ -271,6 +271,7 @@ async fn killed_session_while_waiting() {
 
     let old_session = a.session_id();
     let mut states = a.connection_states();
+    assert_eq!(states.recv().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
     let info = a.zookeeper().unwrap().session().clone();
     let killed = Instant::now();
     expire_session(&connect, &info).await.expect("expire A's session");
@@ -338,6 +339,7 @@ async fn waiting_while_server_restarted() {
     }
 
     let mut states = client.connection_states();
+    assert_eq!(states.recv().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
     server.stop().await.expect("stop the server");
     tokio::time::timeout(Duration::from_secs(10), async {
         while states.recv().await != Some(ConnectionState::Suspended) {}
@@ -654,7 +656,10 @@ async fn release_semantics() {
     // guard dropped: released in the background
     let g = m.lock().await.unwrap();
     let node = g.node_path().to_string();
-    assert_eq!(m.lock_node_path().as_deref(), Some(node.as_str()), "a guard counts as the task's hold");
+    assert_eq!(m.lock_node_path(), None, "a guard is not the task's Curator-style hold");
+    assert!(!m.is_owned_by_current_task());
+    assert!(m.is_acquired_in_this_process(), "a live guard holds the instance");
+    assert_not_owner(m.release().await, &path, "Curator-style release of a guard's hold");
     drop(g);
     assert!(!m.is_acquired_in_this_process(), "the hold ends at drop");
     support::eventually(Duration::from_secs(5), "dropped guard's node deleted", || async {

@@ -2,20 +2,24 @@
 //! (Curator's `FailedDeleteManager` + `delete().guaranteed()`), and the clean-up of protected
 //! creates whose outcome was unknown (Curator's `FindAndDeleteProtectedNodeInBackground`).
 //!
-//! Enqueuing never needs a runtime and never blocks, so `Drop` impls can use it anywhere.
+//! Enqueuing never needs a runtime and never blocks, so `Drop` impls can use it anywhere
+//! ([`DeleteOnDrop`] is the one guard that does). The queue knows nothing of the client: the worker
+//! is handed a function that performs one attempt, so this module depends on no other.
 
-use std::sync::Weak;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, warn};
-use zookeeper_client as zk;
 
-use super::client::{CuratorClient, Inner};
+use super::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
 
+/// What to delete (namespace-fixed paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum DeleteTarget {
-    /// Delete this (namespace-fixed) path.
+    /// Delete this path.
     Node(String),
     /// Delete every child of `parent` whose name starts with `prefix` (a protected create's
     /// `_c_<uuid>-`): the create's outcome is unknown.
@@ -30,7 +34,7 @@ pub(crate) struct DeleteJob {
 /// The sending side of the queue, owned by the client.
 pub(crate) struct DeleteQueue {
     jobs: mpsc::UnboundedSender<DeleteJob>,
-    pending: watch::Sender<usize>,
+    pending: Arc<watch::Sender<usize>>,
 }
 
 /// The result of a background delete. Await [`wait`](Self::wait) for it, or drop it: the delete
@@ -44,6 +48,9 @@ impl DeleteOutcome {
     /// Waits until the node is gone (`Ok`), a non-retryable error stopped the delete, or the
     /// client was closed and dropped first ([`Error::Closed`]).
     ///
+    /// # Errors
+    /// The error that stopped the delete (`NoAuth`, `NotEmpty`, ...), or [`Error::Closed`].
+    ///
     /// # Cancel safety
     /// Cancel safe: the delete goes on in the background.
     pub async fn wait(self) -> Result<()> {
@@ -52,21 +59,15 @@ impl DeleteOutcome {
 }
 
 impl DeleteQueue {
-    pub(crate) fn new() -> (DeleteQueue, mpsc::UnboundedReceiver<DeleteJob>) {
+    /// The queue and its worker; spawn the worker with [`DeleteWorker::run`].
+    pub(crate) fn new() -> (DeleteQueue, DeleteWorker) {
         let (jobs, rx) = mpsc::unbounded_channel();
         let (pending, _) = watch::channel(0);
-        (DeleteQueue { jobs, pending }, rx)
+        let pending = Arc::new(pending);
+        (DeleteQueue { jobs, pending: pending.clone() }, DeleteWorker { jobs: rx, pending })
     }
 
-    pub(crate) fn delete(&self, fixed_path: String) -> DeleteOutcome {
-        self.enqueue(DeleteTarget::Node(fixed_path))
-    }
-
-    pub(crate) fn delete_protected(&self, fixed_parent: String, prefix: String) -> DeleteOutcome {
-        self.enqueue(DeleteTarget::Protected { parent: fixed_parent, prefix })
-    }
-
-    fn enqueue(&self, target: DeleteTarget) -> DeleteOutcome {
+    pub(crate) fn enqueue(&self, target: DeleteTarget) -> DeleteOutcome {
         let (done, rx) = oneshot::channel();
         self.pending.send_modify(|n| *n += 1);
         if let Err(mpsc::error::SendError(job)) = self.jobs.send(DeleteJob { target, done }) {
@@ -85,33 +86,77 @@ impl DeleteQueue {
         let mut rx = self.pending.subscribe();
         let _ = tokio::time::timeout_at(deadline.into(), rx.wait_for(|n| *n == 0)).await;
     }
-}
 
-/// The worker: runs every job in its own task so one slow path does not hold up the others.
-pub(crate) async fn run(client: Weak<Inner>, mut jobs: mpsc::UnboundedReceiver<DeleteJob>) {
-    while let Some(job) = jobs.recv().await {
-        tokio::spawn(run_job(client.clone(), job));
+    /// A guard that queues `target` for deletion when dropped, unless disarmed.
+    pub(crate) fn on_drop(&self, target: DeleteTarget) -> DeleteOnDrop<'_> {
+        DeleteOnDrop { queue: self, target: Some(target) }
     }
 }
 
-async fn run_job(client: Weak<Inner>, job: DeleteJob) {
-    let mut backoff = Duration::from_millis(50);
+/// Queues its target for background deletion when dropped (an abandoned create, a cancelled
+/// acquire, a delete whose future was dropped), unless [`disarm`](Self::disarm)ed first. Dropping
+/// never blocks and needs no runtime.
+pub(crate) struct DeleteOnDrop<'a> {
+    queue: &'a DeleteQueue,
+    target: Option<DeleteTarget>,
+}
+
+impl DeleteOnDrop<'_> {
+    /// The node is in good hands (handed to a holder, or known not to exist).
+    pub(crate) fn disarm(&mut self) {
+        self.target = None;
+    }
+
+    /// Queues the delete now, and returns its outcome (None when disarmed).
+    pub(crate) fn queue_now(&mut self) -> Option<DeleteOutcome> {
+        self.target.take().map(|target| self.queue.enqueue(target))
+    }
+}
+
+impl Drop for DeleteOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            debug!(?target, "abandoned node: deleting in the background");
+            drop(self.queue.enqueue(target));
+        }
+    }
+}
+
+/// The receiving side: runs every job in its own task so one slow path does not hold up the others.
+pub(crate) struct DeleteWorker {
+    jobs: mpsc::UnboundedReceiver<DeleteJob>,
+    pending: Arc<watch::Sender<usize>>,
+}
+
+impl DeleteWorker {
+    /// Runs until the queue is dropped. `attempt` makes one attempt at a target (with its own
+    /// retries); it returns `None` once the client is gone, which ends the job with `Closed`.
+    pub(crate) async fn run<A, Fut>(mut self, attempt: A)
+    where
+        A: Fn(DeleteTarget) -> Option<Fut> + Clone + Send + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        while let Some(job) = self.jobs.recv().await {
+            tokio::spawn(run_job(job, attempt.clone(), self.pending.clone()));
+        }
+    }
+}
+
+async fn run_job<A, Fut>(job: DeleteJob, attempt: A, pending: Arc<watch::Sender<usize>>)
+where
+    A: Fn(DeleteTarget) -> Option<Fut>,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     let result = loop {
-        let Some(inner) = client.upgrade() else {
+        let Some(attempt) = attempt(job.target.clone()) else {
             break Err(Error::Closed { path: String::new() });
         };
-        let client = CuratorClient { inner };
-        let result = match &job.target {
-            DeleteTarget::Node(path) => delete_node(&client, path).await,
-            DeleteTarget::Protected { parent, prefix } => delete_protected(&client, parent, prefix).await,
-        };
-        match result {
+        match attempt.await {
             Ok(()) => break Ok(()),
             Err(e) if matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) => {
                 debug!(%e, "background delete will retry");
-                drop(client);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                backoff.wait().await;
             }
             Err(e) => {
                 if e.kind() != ErrorKind::Closed {
@@ -121,30 +166,6 @@ async fn run_job(client: Weak<Inner>, job: DeleteJob) {
             }
         }
     };
-    if let Some(inner) = client.upgrade() {
-        inner.deletes.pending.send_modify(|n| *n = n.saturating_sub(1));
-    }
+    pending.send_modify(|n| *n = n.saturating_sub(1));
     let _ = job.done.send(result);
-}
-
-async fn delete_node(client: &CuratorClient, fixed: &str) -> Result<()> {
-    let path = client.unfix_path(fixed).to_string();
-    match client.retry_loop(&path, None, |zk| async move { zk.delete(fixed, None).await }).await {
-        Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-async fn delete_protected(client: &CuratorClient, parent: &str, prefix: &str) -> Result<()> {
-    let path = client.unfix_path(parent).to_string();
-    let children = match client.retry_loop(&path, None, |zk| async move { zk.list_children(parent).await }).await {
-        Ok(children) => children,
-        Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for child in children.iter().filter(|c| c.starts_with(prefix)) {
-        debug!(parent = %path, %child, "deleting protected node whose create was abandoned");
-        delete_node(client, &super::paths::join(parent, child)).await?;
-    }
-    Ok(())
 }

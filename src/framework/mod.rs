@@ -1,9 +1,13 @@
-//! The framework layer (Curator's `CuratorFramework`): client and builder, connection states,
-//! retry policies, paths and namespaces, protected create, guaranteed delete.
+//! The framework layer (Curator's `CuratorFramework`): the client and its builder, session
+//! supervision and connection states, retry policies and the retry loop, paths and namespaces,
+//! protected create, guaranteed delete.
 
-pub mod client;
-pub mod guaranteed_delete;
-pub mod paths;
-pub mod protected;
-pub mod retry;
-pub mod state;
+pub(crate) mod backoff;
+pub(crate) mod builder;
+pub(crate) mod client;
+pub(crate) mod guaranteed_delete;
+pub(crate) mod paths;
+pub(crate) mod protected;
+pub(crate) mod retry;
+pub(crate) mod session;
+pub(crate) mod state;

@@ -5,7 +5,8 @@ use crate::error::{Error, Result};
 /// Checks a path against ZooKeeper's (and Curator's) rules.
 ///
 /// A valid path starts with `/`, has no trailing `/` (except the root itself), no empty, `.` or `..`
-/// segments, and no NUL, control or otherwise forbidden characters.
+/// segments, and no NUL, control or otherwise forbidden characters — including every character
+/// above U+FFFF, which ZooKeeper's (UTF-16) check rejects as a surrogate.
 ///
 /// # Errors
 /// [`Error::InvalidPath`] naming the path and the broken rule.
@@ -39,6 +40,10 @@ pub fn validate_path(path: &str) -> Result<()> {
         if forbidden {
             return bad("path contains a forbidden character");
         }
+        // Java strings hold these as surrogate pairs (U+D800..U+DFFF), which ZooKeeper rejects.
+        if c > '\u{ffff}' {
+            return bad("path contains a character above U+FFFF, which ZooKeeper rejects");
+        }
     }
     Ok(())
 }
@@ -65,11 +70,6 @@ pub fn join(parent: &str, child: &str) -> String {
         return if parent.is_empty() { "/".to_string() } else { parent.to_string() };
     }
     format!("{parent}/{child}")
-}
-
-/// The last segment of a path (`/a/b` → `b`).
-pub fn node_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// The parent of a path (`/a/b` → `/a`, `/a` → `/`).
@@ -154,6 +154,8 @@ mod tests {
             ("/a\0b", "forbidden"),
             ("/a\u{1}", "forbidden"),
             ("/a\u{fff5}", "forbidden"),
+            ("/emoji-\u{1f600}", "above U+FFFF"),
+            ("/a/\u{10000}", "above U+FFFF"),
         ];
         for (p, why) in bad {
             let err = validate_path(p).expect_err(p);
@@ -177,7 +179,6 @@ mod tests {
         assert_eq!(join("/a/", "/b"), "/a/b");
         assert_eq!(join("/", "b"), "/b");
         assert_eq!(join("/a", ""), "/a");
-        assert_eq!(node_name("/a/b"), "b");
         assert_eq!(parent("/a/b"), "/a");
         assert_eq!(parent("/a"), "/");
     }

@@ -10,15 +10,17 @@ use std::time::Instant;
 use tracing::debug;
 use zookeeper_client as zk;
 
-use super::client::{CuratorClient, SessionIdentity};
+use super::client::CuratorClient;
+use super::guaranteed_delete::DeleteTarget;
 use super::paths;
+use super::session::SessionIdentity;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Curator's protection prefix: `_c_` + 36-char UUID + `-`.
-pub const PROTECTED_PREFIX_LEN: usize = 40;
+pub(crate) const PROTECTED_PREFIX_LEN: usize = 40;
 
 /// Builds the protected name prefix `_c_<uuid>-` for a fresh random id.
-pub fn new_protected_prefix() -> String {
+pub(crate) fn new_protected_prefix() -> String {
     format!("_c_{}-", uuid::Uuid::new_v4())
 }
 
@@ -54,29 +56,12 @@ pub struct CreatedNode {
     pub session: SessionIdentity,
 }
 
-/// Arms a background clean-up of `_c_<uuid>-` nodes until the create is known to have failed
-/// or succeeded and been handed over.
-struct CleanupOnDrop<'a> {
-    client: &'a CuratorClient,
-    fixed_parent: &'a str,
-    prefix: &'a str,
-    armed: bool,
-}
-
-impl Drop for CleanupOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            debug!(parent = self.fixed_parent, prefix = self.prefix, "protected create abandoned; cleaning up");
-            drop(self.client.inner.deletes.delete_protected(self.fixed_parent.to_string(), self.prefix.to_string()));
-        }
-    }
-}
-
 impl CuratorClient {
     /// Creates `<parent>/_c_<uuid>-<name>` as a protected node (ephemeral-sequential by default in the
     /// recipes), creating missing parents as containers. With `list_after`, the children of `parent`
     /// are listed in the same pipeline right behind the create (ZooKeeper answers a session's
-    /// requests in order, so the listing contains the new node) and returned too.
+    /// requests in order, so the listing contains the new node) and returned too; the listing is
+    /// made on the node's own session.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] / [`Error::InvalidArgument`]; the last server error when retries are
@@ -103,37 +88,35 @@ impl CuratorClient {
         let fixed_base = paths::join(&fixed_parent, &format!("{prefix}{name}"));
         let sequential = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential);
         let ephemeral = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::Ephemeral);
-        let acls = self.acls();
-        let options = mode.with_acls(acls);
-        let mut cleanup = CleanupOnDrop { client: self, fixed_parent: &fixed_parent, prefix: &prefix, armed: true };
-
-        let start = Instant::now();
-        let first_session = self.session();
-        let mut retry_count = 0u32;
+        let options = mode.with_acls(self.acls());
+        let mut cleanup =
+            self.delete_on_drop(DeleteTarget::Protected { parent: fixed_parent.clone(), prefix: prefix.clone() });
+        let mut retrying = self.retrying(parent, deadline);
         // Parents are made as CONTAINER nodes, which the server deletes once they are empty again;
         // it may do so between our making them and our create (or delete an ancestor while we
         // walk down), so a NoNode gets a few rounds of parent creation, not just one.
         let mut parent_rounds = 0u32;
         let mut need_lookup = false;
         loop {
-            let zk = match self.connected_zk(parent, deadline).await {
-                Ok(zk) => zk,
+            // The handle and the identity of its session, read together: the node and any
+            // listing made on this handle belong to exactly this session.
+            let (zk, session) = match self.connected(parent, deadline).await {
+                Ok(current) => current,
                 Err(e) => {
-                    self.backoff_or_fail(e, &mut retry_count, start, deadline, parent).await?;
+                    retrying.backoff_or_fail(e).await?;
                     continue;
                 }
             };
-            let session = self.session();
             if need_lookup {
                 // Did the create whose reply we lost actually happen? Look for our prefix.
-                match self.find_protected(&zk, &fixed_parent, &prefix, session, first_session, ephemeral).await {
+                match self.find_protected(&zk, session, &fixed_parent, &prefix, ephemeral).await {
                     Ok(Some((node, children))) => {
-                        cleanup.armed = false;
+                        cleanup.disarm();
                         return Ok((node, list_after.then_some(children)));
                     }
                     Ok(None) => {}
                     Err(e) => {
-                        self.backoff_or_fail(Error::zk(parent, e), &mut retry_count, start, deadline, parent).await?;
+                        retrying.backoff_or_fail(Error::zk(parent, e)).await?;
                         continue;
                     }
                 }
@@ -159,7 +142,7 @@ impl CuratorClient {
                         czxid: stat.czxid,
                         session,
                     };
-                    cleanup.armed = false;
+                    cleanup.disarm();
                     return Ok((node, children));
                 }
                 Err(zk::Error::NoNode) if parent_rounds < 5 => {
@@ -171,32 +154,33 @@ impl CuratorClient {
                         Err(e) => return Err(e),
                     }
                 }
-                Err(zk::Error::Timeout) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    return Err(super::client::deadline_exceeded(parent, "creating a node under", start));
+                Err(zk::Error::Timeout) if retrying.expired() => {
+                    return Err(retrying.deadline_exceeded("creating a node under"));
                 }
                 Err(e) if matches!(crate::error::classify(&e), ErrorKind::Retryable | ErrorKind::SessionLost) => {
                     drop(listing);
                     need_lookup = true;
-                    self.backoff_or_fail(Error::zk(parent, e), &mut retry_count, start, deadline, parent).await?;
+                    retrying.backoff_or_fail(Error::zk(parent, e)).await?;
                 }
                 Err(e) => {
                     // The server refused the create: no node was made.
-                    cleanup.armed = false;
+                    cleanup.disarm();
                     return Err(Error::zk(parent, e));
                 }
             }
         }
     }
 
-    /// Lists `fixed_parent` and returns our protected node if it exists and belongs to the current
-    /// session (an ephemeral match from an older session is deleted and ignored: CURATOR-498).
+    /// Lists `fixed_parent` on `zk` (whose session is `session`) and returns our protected node if
+    /// one exists that belongs to that session. Every other match — an ephemeral node of an older
+    /// session (CURATOR-498), or a duplicate — is deleted in the background, so nothing of this
+    /// create is left to block the lock path.
     async fn find_protected(
         &self,
         zk: &zk::Client,
+        session: SessionIdentity,
         fixed_parent: &str,
         prefix: &str,
-        session: SessionIdentity,
-        first_session: SessionIdentity,
         ephemeral: bool,
     ) -> std::result::Result<Option<(CreatedNode, Vec<String>)>, zk::Error> {
         let children = match zk.list_children(fixed_parent).await {
@@ -204,26 +188,27 @@ impl CuratorClient {
             Err(zk::Error::NoNode) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
+        let mut ours: Option<(String, zk::Stat)> = None;
+        for found in children.iter().filter(|c| c.starts_with(prefix)) {
+            let fixed = paths::join(fixed_parent, found);
+            let Some(stat) = zk.check_stat(&fixed).await? else {
+                continue;
+            };
+            let owned = !ephemeral || stat.ephemeral_owner == session.id;
+            if owned && ours.is_none() {
+                ours = Some((found.clone(), stat));
+            } else {
+                debug!(node = %fixed, owner = stat.ephemeral_owner, "protected match not ours to keep: deleting");
+                drop(self.delete_fixed_in_background(fixed));
+            }
+        }
+        let Some((name, stat)) = ours else {
             return Ok(None);
         };
-        let fixed = paths::join(fixed_parent, &found);
-        if ephemeral && session != first_session {
-            drop(self.inner.deletes.delete(fixed));
-            return Ok(None);
-        }
-        let Some(stat) = zk.check_stat(&fixed).await? else {
-            return Ok(None);
-        };
-        if ephemeral && stat.ephemeral_owner != session.id {
-            drop(self.inner.deletes.delete(fixed));
-            return Ok(None);
-        }
-        let sequence = parse_sequence(&found).unwrap_or(-1);
         let node = CreatedNode {
-            path: paths::join(self.unfix_path(fixed_parent), &found),
-            name: found,
-            sequence,
+            path: paths::join(self.unfix_path(fixed_parent), &name),
+            sequence: parse_sequence(&name).unwrap_or(-1),
+            name,
             czxid: stat.czxid,
             session,
         };

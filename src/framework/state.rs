@@ -47,36 +47,82 @@ impl fmt::Display for ConnectionState {
 /// A subscription to connection-state changes; see
 /// [`CuratorClient::connection_states`](crate::CuratorClient::connection_states).
 ///
-/// Every subscriber has its own bounded buffer, so a slow subscriber never blocks the client or
-/// another subscriber; one that falls more than 64 changes behind skips the oldest ones.
+/// The first item is the state at the moment of subscribing (so a subscriber made after connecting
+/// still sees [`ConnectionState::Connected`]), then every change after it, in order.
+///
+/// **Bounded, lossy on overflow:** each subscriber buffers the last 64 changes, so a slow
+/// subscriber never blocks the client or another subscriber. One that falls further behind skips
+/// the oldest changes; [`missed`](Self::missed) counts them. A subscriber that must not miss a
+/// `Lost` between two reads should compare [`CuratorClient::session`](crate::CuratorClient::session)
+/// too: a new session identity means LOST happened.
 #[derive(Debug)]
 pub struct ConnectionStateStream {
-    pub(crate) rx: broadcast::Receiver<ConnectionState>,
+    first: Option<ConnectionState>,
+    rx: broadcast::Receiver<ConnectionState>,
+    missed: u64,
 }
 
 impl ConnectionStateStream {
-    /// The next state change, or `None` once the client is closed and dropped.
+    pub(crate) fn new(current: ConnectionState, rx: broadcast::Receiver<ConnectionState>) -> Self {
+        Self { first: Some(current), rx, missed: 0 }
+    }
+
+    /// The next state: the current one on the first call, then each change; `None` once the
+    /// client is closed and dropped.
     ///
     /// # Cancel safety
     /// Cancel safe: a state not yet returned stays queued for the next call.
     pub async fn recv(&mut self) -> Option<ConnectionState> {
+        if let Some(first) = self.first.take() {
+            return Some(first);
+        }
         loop {
             match self.rx.recv().await {
                 Ok(state) => return Some(state),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
     }
 
-    /// A state change that is already queued, without waiting.
+    /// A state that is already queued, without waiting.
     pub fn try_recv(&mut self) -> Option<ConnectionState> {
+        if let Some(first) = self.first.take() {
+            return Some(first);
+        }
         loop {
             match self.rx.try_recv() {
                 Ok(state) => return Some(state),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(broadcast::error::TryRecvError::Lagged(n)) => self.missed += n,
                 Err(_) => return None,
             }
         }
+    }
+
+    /// How many state changes this subscriber skipped because it fell more than 64 behind.
+    pub fn missed(&self) -> u64 {
+        self.missed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_with_the_current_state_and_counts_what_a_laggard_missed() {
+        let (tx, rx) = broadcast::channel(4);
+        let mut stream = ConnectionStateStream::new(ConnectionState::Connected, rx);
+        for _ in 0..3 {
+            tx.send(ConnectionState::Suspended).unwrap();
+            tx.send(ConnectionState::Reconnected).unwrap();
+        }
+        assert_eq!(stream.try_recv(), Some(ConnectionState::Connected));
+        assert_eq!(stream.missed(), 0);
+        // 6 sent into a buffer of 4: the 2 oldest are skipped, and said to be.
+        assert_eq!(stream.try_recv(), Some(ConnectionState::Suspended));
+        assert_eq!(stream.missed(), 2);
+        let rest: Vec<_> = std::iter::from_fn(|| stream.try_recv()).collect();
+        assert_eq!(rest, [ConnectionState::Reconnected, ConnectionState::Suspended, ConnectionState::Reconnected]);
     }
 }

@@ -1,5 +1,6 @@
 //! Layer 3: the pluggable driver (Curator's `LockInternalsDriver`): how a contender's node is named
-//! and created, how the children are sorted, and whether a contender holds the lock.
+//! and created, how the children are sorted, and whether a contender holds the lock — given who
+//! is asking ([`Contender`]) — or what it must watch until it does ([`Verdict`]).
 
 use zookeeper_client::CreateMode;
 
@@ -13,12 +14,33 @@ pub struct NodeSpec {
     pub mode: CreateMode,
 }
 
-/// The driver's verdict for one contender.
+/// Who is asking for a verdict: the contender's own node and what the recipe knows about it.
+#[derive(Clone, Copy, Debug)]
+pub struct Contender<'a> {
+    /// The contender's node name (a child of the lock path).
+    pub our_name: &'a str,
+    /// How many contenders may hold at once (1 for a mutex; the lease count for a semaphore).
+    pub max_leases: usize,
+    /// Names of other nodes under the same lock path that the *same caller* already holds — e.g.
+    /// its write-lock node when it asks for the read lock (Curator's "the write lock is owned by
+    /// the current thread"). Empty for the mutex.
+    pub caller_holds: &'a [String],
+}
+
+impl<'a> Contender<'a> {
+    /// A contender that holds nothing else on the path.
+    pub fn new(our_name: &'a str, max_leases: usize) -> Self {
+        Self { our_name, max_leases, caller_holds: &[] }
+    }
+}
+
+/// The driver's verdict for one contender (Curator's `PredicateResults`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Predicate {
+#[non_exhaustive]
+pub enum Verdict {
     /// The contender holds the lock.
     Acquired,
-    /// Not yet: watch this child (a name, not a path).
+    /// Not yet: watch this child (a name, not a path) and look again when it changes.
     Watch {
         /// The child to watch.
         node: String,
@@ -28,6 +50,9 @@ pub enum Predicate {
         /// caveat about foreign children).
         acquired_when_deleted: bool,
     },
+    /// Not yet: watch the children of the lock path and look again when any is added or removed
+    /// (what a semaphore waits on).
+    WatchChildren,
     /// The contender's own node is not among the children: its session died or someone deleted it.
     NotInQueue,
 }
@@ -62,19 +87,20 @@ pub trait LockDriver: Send + Sync + 'static {
         }
     }
 
-    /// Decides, over children already sorted by [`sort`](Self::sort), whether `our_name` holds the lock.
-    fn predicate(&self, sorted_children: &[String], our_name: &str, max_leases: usize) -> Predicate {
-        standard_predicate(sorted_children, our_name, max_leases)
+    /// Decides, over children already sorted by [`sort`](Self::sort), whether the contender holds
+    /// the lock (Curator's `getsTheLock`).
+    fn verdict(&self, sorted_children: &[String], contender: &Contender<'_>) -> Verdict {
+        standard_verdict(sorted_children, contender.our_name, contender.max_leases)
     }
 
     /// Decides over the children in server order (unsorted) — what [`LockInternals`] calls on every
-    /// look. The default sorts and asks [`predicate`](Self::predicate); a driver may decide without
+    /// look. The default sorts and asks [`verdict`](Self::verdict); a driver may decide without
     /// sorting, as long as the verdict is the same.
     ///
     /// [`LockInternals`]: super::LockInternals
-    fn evaluate(&self, mut children: Vec<String>, our_name: &str, max_leases: usize) -> Predicate {
+    fn evaluate(&self, mut children: Vec<String>, contender: &Contender<'_>) -> Verdict {
         self.sort(&mut children);
-        self.predicate(&children, our_name, max_leases)
+        self.verdict(&children, contender)
     }
 }
 
@@ -98,25 +124,25 @@ pub fn java_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 
 /// Curator's standard predicate: every child is a contender; the lock is held by the first
 /// `max_leases` of them; otherwise watch the one `max_leases` places ahead.
-pub fn standard_predicate(sorted_children: &[String], our_name: &str, max_leases: usize) -> Predicate {
+pub fn standard_verdict(sorted_children: &[String], our_name: &str, max_leases: usize) -> Verdict {
     let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
-        return Predicate::NotInQueue;
+        return Verdict::NotInQueue;
     };
     if index < max_leases {
-        return Predicate::Acquired;
+        return Verdict::Acquired;
     }
-    Predicate::Watch { node: sorted_children[index - max_leases].clone(), acquired_when_deleted: index == max_leases }
+    Verdict::Watch { node: sorted_children[index - max_leases].clone(), acquired_when_deleted: index == max_leases }
 }
 
-/// [`standard_predicate`] over unsorted children in one pass, without sorting: a waiter in a queue
+/// [`standard_verdict`] over unsorted children in one pass, without sorting: a waiter in a queue
 /// of W looks at W names each time, so O(W) instead of O(W log W) plus moves.
 ///
 /// Same verdict as sorting with [`standard_sort_key`] (stable: equal keys keep server order) and
-/// calling [`standard_predicate`].
-pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, max_leases: usize) -> Predicate {
+/// calling [`standard_verdict`].
+pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, max_leases: usize) -> Verdict {
     use std::cmp::Ordering;
     let Some(our_index) = children.iter().position(|c| c == our_name) else {
-        return Predicate::NotInQueue;
+        return Verdict::NotInQueue;
     };
     let our_key = standard_sort_key(our_name, lock_name);
     // Every child that sorts before ours, as (sort key, server position).
@@ -132,12 +158,12 @@ pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, m
         .collect();
     let index = ahead.len();
     if index < max_leases {
-        return Predicate::Acquired;
+        return Verdict::Acquired;
     }
     // The child at sorted position `index - max_leases`.
     let (_, &mut (_, watched), _) =
         ahead.select_nth_unstable_by(index - max_leases, |a, b| java_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
-    Predicate::Watch { node: children[watched].clone(), acquired_when_deleted: index == max_leases }
+    Verdict::Watch { node: children[watched].clone(), acquired_when_deleted: index == max_leases }
 }
 
 /// The mutex's driver: lock name `lock-`, EPHEMERAL_SEQUENTIAL, index < max leases holds.
@@ -167,8 +193,8 @@ impl LockDriver for StandardLockDriver {
         &self.lock_name
     }
 
-    fn evaluate(&self, children: Vec<String>, our_name: &str, max_leases: usize) -> Predicate {
-        standard_evaluate(&children, our_name, &self.lock_name, max_leases)
+    fn evaluate(&self, children: Vec<String>, contender: &Contender<'_>) -> Verdict {
+        standard_evaluate(&children, contender.our_name, &self.lock_name, contender.max_leases)
     }
 }
 
@@ -214,17 +240,17 @@ mod tests {
     #[test]
     fn predicate_watches_the_node_max_leases_ahead() {
         let kids: Vec<String> = ["a-lock-01", "b-lock-02", "c-lock-03"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(standard_predicate(&kids, "a-lock-01", 1), Predicate::Acquired);
+        assert_eq!(standard_verdict(&kids, "a-lock-01", 1), Verdict::Acquired);
         assert_eq!(
-            standard_predicate(&kids, "b-lock-02", 1),
-            Predicate::Watch { node: "a-lock-01".into(), acquired_when_deleted: true }
+            standard_verdict(&kids, "b-lock-02", 1),
+            Verdict::Watch { node: "a-lock-01".into(), acquired_when_deleted: true }
         );
         assert_eq!(
-            standard_predicate(&kids, "c-lock-03", 1),
-            Predicate::Watch { node: "b-lock-02".into(), acquired_when_deleted: false }
+            standard_verdict(&kids, "c-lock-03", 1),
+            Verdict::Watch { node: "b-lock-02".into(), acquired_when_deleted: false }
         );
-        assert_eq!(standard_predicate(&kids, "c-lock-03", 3), Predicate::Acquired);
-        assert_eq!(standard_predicate(&kids, "zz", 1), Predicate::NotInQueue);
+        assert_eq!(standard_verdict(&kids, "c-lock-03", 3), Verdict::Acquired);
+        assert_eq!(standard_verdict(&kids, "zz", 1), Verdict::NotInQueue);
     }
 
     #[test]
@@ -250,10 +276,11 @@ mod tests {
             let max_leases = rng.gen_range(1..4);
             let mut sorted = children.clone();
             d.sort(&mut sorted);
-            let expected = standard_predicate(&sorted, &ours, max_leases);
-            assert_eq!(d.evaluate(children.clone(), &ours, max_leases), expected, "round {round}: {children:?} {ours}");
+            let expected = standard_verdict(&sorted, &ours, max_leases);
+            let contender = Contender::new(&ours, max_leases);
+            assert_eq!(d.evaluate(children.clone(), &contender), expected, "round {round}: {children:?} {ours}");
         }
-        assert_eq!(d.evaluate(vec!["a-lock-1".into()], "zz", 1), Predicate::NotInQueue);
+        assert_eq!(d.evaluate(vec!["a-lock-1".into()], &Contender::new("zz", 1)), Verdict::NotInQueue);
     }
 
     #[test]

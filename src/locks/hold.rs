@@ -1,8 +1,10 @@
-//! What a holder has once a lock is acquired: the lock node, its fencing token, its hold state
-//! (`Held` / `Suspended` / `Lost`), and writes guarded by the node's existence.
+//! [`Hold`]: what a holder has once a lock or a lease is granted — the node that grants it, its
+//! fencing token, its hold state (`Held` / `Suspended` / `Lost`), the node's data as others change
+//! it (revocation), and writes guarded by the node's existence. Every recipe hands out the same type.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use tokio::sync::watch;
 use tracing::debug;
@@ -10,7 +12,8 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
 use crate::framework::paths;
-use crate::{ConnectionState, CreatedNode, CuratorClient, SessionIdentity};
+use crate::framework::session::Status;
+use crate::{CreatedNode, CuratorClient, SessionIdentity};
 
 /// Whether a hold is still good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,29 +54,34 @@ impl std::fmt::Display for FencingToken {
     }
 }
 
-/// One held lock node and everything derived from it. Shared by a recipe's reentrancy entry and its
-/// guards.
+/// One hold of a lock or a lease: the node that grants it and everything derived from it.
+///
+/// Handed out only in [`HoldState::Held`], on the client's current session. Shared by a recipe's
+/// reentrancy entry or by the guard that owns it.
 #[derive(Debug)]
-pub struct LockNode {
+pub struct Hold {
     client: CuratorClient,
     node: CreatedNode,
     fixed: String,
     released: AtomicBool,
     node_deleted: AtomicBool,
     state: watch::Sender<HoldState>,
+    data: watch::Sender<Vec<u8>>,
     monitor_started: AtomicBool,
 }
 
-impl LockNode {
-    pub(crate) fn new(client: &CuratorClient, node: CreatedNode, fixed: String) -> Arc<LockNode> {
+impl Hold {
+    pub(crate) fn new(client: &CuratorClient, node: CreatedNode, fixed: String, data: &[u8]) -> Arc<Hold> {
         let (state, _) = watch::channel(HoldState::Held);
-        Arc::new(LockNode {
+        let (data, _) = watch::channel(data.to_vec());
+        Arc::new(Hold {
             client: client.clone(),
             node,
             fixed,
             released: AtomicBool::new(false),
             node_deleted: AtomicBool::new(false),
             state,
+            data,
             monitor_started: AtomicBool::new(false),
         })
     }
@@ -106,19 +114,68 @@ impl LockNode {
     /// The hold state now, computed from the client's connection and session.
     ///
     /// Deletion of the node by someone else is noticed once something watches the hold
-    /// ([`watch_state`](Self::watch_state) or [`lost`](Self::lost)); a guarded write notices it always.
+    /// ([`watch_state`](Self::watch_state), [`lost`](Self::lost) or [`watch_data`](Self::watch_data));
+    /// a guarded write notices it always.
     pub fn hold_state(&self) -> HoldState {
+        self.state_given(&self.client.status_now())
+    }
+
+    fn state_given(&self, status: &Status) -> HoldState {
         if self.released.load(Ordering::SeqCst) || self.node_deleted.load(Ordering::SeqCst) {
             return HoldState::Lost;
         }
-        let status = self.client.inner.status.borrow();
-        if status.closed || status.session != self.node.session || status.state == ConnectionState::Lost {
+        if status.has_ended(self.node.session) {
             HoldState::Lost
-        } else if !status.connected {
+        } else if !status.serves(self.node.session) {
             HoldState::Suspended
         } else {
             HoldState::Held
         }
+    }
+
+    /// Waits while the hold is [`HoldState::Suspended`]: `Ok(true)` once it is `Held`, `Ok(false)`
+    /// if `deadline` passed first.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] naming the node once it is `Lost`; [`Error::Closed`] once the client is.
+    pub(crate) async fn wait_held(&self, deadline: Option<Instant>) -> Result<bool> {
+        let mut status = self.client.status();
+        loop {
+            let state = {
+                let status = status.borrow_and_update();
+                if status.closed {
+                    return Err(Error::Closed { path: self.node.path.clone() });
+                }
+                self.state_given(&status)
+            };
+            match state {
+                HoldState::Held => return Ok(true),
+                HoldState::Lost => return Err(self.lost_error("the hold is lost")),
+                HoldState::Suspended => {}
+            }
+            let changed = match deadline {
+                Some(d) => match tokio::time::timeout_at(d.into(), status.changed()).await {
+                    Ok(changed) => changed,
+                    Err(_) => return Ok(false),
+                },
+                None => status.changed().await,
+            };
+            if changed.is_err() {
+                return Err(Error::Closed { path: self.node.path.clone() });
+            }
+        }
+    }
+
+    fn lost_error(&self, reason: &'static str) -> Error {
+        Error::LockLost { node: self.node.path.clone(), reason }
+    }
+
+    /// The node's data as last read: what was written at creation, then whatever someone else
+    /// writes into the node while it is held — e.g. Curator's revocation request `__REVOKE__`.
+    /// Starts watching the node (like [`watch_state`](Self::watch_state)) the first time.
+    pub fn watch_data(self: &Arc<Self>) -> watch::Receiver<Vec<u8>> {
+        self.start_monitor();
+        self.data.subscribe()
     }
 
     /// A receiver of hold-state changes (starts the watch on our node the first time).
@@ -171,7 +228,8 @@ impl LockNode {
         self.refresh();
     }
 
-    /// Releases: deletes the node now (guaranteed; a failure leaves it queued for background deletion).
+    /// Releases: deletes the node now (guaranteed; a failure leaves it queued for background
+    /// deletion). Waits at most the connection timeout in all, then leaves the delete to the queue.
     ///
     /// Also after our session ended, as Curator does: an ephemeral node is gone with its session
     /// (the delete is a harmless `NoNode`), but a driver may create PERSISTENT nodes, which outlive
@@ -183,43 +241,48 @@ impl LockNode {
         if session_gone {
             debug!(node = %self.node.path, "release after session loss: deleting in case the node outlived it");
         }
-        self.client.delete_fixed_guaranteed(&self.fixed).await
+        let budget = Instant::now() + self.client.connection_timeout();
+        self.client.delete_fixed_guaranteed(&self.fixed, Some(budget)).await
     }
 
     /// Releases in the background (from `Drop`): never blocks, never needs a runtime. Deletes even
     /// after a session change, for the same reason as [`release`](Self::release).
     pub(crate) fn release_in_background(&self) {
         self.mark_released();
-        drop(self.client.inner.deletes.delete(self.fixed.clone()));
+        drop(self.client.delete_fixed_in_background(self.fixed.clone()));
     }
 
     /// Runs a ZooKeeper multi-op whose first op checks that our lock node still exists, so the
     /// writes happen only while we hold the lock (the idea of CURATOR-689 and of `zookeeper-client`'s
     /// `LockClient`).
     ///
+    /// Paths in the results are as the caller gave them (without the client's namespace).
+    ///
     /// # Errors
     /// * [`Error::LockLost`] when our node is gone (or our session ended) — nothing was written.
     /// * [`Error::InvalidPath`] for a bad path in `write`.
-    /// * [`Error::ZooKeeper`] when an op failed (naming its path; nothing was written) or the
-    ///   request failed (retryable errors have an unknown outcome and are not retried).
+    /// * [`Error::ZooKeeper`] when an op failed (naming its path; nothing was written), when the
+    ///   check on our node failed for another reason than its absence (e.g. `NoAuth`: the node's
+    ///   ACL denies READ), or when the request failed (retryable errors have an unknown outcome
+    ///   and are not retried).
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (atomically, and only while held).
     pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zk::MultiWriteResult>> {
         if self.released.load(Ordering::SeqCst) {
-            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock was released" });
+            return Err(self.lost_error("the lock was released"));
         }
         if self.client.session() != self.node.session {
-            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
+            return Err(self.lost_error("the lock's session ended"));
         }
         // Lost is final (e.g. LOST while the client is still replacing the session): fail fast
         // rather than wait for a connection and report a retryable ConnectionLoss.
         if self.refresh() == HoldState::Lost {
-            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the hold is lost" });
+            return Err(self.lost_error("the hold is lost"));
         }
-        let zk = self.client.connected_zk(&self.node.path, None).await?;
-        if zk.session_id().0 != self.node.session.id {
-            return Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock's session ended" });
+        let (zk, session) = self.client.connected(&self.node.path, None).await?;
+        if session != self.node.session {
+            return Err(self.lost_error("the lock's session ended"));
         }
         let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
         let acls = self.client.acls();
@@ -234,12 +297,13 @@ impl LockNode {
             added.map_err(|e| Error::zk(op.path(), e))?;
         }
         match writer.commit().await {
-            Ok(results) => Ok(results),
-            Err(zk::CheckWriteError::CheckFailed { .. }) => {
+            Ok(results) => Ok(results.into_iter().map(|result| self.unfix_result(result)).collect()),
+            Err(zk::CheckWriteError::CheckFailed { source: zk::Error::NoNode }) => {
                 self.node_deleted.store(true, Ordering::SeqCst);
                 self.refresh();
-                Err(Error::LockLost { node: self.node.path.clone(), reason: "the lock node no longer exists" })
+                Err(self.lost_error("the lock node no longer exists"))
             }
+            Err(zk::CheckWriteError::CheckFailed { source }) => Err(Error::zk(&self.node.path, source)),
             Err(zk::CheckWriteError::OperationFailed { index, source }) => {
                 let path = write.ops.get(index).map(GuardedOp::path).unwrap_or(&self.node.path);
                 Err(Error::zk(path, source))
@@ -247,14 +311,21 @@ impl LockNode {
             Err(zk::CheckWriteError::RequestFailed { source }) => Err(Error::zk(&self.node.path, source)),
         }
     }
+
+    fn unfix_result(&self, result: zk::MultiWriteResult) -> zk::MultiWriteResult {
+        match result {
+            zk::MultiWriteResult::Create { path, stat } => {
+                zk::MultiWriteResult::Create { path: self.client.unfix_path(&path).to_string(), stat }
+            }
+            other => other,
+        }
+    }
 }
 
-/// Keeps the hold state up to date: connection and session changes, and a data watch on our node.
-async fn monitor(
-    node: Weak<LockNode>,
-    mut status: watch::Receiver<crate::framework::client::Status>,
-    mut own: watch::Receiver<HoldState>,
-) {
+/// Keeps the hold state up to date — connection and session changes, and a data watch on our node
+/// that notices its deletion — and publishes the node's data each time the watch is armed (so a
+/// data change, such as a revocation request, reaches [`Hold::watch_data`]).
+async fn monitor(node: Weak<Hold>, mut status: watch::Receiver<Status>, mut own: watch::Receiver<HoldState>) {
     type Fired = std::pin::Pin<Box<dyn std::future::Future<Output = zk::WatchedEvent> + Send>>;
     let mut fired: Option<Fired> = None;
     let mut arm_failed = false;
@@ -265,17 +336,23 @@ async fn monitor(
         }
         // Arm a data watch on our node while connected on its session. The request is raced with
         // the state changes below, so a disconnect while it is in flight is still reported at once.
-        let arm = match (&fired, arm_failed, this.client.is_connected(), this.client.zookeeper()) {
-            (None, false, true, Ok(zk)) if zk.session_id().0 == this.node.session.id => {
+        let current = this.client.status_now().serves(this.node.session).then(|| this.client.zookeeper().ok());
+        let arm = match (&fired, arm_failed, current.flatten()) {
+            (None, false, Some(zk)) if zk.session_id().0 == this.node.session.id => {
                 let fixed = this.fixed.clone();
-                Some(async move { zk.get_and_watch_data(&fixed).await.map(|(_, _, watcher)| watcher) })
+                Some(async move { zk.get_and_watch_data(&fixed).await.map(|(data, _, watcher)| (data, watcher)) })
             }
             _ => None,
         };
         drop(this);
         tokio::select! {
             armed = optional(arm) => match armed {
-                Ok(watcher) => fired = Some(Box::pin(watcher.changed())),
+                Ok((data, watcher)) => {
+                    fired = Some(Box::pin(watcher.changed()));
+                    if let Some(this) = node.upgrade() {
+                        this.data.send_if_modified(|d| if *d == data { false } else { *d = data; true });
+                    }
+                }
                 Err(zk::Error::NoNode) => {
                     if let Some(this) = node.upgrade() {
                         this.node_deleted.store(true, Ordering::SeqCst);
@@ -311,7 +388,7 @@ async fn optional<F: std::future::Future>(future: Option<F>) -> F::Output {
     }
 }
 
-/// Hold-state changes of one hold, from [`LockNode::state_changes`].
+/// Hold-state changes of one hold, from [`Hold::state_changes`].
 #[derive(Debug)]
 pub struct HoldStateStream {
     rx: watch::Receiver<HoldState>,
@@ -337,7 +414,7 @@ impl HoldStateStream {
     }
 }
 
-/// The writes of one [`LockNode::guarded_write`], applied atomically after the lock check.
+/// The writes of one [`Hold::guarded_write`], applied atomically after the lock check.
 #[derive(Clone, Debug, Default)]
 pub struct GuardedWrite {
     ops: Vec<GuardedOp>,

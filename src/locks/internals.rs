@@ -1,10 +1,17 @@
 //! Layer 2: `LockInternals`, the loop every lock recipe shares (Curator's `LockInternals`).
 //!
-//! Create our node through the driver; list and sort the children; ask the driver whether we hold
-//! the lock; if not, watch only the node the driver names and wait for its event, the deadline or a
-//! session change. A vanished predecessor means look again; our own node missing means our session
-//! died: start over with a new node (retry policy, within the deadline). On timeout, error or
-//! cancellation our node is deleted.
+//! Create our node through the driver; list the children; ask the driver for a [`Verdict`]; if not
+//! held, watch only what the driver names (one node, or the children) and wait for its event, the
+//! deadline or a session change. A vanished predecessor means look again; our own node missing
+//! means our session died: start over with a new node (retry policy, within the deadline). On
+//! timeout, error or cancellation our node is deleted.
+//!
+//! Two rules make a grant trustworthy:
+//! * **Only on the node's own session.** A listing or a watch event that arrives on another session
+//!   than our node's says nothing about our node (the server may still show a dead session's node
+//!   until it expires it), so it counts as a session change and we queue again.
+//! * **Only `Held`.** A verdict of "acquired" is handed out once the client is connected on that
+//!   session and has not declared it LOST; while suspended we wait (within the deadline).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,11 +20,48 @@ use std::time::{Duration, Instant};
 use tracing::{debug, Instrument};
 use zookeeper_client as zk;
 
-use super::driver::{LockDriver, Predicate};
-use super::hold::LockNode;
+use super::driver::{Contender, LockDriver, Verdict};
+use super::hold::Hold;
 use crate::error::{Error, ErrorKind, Result};
+use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
 use crate::framework::paths;
-use crate::CuratorClient;
+use crate::{CuratorClient, SessionIdentity};
+
+/// After its deadline, how long a failed or timed-out acquire still waits for the delete of its
+/// node (so a caller told "not acquired" normally finds no node of ours). A delete that takes longer
+/// goes on in the background; the call has returned by then.
+const CLEANUP_SLACK: Duration = Duration::from_millis(20);
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until acquired (or an error).
+    Forever,
+    /// Until this instant, strictly: the call returns by then, whatever the connection does.
+    Until(Instant),
+    /// One attempt (a create and a listing) if connected now; "not acquired" at once if not.
+    OneAttempt,
+}
+
+impl Wait {
+    /// `OneAttempt` for a zero timeout (Curator's `acquire(0, ..)`), else a strict deadline.
+    pub(crate) fn from_timeout(timeout: Duration) -> Wait {
+        if timeout.is_zero() {
+            return Wait::OneAttempt;
+        }
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => Wait::Until(deadline),
+            None => Wait::Forever,
+        }
+    }
+
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(d) => Some(d),
+            Wait::Forever | Wait::OneAttempt => None,
+        }
+    }
+}
 
 /// The engine behind a lock recipe: a base path, a driver, and a number of leases.
 pub struct LockInternals<D: LockDriver> {
@@ -34,45 +78,23 @@ impl<D: LockDriver> std::fmt::Debug for LockInternals<D> {
     }
 }
 
-/// Deletes a contender node in the background if the acquire is abandoned (timeout, error,
-/// cancellation) before the node was handed to a holder.
-struct ContenderCleanup<'a> {
-    client: &'a CuratorClient,
-    fixed: Option<String>,
-}
-
-impl ContenderCleanup<'_> {
-    fn disarm(&mut self) {
-        self.fixed = None;
-    }
-
-    /// Deletes the node now (awaited), so that a caller told "not acquired" sees no node of ours.
-    async fn delete_now(&mut self) {
-        if let Some(fixed) = self.fixed.clone() {
-            // On failure the node is queued for background deletion by `delete_fixed_guaranteed`.
-            let _ = self.client.delete_fixed_guaranteed(&fixed).await;
-            self.fixed = None;
-        }
-    }
-}
-
-impl Drop for ContenderCleanup<'_> {
-    fn drop(&mut self) {
-        if let Some(fixed) = self.fixed.take() {
-            drop(self.client.inner.deletes.delete(fixed));
-        }
-    }
-}
-
+/// What one wait ended with.
 enum WaitOutcome {
     /// Look at the children again.
     Relist,
     /// The watched node was the only one ahead and is gone.
     Acquired,
-    /// Our session changed: our node is dead.
+    /// Our session changed (or was given up): our node is dead.
     SessionChanged,
     DeadlinePassed,
     Closed,
+}
+
+/// What [`LockInternals::grant`] decided.
+enum Grant {
+    Held,
+    SessionChanged,
+    DeadlinePassed,
 }
 
 impl<D: LockDriver> LockInternals<D> {
@@ -80,7 +102,7 @@ impl<D: LockDriver> LockInternals<D> {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad `base`; [`Error::InvalidArgument`] for zero leases or a bad lock name.
-    pub fn new(client: &CuratorClient, base: &str, driver: D, max_leases: usize) -> Result<Self> {
+    pub(crate) fn new(client: &CuratorClient, base: &str, driver: D, max_leases: usize) -> Result<Self> {
         paths::validate_path(base)?;
         if base == "/" {
             return Err(Error::InvalidPath { path: base.to_string(), reason: "a lock cannot live at the root" });
@@ -113,48 +135,39 @@ impl<D: LockDriver> LockInternals<D> {
         &self.driver
     }
 
-    /// Changes the number of leases (Curator's `setMaxLeases`); waiters see it at their next look.
-    pub fn set_max_leases(&self, max_leases: usize) {
-        self.max_leases.store(max_leases.max(1), Ordering::SeqCst);
+    /// How many contenders may hold at once.
+    pub fn max_leases(&self) -> usize {
+        self.max_leases.load(Ordering::SeqCst)
     }
 
     /// The children of the base path, sorted by the driver, as full paths (Curator's
-    /// `getParticipantNodes`). Empty if the base path does not exist.
-    ///
-    /// # Errors
-    /// Server errors after retries, as [`Error::ZooKeeper`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
-        let mut children = self.sorted_children(None).await?;
+    /// `getParticipantNodes`). Empty if the base path does not exist. Bounded by `deadline`.
+    pub(crate) async fn participant_nodes(&self, deadline: Option<Instant>) -> Result<Vec<String>> {
+        let (mut children, _) = self.children(deadline).await?;
+        self.driver.sort(&mut children);
         for child in children.iter_mut() {
             *child = paths::join(&self.base, child);
         }
         Ok(children)
     }
 
-    async fn sorted_children(&self, deadline: Option<Instant>) -> Result<Vec<String>> {
-        let mut children = self.children(deadline).await?;
-        self.driver.sort(&mut children);
-        Ok(children)
-    }
-
-    /// The children of the base path in server order; empty if it does not exist.
-    async fn children(&self, deadline: Option<Instant>) -> Result<Vec<String>> {
+    /// The children of the base path in server order (empty if it does not exist), with the
+    /// session of the handle that listed them.
+    async fn children(&self, deadline: Option<Instant>) -> Result<(Vec<String>, i64)> {
         let fixed = self.fixed_base.as_str();
-        let listed = self.client.with_retry(&self.base, deadline, |zk| async move { zk.list_children(fixed).await });
-        match listed.await {
-            Ok(children) => Ok(children),
-            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        let listed = self.client.with_retry(&self.base, deadline, |zk| async move {
+            let session = zk.session_id().0;
+            match zk.list_children(fixed).await {
+                Ok(children) => Ok((children, session)),
+                Err(zk::Error::NoNode) => Ok((Vec::new(), session)),
+                Err(e) => Err(e),
+            }
+        });
+        listed.await
     }
 
-    /// Tries to get a lease: `Ok(Some(node))` when held, `Ok(None)` when `deadline` passed first.
-    ///
-    /// The deadline bounds the waiting and the retries; the first create+listing round trip always
-    /// runs (bounded by the connection timeout), so a deadline of "now" means "try once".
+    /// Tries to get a lease: `Ok(Some(hold))` when held, `Ok(None)` when the wait ended first.
+    /// `caller_holds` names nodes under this path the caller already holds (see [`Contender`]).
     ///
     /// # Errors
     /// [`Error::Closed`] once the client is closing; server errors after the retry policy gave up
@@ -163,101 +176,125 @@ impl<D: LockDriver> LockInternals<D> {
     /// # Cancel safety
     /// Cancel safe: a dropped call's node (created, or with its create in flight) is deleted in the
     /// background.
-    pub async fn attempt_lock(&self, deadline: Option<Instant>, data: &[u8]) -> Result<Option<Arc<LockNode>>> {
+    pub(crate) async fn attempt_lock(
+        &self,
+        wait: Wait,
+        data: &[u8],
+        caller_holds: &[String],
+    ) -> Result<Option<Arc<Hold>>> {
         let start = Instant::now();
         let span = tracing::debug_span!("acquire", path = %self.base, lock = self.driver.lock_name());
-        let result = self.attempt_lock_inner(start, deadline, data).instrument(span.clone()).await;
+        let result = self.attempt_lock_inner(wait, data, caller_holds).instrument(span.clone()).await;
         let _enter = span.enter();
+        let waited_us = start.elapsed().as_micros() as u64;
         match &result {
-            Ok(Some(node)) => debug!(node = %node.path(), waited_us = start.elapsed().as_micros() as u64, "acquired"),
-            Ok(None) => debug!(waited_us = start.elapsed().as_micros() as u64, "not acquired before the deadline"),
-            Err(e) => debug!(%e, waited_us = start.elapsed().as_micros() as u64, "acquire failed"),
+            Ok(Some(hold)) => debug!(node = %hold.path(), waited_us, "acquired"),
+            Ok(None) => debug!(waited_us, "not acquired"),
+            Err(e) => debug!(%e, waited_us, "acquire failed"),
         }
         result
     }
 
-    async fn attempt_lock_inner(
-        &self,
-        start: Instant,
-        deadline: Option<Instant>,
-        data: &[u8],
-    ) -> Result<Option<Arc<LockNode>>> {
-        // Network round trips may use at least the connection timeout, so a short deadline still
-        // gets one honest try.
-        let op_deadline = deadline.map(|d| d.max(start + self.client.inner.config.connection_timeout));
-        let mut retry_count = 0u32;
+    async fn attempt_lock_inner(&self, wait: Wait, data: &[u8], caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
+        if self.client.is_closed() {
+            return Err(Error::Closed { path: self.base.clone() });
+        }
+        if wait == Wait::OneAttempt && !self.client.is_connected() {
+            // One attempt needs a connection now; waiting for one would be a timed call.
+            return Ok(None);
+        }
+        // The one attempt still gets an operation's normal bound for its round trip.
+        let deadline = match wait {
+            Wait::OneAttempt => Some(Instant::now() + self.client.connection_timeout()),
+            _ => wait.deadline(),
+        };
+        let mut retrying = self.client.retrying(&self.base, deadline);
         loop {
             if self.client.is_closed() {
                 return Err(Error::Closed { path: self.base.clone() });
             }
             let spec = self.driver.node_spec();
-            let created =
-                self.client.create_protected(&self.base, &spec.name, data, spec.mode, op_deadline, true).await;
-            let (node, mut listing) = match created {
+            let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true).await;
+            let (node, listing) = match created {
                 Ok(created) => created,
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
             let fixed_node = paths::join(&self.fixed_base, &node.name);
-            let mut cleanup = ContenderCleanup { client: &self.client, fixed: Some(fixed_node.clone()) };
-            loop {
-                let children = match listing.take() {
-                    Some(children) => children,
-                    None => match self.children(op_deadline).await {
-                        Ok(children) => children,
-                        Err(Error::DeadlineExceeded { .. }) => {
-                            cleanup.delete_now().await;
-                            return Ok(None);
-                        }
-                        Err(e) => {
-                            cleanup.delete_now().await;
-                            return Err(e);
+            let mut cleanup = self.client.delete_on_drop(DeleteTarget::Node(fixed_node.clone()));
+            let mut listing = listing.map(|children| (children, node.session.id, None));
+            let mut watch_children = false;
+            let outcome = loop {
+                let (children, listed_on, children_watcher) = match listing.take() {
+                    Some(listed) => listed,
+                    None => match self.list(watch_children, deadline).await {
+                        Ok(listed) => listed,
+                        Err(e) => break Err(e),
+                    },
+                };
+                if listed_on != node.session.id {
+                    // Another session's view says nothing about our node.
+                    break Ok(WaitOutcome::SessionChanged);
+                }
+                let contender = Contender { our_name: &node.name, max_leases: self.max_leases(), caller_holds };
+                // The listing is consumed here: a long queue's names are not kept alive while we wait.
+                let waited = match self.driver.evaluate(children, &contender) {
+                    Verdict::Acquired => Ok(WaitOutcome::Acquired),
+                    Verdict::NotInQueue => Ok(WaitOutcome::SessionChanged),
+                    _ if wait == Wait::OneAttempt => Ok(WaitOutcome::DeadlinePassed),
+                    Verdict::Watch { node: watched, acquired_when_deleted } => {
+                        self.wait_for_node(&watched, acquired_when_deleted, node.session, deadline).await
+                    }
+                    Verdict::WatchChildren => match children_watcher {
+                        // Any change of the children means look again (a deleted base path too).
+                        Some(watcher) => Ok(match self.wait_for_event(watcher, node.session, deadline).await {
+                            WaitOutcome::Acquired => WaitOutcome::Relist,
+                            other => other,
+                        }),
+                        None => {
+                            // Look again, this time setting the children watch with the listing.
+                            watch_children = true;
+                            Ok(WaitOutcome::Relist)
                         }
                     },
                 };
-                let max_leases = self.max_leases.load(Ordering::SeqCst);
-                // The listing is consumed here: a long queue's names are not kept alive while we wait.
-                let predicate = self.driver.evaluate(children, &node.name, max_leases);
-                let (watch, acquired_when_deleted) = match predicate {
-                    Predicate::Acquired => {
-                        cleanup.disarm();
-                        return Ok(Some(LockNode::new(&self.client, node, fixed_node)));
-                    }
-                    Predicate::NotInQueue => break,
-                    Predicate::Watch { node, acquired_when_deleted } => (node, acquired_when_deleted),
-                };
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    cleanup.delete_now().await;
+                match waited {
+                    Ok(WaitOutcome::Relist) => continue,
+                    Ok(WaitOutcome::Acquired) => match self.grant(node.session, deadline).await {
+                        Grant::Held => {
+                            cleanup.disarm();
+                            return Ok(Some(Hold::new(&self.client, node, fixed_node, data)));
+                        }
+                        Grant::SessionChanged => break Ok(WaitOutcome::SessionChanged),
+                        Grant::DeadlinePassed => break Ok(WaitOutcome::DeadlinePassed),
+                    },
+                    other => break other,
+                }
+            };
+            match outcome {
+                // One attempt never queues twice.
+                Ok(WaitOutcome::SessionChanged) if wait != Wait::OneAttempt => {}
+                Ok(WaitOutcome::Closed) => {
+                    self.give_up(cleanup, deadline).await;
+                    return Err(Error::Closed { path: self.base.clone() });
+                }
+                Ok(_) | Err(Error::DeadlineExceeded { .. }) => {
+                    self.give_up(cleanup, deadline).await;
                     return Ok(None);
                 }
-                match self.wait_for(&watch, acquired_when_deleted, node.session, deadline).await {
-                    Ok(WaitOutcome::Relist) => continue,
-                    Ok(WaitOutcome::Acquired) => {
-                        cleanup.disarm();
-                        return Ok(Some(LockNode::new(&self.client, node, fixed_node)));
-                    }
-                    Ok(WaitOutcome::SessionChanged) => break,
-                    Ok(WaitOutcome::DeadlinePassed) => {
-                        cleanup.delete_now().await;
-                        return Ok(None);
-                    }
-                    Ok(WaitOutcome::Closed) => {
-                        cleanup.delete_now().await;
-                        return Err(Error::Closed { path: self.base.clone() });
-                    }
-                    Err(e) => {
-                        cleanup.delete_now().await;
-                        return Err(e);
-                    }
+                Err(e) => {
+                    self.give_up(cleanup, deadline).await;
+                    return Err(e);
                 }
             }
-            // Our node is gone (session expired, or deleted by someone else): queue again with a new
-            // node, as Curator does, if the retry policy and the deadline allow. We lose our place.
-            drop(cleanup); // background delete: harmless if it is already gone
-            debug!(node = %node.path, "our lock node vanished; queueing again with a new node");
+            // Our node is dead (session expired or replaced, or deleted by someone else): queue
+            // again with a new node, as Curator does, if the retry policy and the deadline allow.
+            // We lose our place. The old node is deleted in the background (harmless if gone).
+            drop(cleanup);
+            debug!(node = %node.path, "our lock node is dead or unconfirmed; queueing again with a new node");
             // Classified as a session loss so the retry policy decides, as Curator's NoNode path does.
             let err = Error::ZooKeeper { path: node.path.clone(), source: zk::Error::SessionExpired };
-            match self.client.backoff_or_fail(err, &mut retry_count, start, deadline, &self.base).await {
+            match retrying.backoff_or_fail(err).await {
                 Ok(()) => {}
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),
                 Err(e) => return Err(e),
@@ -265,18 +302,66 @@ impl<D: LockDriver> LockInternals<D> {
         }
     }
 
+    /// Lists the children (setting a children watch with the listing when `watch` is set).
+    async fn list(
+        &self,
+        watch: bool,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<String>, i64, Option<zk::OneshotWatcher>)> {
+        if !watch {
+            let (children, session) = self.children(deadline).await?;
+            return Ok((children, session, None));
+        }
+        let fixed = self.fixed_base.as_str();
+        let listed = self.client.with_retry(&self.base, deadline, |zk| async move {
+            let session = zk.session_id().0;
+            let (children, watcher) = zk.list_and_watch_children(fixed).await?;
+            Ok((children, session, Some(watcher)))
+        });
+        match listed.await {
+            // The base path vanished: so did our node.
+            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok((Vec::new(), self.client.session().id, None)),
+            other => other,
+        }
+    }
+
+    /// Hands out a verdict of "acquired" only as `Held`: connected on the node's own session, which
+    /// the client has not given up. Waits while suspended, within the deadline.
+    async fn grant(&self, session: SessionIdentity, deadline: Option<Instant>) -> Grant {
+        let mut status = self.client.status();
+        let settled = status.wait_for(|s| s.serves(session) || s.has_ended(session));
+        let settled = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), settled).await {
+                Ok(settled) => settled,
+                Err(_) => return Grant::DeadlinePassed,
+            },
+            None => settled.await,
+        };
+        match settled {
+            Ok(s) if s.serves(session) => Grant::Held,
+            _ => Grant::SessionChanged,
+        }
+    }
+
+    /// Deletes our node: now if that finishes within a few ms of the deadline, else in the
+    /// background, so a timed call keeps its deadline whatever the connection does.
+    async fn give_up(&self, mut cleanup: DeleteOnDrop<'_>, deadline: Option<Instant>) {
+        let Some(outcome) = cleanup.queue_now() else { return };
+        let limit = deadline.map_or(Instant::now(), |d| d.max(Instant::now())) + CLEANUP_SLACK;
+        let _ = tokio::time::timeout_at(limit.into(), outcome.wait()).await;
+    }
+
     /// Watches `node` (a child name) and waits for its event, the deadline, or a session change.
-    async fn wait_for(
+    async fn wait_for_node(
         &self,
         node: &str,
         acquired_when_deleted: bool,
-        our_session: crate::SessionIdentity,
+        our_session: SessionIdentity,
         deadline: Option<Instant>,
     ) -> Result<WaitOutcome> {
         let fixed = paths::join(&self.fixed_base, node);
         let path = paths::join(&self.base, node);
-        let mut status = self.client.status();
-        if status.borrow().session != our_session {
+        if self.client.status_now().has_ended(our_session) {
             return Ok(WaitOutcome::SessionChanged);
         }
         // A data watch, as Curator does (CURATOR-107): no watch is left behind on a missing node.
@@ -289,12 +374,11 @@ impl<D: LockDriver> LockInternals<D> {
             })
             .await;
         let watcher = match watched {
-            Ok((Ok((_, _, watcher)), session_id)) if session_id == our_session.id => watcher,
-            Ok((Ok(_), _)) => return Ok(WaitOutcome::SessionChanged),
+            // A watch or an absence seen on another session says nothing about our queue.
+            Ok((_, session_id)) if session_id != our_session.id => return Ok(WaitOutcome::SessionChanged),
+            Ok((Ok((_, _, watcher)), _)) => watcher,
             // Gone before we could watch it: same as its deletion event.
-            Ok((Err(zk::Error::NoNode), session_id)) if session_id == our_session.id && acquired_when_deleted => {
-                return Ok(WaitOutcome::Acquired)
-            }
+            Ok((Err(zk::Error::NoNode), _)) if acquired_when_deleted => return Ok(WaitOutcome::Acquired),
             Ok((Err(zk::Error::NoNode), _)) => return Ok(WaitOutcome::Relist),
             Ok((Err(e), _)) => {
                 return match crate::error::classify(&e) {
@@ -306,20 +390,35 @@ impl<D: LockDriver> LockInternals<D> {
             Err(Error::Closed { .. }) => return Ok(WaitOutcome::Closed),
             Err(e) => return Err(e),
         };
-        let session_changed = status.wait_for(|s| s.closed || s.session != our_session);
+        Ok(match self.wait_for_event(watcher, our_session, deadline).await {
+            WaitOutcome::Acquired if !acquired_when_deleted => WaitOutcome::Relist,
+            other => other,
+        })
+    }
+
+    /// Waits for a watch to fire (a deletion counts as `Acquired`, anything else as `Relist`), the
+    /// deadline, or the end of our session.
+    async fn wait_for_event(
+        &self,
+        watcher: zk::OneshotWatcher,
+        our_session: SessionIdentity,
+        deadline: Option<Instant>,
+    ) -> WaitOutcome {
+        let mut status = self.client.status();
+        let session_ended = status.wait_for(|s| s.has_ended(our_session));
         tokio::select! {
             event = watcher.changed() => {
-                if event.event_type == zk::EventType::NodeDeleted && acquired_when_deleted {
-                    Ok(WaitOutcome::Acquired)
+                if event.event_type == zk::EventType::NodeDeleted {
+                    WaitOutcome::Acquired
                 } else {
-                    Ok(WaitOutcome::Relist)
+                    WaitOutcome::Relist
                 }
             },
-            changed = session_changed => match changed {
-                Ok(s) if !s.closed => Ok(WaitOutcome::SessionChanged),
-                _ => Ok(WaitOutcome::Closed),
+            ended = session_ended => match ended {
+                Ok(s) if !s.closed => WaitOutcome::SessionChanged,
+                _ => WaitOutcome::Closed,
             },
-            _ = sleep_until_opt(deadline) => Ok(WaitOutcome::DeadlinePassed),
+            _ = sleep_until_opt(deadline) => WaitOutcome::DeadlinePassed,
         }
     }
 }
@@ -329,9 +428,4 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending::<()>().await,
     }
-}
-
-/// `Some(now + timeout)`, saturating.
-pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
-    Some(Instant::now().checked_add(timeout).unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365)))
 }

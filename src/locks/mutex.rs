@@ -1,27 +1,39 @@
 //! [`InterProcessMutex`]: Curator's re-entrant, fair, cross-process mutex.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing::{debug, Instrument};
 
 use super::driver::{LockDriver, StandardLockDriver};
-use super::hold::{FencingToken, GuardedWrite, HoldState, HoldStateStream, LockNode};
-use super::internals::{deadline_after, LockInternals};
+use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+use super::internals::{LockInternals, Wait};
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
 use crate::error::{Error, Result};
 use crate::CuratorClient;
 
-/// A re-entrant mutex shared across processes, wire-compatible with Curator's `InterProcessMutex`
-/// (nodes `<path>/_c_<uuid>-lock-<seq>`, fair FIFO order, each waiter watches only its predecessor).
+/// A mutex shared across processes, wire-compatible with Curator's `InterProcessMutex` (nodes
+/// `<path>/_c_<uuid>-lock-<seq>`, fair FIFO order, each waiter watches only its predecessor).
 ///
-/// Two styles of use:
-/// * **Curator style**: [`acquire`](Self::acquire) / [`acquire_timeout`](Self::acquire_timeout) /
-///   [`release`](Self::release), owned by the calling tokio task (or thread outside a task).
-///   Re-entrant: the owner may acquire again without a round trip, and must release as many times.
-/// * **Guard style**: [`lock`](Self::lock) / [`try_lock_for`](Self::try_lock_for) return a
-///   [`MutexGuard`] — `Send + 'static`, released by [`MutexGuard::release`] or, if dropped, in the
-///   background.
+/// # Two ownership models, never mixed
+///
+/// | | guards: [`lock`](Self::lock), [`try_lock_for`](Self::try_lock_for), [`try_lock`](Self::try_lock) | Curator style: [`acquire`](Self::acquire), [`acquire_timeout`](Self::acquire_timeout), [`release`](Self::release) |
+/// |---|---|---|
+/// | owner | the [`MutexGuard`], wherever it moves (`Send + 'static`) | the calling tokio task (the thread outside a runtime), as Curator's thread |
+/// | re-entrant | never: a second `lock()` queues behind the first guard, like `tokio::sync::Mutex` | yes: the owner acquires again without a round trip and releases as often |
+/// | released by | [`MutexGuard::release`], or dropping the guard (in the background) | the owner's matching [`release`](Self::release) calls |
+/// | `join!` of two calls in one task | two separate holds: the second waits for the first guard, which `join!` keeps alive — a deadlock, as with tokio's mutex | serialised: the second waits for the first and then re-enters (count 2) |
+/// | `select!` | cancel safe: the losing branch leaves no node behind | the same |
+///
+/// A guard is never counted as its task's Curator-style hold: a task holding a guard that calls
+/// [`acquire`](Self::acquire) queues behind its own guard.
+///
+/// A hold is only ever handed out [`HoldState::Held`], on the client's current session. Re-entering
+/// a hold that is [`HoldState::Lost`] fails with [`Error::LockLost`] (the earlier acquisitions still
+/// need their releases); re-entering one that is `Suspended` waits until it is `Held` again (or
+/// the timeout passes).
 ///
 /// Re-entrancy is per instance, as in Curator: two `InterProcessMutex` values on one path are two
 /// contenders even in one task. Clones of one instance share its holders.
@@ -37,7 +49,12 @@ impl<D: LockDriver> Clone for InterProcessMutex<D> {
 
 struct Shared<D: LockDriver> {
     internals: LockInternals<D>,
-    holders: ReentrancyMap<HolderId, Arc<LockNode>>,
+    /// Curator-style holds only.
+    holders: ReentrancyMap<HolderId, Arc<Hold>>,
+    /// Serialises concurrent Curator-style acquires of one holder (`join!` in one task).
+    acquiring: parking_lot::Mutex<HashMap<HolderId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Guards alive (not yet released).
+    guards: AtomicUsize,
     data: Option<Vec<u8>>,
 }
 
@@ -61,11 +78,7 @@ impl InterProcessMutex {
     /// # Errors
     /// As [`new`](Self::new).
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let mut mutex = Self::new(client, path)?;
-        if let Some(shared) = Arc::get_mut(&mut mutex.shared) {
-            shared.data = Some(data.into());
-        }
-        Ok(mutex)
+        Self::build(client, path, StandardLockDriver::default(), Some(data.into()))
     }
 }
 
@@ -75,8 +88,19 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Errors
     /// [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad path or lock name.
     pub fn with_driver(client: &CuratorClient, path: &str, driver: D) -> Result<Self> {
+        Self::build(client, path, driver, None)
+    }
+
+    fn build(client: &CuratorClient, path: &str, driver: D, data: Option<Vec<u8>>) -> Result<Self> {
         let internals = LockInternals::new(client, path, driver, 1)?;
-        Ok(Self { shared: Arc::new(Shared { internals, holders: ReentrancyMap::default(), data: None }) })
+        let shared = Shared {
+            internals,
+            holders: ReentrancyMap::default(),
+            acquiring: parking_lot::Mutex::new(HashMap::new()),
+            guards: AtomicUsize::new(0),
+            data,
+        };
+        Ok(Self { shared: Arc::new(shared) })
     }
 
     /// The lock path.
@@ -89,18 +113,33 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// Re-entrant: if the caller already holds it, this only counts one more hold.
     ///
     /// # Errors
+    /// * [`Error::LockLost`] naming the node when re-entering a hold that is lost (its session
+    ///   ended or its node was deleted); the caller still owes the earlier releases.
     /// * [`Error::Closed`] if the client is closed (also while waiting).
     /// * Server errors after the retry policy gave up ([`Error::ZooKeeper`]; see [`Error::kind`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future at any point leaves no node behind (it is deleted in the
     /// background) and takes no hold; the caller loses its place in the queue.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// mutex.acquire().await?;
+    /// mutex.acquire().await?; // re-entered: no round trip
+    /// mutex.release().await?;
+    /// mutex.release().await?; // the last release deletes the node
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_node(None).await.map(|_| ())
+        self.acquire_reentrant(Wait::Forever).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), giving up after `timeout`: `Ok(false)` if not acquired, with
-    /// our node deleted. A zero timeout tries once (one create and one listing).
+    /// our node deleted. The call returns within `timeout` (plus a few ms) whatever the connection
+    /// does. A zero timeout makes one attempt (one create and one listing) if connected, and
+    /// returns `Ok(false)` at once if not.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -108,34 +147,70 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_node(deadline_after(timeout)).await.map(|node| node.is_some())
+        self.acquire_reentrant(Wait::from_timeout(timeout)).await.map(|hold| hold.is_some())
     }
 
-    async fn acquire_node(&self, deadline: Option<std::time::Instant>) -> Result<Option<Arc<LockNode>>> {
+    async fn acquire_reentrant(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         let holder = HolderId::current();
-        if let Some(node) = self.shared.holders.reenter(holder) {
-            return Ok(Some(node));
+        let deadline = match wait {
+            Wait::OneAttempt => Some(Instant::now()),
+            _ => wait.deadline(),
+        };
+        // Concurrent acquires of one holder (join! in one task) take turns: the later one then
+        // re-enters instead of queueing behind its own node.
+        let turn = self.shared.acquiring.lock().entry(holder).or_default().clone();
+        let _turn = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), turn.lock()).await {
+                Ok(guard) => guard,
+                Err(_) => return Ok(None),
+            },
+            None => turn.lock().await,
+        };
+        let result = self.acquire_turn(holder, wait, deadline).await;
+        drop(_turn);
+        let mut acquiring = self.shared.acquiring.lock();
+        if Arc::strong_count(&turn) == 2 {
+            acquiring.remove(&holder);
         }
-        let data = self.shared.data.as_deref().unwrap_or(self.shared.internals.client().default_data());
-        let Some(node) = self.shared.internals.attempt_lock(deadline, data).await? else {
+        result
+    }
+
+    async fn acquire_turn(&self, holder: HolderId, wait: Wait, deadline: Option<Instant>) -> Result<Option<Arc<Hold>>> {
+        if let Some((hold, _)) = self.shared.holders.get(holder) {
+            // Re-enter only a hold that is Held: wait out Suspended, refuse Lost.
+            if !hold.wait_held(deadline).await? {
+                return Ok(None);
+            }
+            if let Some(hold) = self.shared.holders.reenter(holder) {
+                return Ok(Some(hold));
+            }
+        }
+        let Some(hold) = self.attempt(wait).await? else {
             return Ok(None);
         };
         // No await between winning and recording: a cancelled caller cannot lose a won node.
-        if !self.shared.holders.insert(holder, node.clone()) {
-            // The same holder raced itself (two acquires polled concurrently in one task): keep the
-            // first hold, count this one as a re-entry, give back the extra node.
-            node.release_in_background();
+        if !self.shared.holders.insert(holder, hold.clone()) {
+            // Cannot happen while acquires take turns; never keep two nodes for one holder.
+            hold.release_in_background();
             return Ok(self.shared.holders.reenter(holder));
         }
-        Ok(Some(node))
+        Ok(Some(hold))
+    }
+
+    async fn attempt(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
+        let data = self.shared.data.as_deref().unwrap_or(self.shared.internals.client().default_data());
+        self.shared.internals.attempt_lock(wait, data, &[]).await
     }
 
     /// Releases one hold of the calling task (or thread). The last release deletes the lock node.
     ///
     /// # Errors
-    /// * [`Error::NotOwner`] if the caller holds nothing (Curator's `IllegalMonitorStateException`).
-    /// * The delete's error if it failed: the hold is gone either way, and the node stays queued for
-    ///   guaranteed deletion in the background (never forgotten, unlike CURATOR-678).
+    /// * [`Error::NotOwner`] if the caller holds nothing (Curator's `IllegalMonitorStateException`);
+    ///   a guard is not the task's hold.
+    /// * The delete's error if it failed — or [`Error::DeadlineExceeded`] when it could not finish
+    ///   within the connection timeout, the most a release waits: the hold is gone either way, and
+    ///   the node stays queued for guaranteed deletion in the background (never forgotten, unlike
+    ///   CURATOR-678).
     ///
     /// # Cancel safety
     /// Cancel safe: the hold is released at the first poll and the delete continues in the background.
@@ -146,29 +221,29 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 Err(Error::NotOwner { path: self.path().to_string(), reason: "the caller does not hold this lock" })
             }
             Some(Released::StillHeld(_)) => Ok(()),
-            Some(Released::Last(node)) => release_node(&node).await,
+            Some(Released::Last(hold)) => release_hold(&hold).await,
         }
     }
 
-    /// True if any task or thread of this instance holds the lock (Curator's
-    /// `isAcquiredInThisProcess`, which is per instance despite its name).
+    /// True if this instance holds the lock — through any task's Curator-style hold or any live
+    /// guard (Curator's `isAcquiredInThisProcess`, which is per instance despite its name).
     pub fn is_acquired_in_this_process(&self) -> bool {
-        !self.shared.holders.is_empty()
+        !self.shared.holders.is_empty() || self.shared.guards.load(Ordering::SeqCst) > 0
     }
 
-    /// True if the calling task (or thread) holds the lock.
+    /// True if the calling task (or thread) holds the lock Curator-style (guards do not count).
     pub fn is_owned_by_current_task(&self) -> bool {
         self.shared.holders.get(HolderId::current()).is_some()
     }
 
-    /// The calling holder's lock node path, if it holds the lock (Curator's `getLockPath`).
+    /// The calling holder's lock node path, if it holds the lock Curator-style (Curator's `getLockPath`).
     pub fn lock_node_path(&self) -> Option<String> {
-        self.shared.holders.get(HolderId::current()).map(|(node, _)| node.path().to_string())
+        self.current_hold().map(|hold| hold.path().to_string())
     }
 
-    /// The calling holder's hold (node, token, state, guarded writes), if it holds the lock.
-    pub fn current_hold(&self) -> Option<Arc<LockNode>> {
-        self.shared.holders.get(HolderId::current()).map(|(node, _)| node)
+    /// The calling holder's Curator-style hold (node, token, state, guarded writes), if any.
+    pub fn current_hold(&self) -> Option<Arc<Hold>> {
+        self.shared.holders.get(HolderId::current()).map(|(hold, _)| hold)
     }
 
     /// Every contender's node, full paths in lock order (the holder first). Includes foreign
@@ -180,16 +255,29 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
-        self.shared.internals.participant_nodes().await
+        self.shared.internals.participant_nodes(None).await
+    }
+
+    /// [`participant_nodes`](Self::participant_nodes) within `timeout`, whatever the connection does.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] naming the path when `timeout` passed first; server errors after
+    /// retries.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
+        self.shared.internals.participant_nodes(Wait::from_timeout(timeout).deadline().or(Some(Instant::now()))).await
     }
 
     /// Waits for the lock and returns a guard that owns the hold.
     ///
-    /// Counts as a hold of the calling task: if the task already holds the lock (through
-    /// [`acquire`](Self::acquire) or another guard), this re-enters without a round trip.
+    /// Never re-enters: if this instance is already held (by a guard, or Curator-style by any
+    /// task), the call queues behind that hold, like `tokio::sync::Mutex::lock`.
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// [`Error::Closed`] if the client is closed (also while waiting); server errors after the
+    /// retry policy gave up.
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
@@ -199,30 +287,36 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
     /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
     /// let guard = mutex.lock().await?;
-    /// println!("holding {} with token {}", guard.node_path(), guard.fencing_token());
-    /// guard.release().await?;
+    /// // The guard may move to another task; the hold goes with it.
+    /// tokio::spawn(async move {
+    ///     println!("holding {} with token {}", guard.node_path(), guard.fencing_token());
+    ///     guard.release().await
+    /// });
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<MutexGuard<D>> {
-        let node = self.acquire_node(None).await?;
-        Ok(self.guard(node.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
+        let hold = self.attempt(Wait::Forever).await?;
+        Ok(self.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 
-    /// Like [`lock`](Self::lock), giving up after `timeout` (`Ok(None)`, our node deleted).
+    /// Like [`lock`](Self::lock), giving up after `timeout` (`Ok(None)`, our node deleted). The call
+    /// returns within `timeout` (plus a few ms) whatever the connection does; a zero timeout is
+    /// [`try_lock`](Self::try_lock).
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// As [`lock`](Self::lock).
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
-        Ok(self.acquire_node(deadline_after(timeout)).await?.map(|node| self.guard(node)))
+        Ok(self.attempt(Wait::from_timeout(timeout)).await?.map(|hold| self.guard(hold)))
     }
 
     /// One attempt (a create and a listing): the guard if the lock was free, else `Ok(None)`.
+    /// Returns `Ok(None)` at once, sending nothing, when the client has no connection.
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// As [`lock`](Self::lock).
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
@@ -230,42 +324,37 @@ impl<D: LockDriver> InterProcessMutex<D> {
         self.try_lock_for(Duration::ZERO).await
     }
 
-    fn guard(&self, node: Arc<LockNode>) -> MutexGuard<D> {
-        MutexGuard { mutex: self.clone(), holder: HolderId::current(), node, released: false }
-    }
-
-    fn release_holder_in_background(&self, holder: HolderId) {
-        if let Some(Released::Last(node)) = self.shared.holders.release(holder) {
-            node.release_in_background();
-        }
+    fn guard(&self, hold: Arc<Hold>) -> MutexGuard<D> {
+        self.shared.guards.fetch_add(1, Ordering::SeqCst);
+        MutexGuard { mutex: self.clone(), hold, released: false }
     }
 }
 
-async fn release_node(node: &LockNode) -> Result<()> {
+async fn release_hold(hold: &Hold) -> Result<()> {
     let start = std::time::Instant::now();
-    let span = tracing::debug_span!("release", node = %node.path());
-    let result = node.release().instrument(span.clone()).await;
+    let span = tracing::debug_span!("release", node = %hold.path());
+    let result = hold.release().instrument(span.clone()).await;
     debug!(parent: &span, took_us = start.elapsed().as_micros() as u64, ok = result.is_ok(), "released");
     result
 }
 
-/// One hold of an [`InterProcessMutex`], owned: `Send + 'static`, movable between tasks.
+/// An exclusive hold of an [`InterProcessMutex`], owned: `Send + 'static`, movable between tasks
+/// (the hold moves with it), never shared and never re-entered.
 ///
 /// Release it with [`release`](Self::release) to learn whether the delete worked; if dropped, it
 /// is released in the background (never panics, with or without a runtime).
 #[must_use = "dropping the guard releases the lock"]
 pub struct MutexGuard<D: LockDriver = StandardLockDriver> {
     mutex: InterProcessMutex<D>,
-    holder: HolderId,
-    node: Arc<LockNode>,
+    hold: Arc<Hold>,
     released: bool,
 }
 
 impl<D: LockDriver> std::fmt::Debug for MutexGuard<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("node", &self.node.path())
-            .field("token", &self.node.fencing_token())
+            .field("node", &self.hold.path())
+            .field("token", &self.hold.fencing_token())
             .finish()
     }
 }
@@ -273,27 +362,27 @@ impl<D: LockDriver> std::fmt::Debug for MutexGuard<D> {
 impl<D: LockDriver> MutexGuard<D> {
     /// The lock node's full path.
     pub fn node_path(&self) -> &str {
-        self.node.path()
+        self.hold.path()
     }
 
     /// The fencing token of this hold (see [`FencingToken`]).
     pub fn fencing_token(&self) -> FencingToken {
-        self.node.fencing_token()
+        self.hold.fencing_token()
     }
 
     /// The hold's state now.
     pub fn hold_state(&self) -> HoldState {
-        self.node.hold_state()
+        self.hold.hold_state()
     }
 
     /// A receiver of hold-state changes, for `select!`-ing work against losing the lock.
     pub fn watch_state(&self) -> tokio::sync::watch::Receiver<HoldState> {
-        self.node.watch_state()
+        self.hold.watch_state()
     }
 
     /// The hold's state changes as a stream, ending after [`HoldState::Lost`].
     pub fn state_changes(&self) -> HoldStateStream {
-        self.node.state_changes()
+        self.hold.state_changes()
     }
 
     /// Resolves once the lock is certainly lost.
@@ -301,45 +390,45 @@ impl<D: LockDriver> MutexGuard<D> {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) {
-        self.node.lost().await
+        self.hold.lost().await
     }
 
     /// The underlying hold.
-    pub fn hold(&self) -> &Arc<LockNode> {
-        &self.node
+    pub fn hold(&self) -> &Arc<Hold> {
+        &self.hold
     }
 
-    /// A write that ZooKeeper applies only if our lock node still exists; see [`LockNode::guarded_write`].
+    /// A write that ZooKeeper applies only if our lock node still exists; see [`Hold::guarded_write`].
     ///
     /// # Errors
-    /// [`Error::LockLost`] if the lock is lost; see [`LockNode::guarded_write`].
+    /// [`Error::LockLost`] if the lock is lost; see [`Hold::guarded_write`].
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (only while the lock is held).
     pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zookeeper_client::MultiWriteResult>> {
-        self.node.guarded_write(write).await
+        self.hold.guarded_write(write).await
     }
 
-    /// Releases this hold and, if it was the last one, deletes the lock node and waits for it.
+    /// Releases the hold: deletes the lock node and waits for it (at most the connection timeout).
     ///
     /// # Errors
-    /// The delete's error; the node stays queued for guaranteed deletion in the background.
+    /// The delete's error, or [`Error::DeadlineExceeded`] when it could not finish within the
+    /// connection timeout; the node stays queued for guaranteed deletion in the background.
     ///
     /// # Cancel safety
     /// Cancel safe: the hold is released at the first poll; the delete continues in the background.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        match self.mutex.shared.holders.release(self.holder) {
-            Some(Released::Last(node)) => release_node(&node).await,
-            _ => Ok(()),
-        }
+        self.mutex.shared.guards.fetch_sub(1, Ordering::SeqCst);
+        release_hold(&self.hold).await
     }
 }
 
 impl<D: LockDriver> Drop for MutexGuard<D> {
     fn drop(&mut self) {
         if !self.released {
-            self.mutex.release_holder_in_background(self.holder);
+            self.mutex.shared.guards.fetch_sub(1, Ordering::SeqCst);
+            self.hold.release_in_background();
         }
     }
 }

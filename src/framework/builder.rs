@@ -1,0 +1,172 @@
+//! [`CuratorClientBuilder`] (Curator's `CuratorFrameworkFactory.builder()`) and the configuration
+//! it produces.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use super::client::CuratorClient;
+use super::paths::Namespace;
+use super::retry::{ExponentialBackoffRetry, RetryPolicy};
+use super::session::SessionConfig;
+use crate::error::{Error, Result};
+
+/// Curator's default session timeout (`curator-default-session-timeout`).
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Curator's default connection timeout (`curator-default-connection-timeout`).
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
+/// Curator's default `maxCloseWaitMs`.
+pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// What the client needs besides the session: namespace, retries, node defaults.
+pub(crate) struct ClientConfig {
+    pub namespace: Namespace,
+    pub retry_policy: Arc<dyn RetryPolicy>,
+    pub default_data: Vec<u8>,
+    pub acls: Option<Vec<zk::Acl>>,
+    pub use_containers: bool,
+    pub max_close_wait: Duration,
+}
+
+/// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`).
+#[derive(Debug)]
+pub struct CuratorClientBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+    namespace: String,
+    retry_policy: Arc<dyn RetryPolicy>,
+    default_data: Option<Vec<u8>>,
+    acls: Option<Vec<zk::Acl>>,
+    use_containers: bool,
+    can_be_read_only: bool,
+    max_close_wait: Duration,
+}
+
+impl CuratorClientBuilder {
+    pub(crate) fn new(connect_string: &str) -> Self {
+        Self {
+            connect_string: connect_string.to_string(),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            namespace: String::new(),
+            retry_policy: Arc::new(ExponentialBackoffRetry::new(Duration::from_millis(100), 3)),
+            default_data: None,
+            acls: None,
+            use_containers: true,
+            can_be_read_only: false,
+            max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
+        }
+    }
+
+    /// Requested session timeout (the server negotiates it within its bounds). Default 60 s.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long an operation waits for a connection before counting a failed attempt. Default 15 s.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// Namespace prepended to every recipe path (`"app"` → `/app/...`); created lazily as a
+    /// container node.
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = namespace.to_string();
+        self
+    }
+
+    /// The policy of [`CuratorClient::with_retry`]. Default: exponential back-off, 100 ms base, 3 retries.
+    pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
+        self.retry_policy = Arc::new(policy);
+        self
+    }
+
+    /// Data written into lock nodes when a recipe is given none. Default, as in Curator: the local
+    /// IP address as ASCII text.
+    pub fn default_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.default_data = Some(data.into());
+        self
+    }
+
+    /// ACLs for every node this client creates. Default: open (`world:anyone`, all permissions).
+    pub fn acls(mut self, acls: Vec<zk::Acl>) -> Self {
+        self.acls = Some(acls);
+        self
+    }
+
+    /// Create missing parents as PERSISTENT nodes instead of CONTAINER nodes (Curator's
+    /// `dontUseContainerParents`).
+    pub fn dont_use_container_parents(mut self) -> Self {
+        self.use_containers = false;
+        self
+    }
+
+    /// Allow read-only connections to a partitioned server (reported as
+    /// [`ConnectionState::ReadOnly`](crate::ConnectionState::ReadOnly)).
+    pub fn can_be_read_only(mut self, allow: bool) -> Self {
+        self.can_be_read_only = allow;
+        self
+    }
+
+    /// How long [`CuratorClient::close`] waits for pending background deletes. Default 1 s.
+    pub fn max_close_wait(mut self, wait: Duration) -> Self {
+        self.max_close_wait = wait;
+        self
+    }
+
+    /// Connects the first session and starts the client.
+    ///
+    /// Must be called inside a tokio runtime; the client's background tasks run on it.
+    ///
+    /// # Errors
+    /// * [`Error::InvalidArgument`] / [`Error::InvalidPath`] for a bad connect string, timeout or namespace.
+    /// * [`Error::Connect`] when no session could be established within the connection timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops the half-made session, which closes it.
+    pub async fn connect(self) -> Result<CuratorClient> {
+        if self.connect_string.trim().is_empty() {
+            return Err(Error::invalid_argument("connect_string", "\"\"", "must name at least one host"));
+        }
+        if self.session_timeout.is_zero() {
+            return Err(Error::invalid_argument("session_timeout", "0s", "must be positive"));
+        }
+        if self.connection_timeout.is_zero() {
+            return Err(Error::invalid_argument("connection_timeout", "0s", "must be positive"));
+        }
+        if self.acls.as_ref().is_some_and(Vec::is_empty) {
+            return Err(Error::invalid_argument("acls", "[]", "must not be empty"));
+        }
+        let config = ClientConfig {
+            namespace: Namespace::new(&self.namespace)?,
+            retry_policy: self.retry_policy,
+            default_data: self.default_data.unwrap_or_else(local_address_data),
+            acls: self.acls,
+            use_containers: self.use_containers,
+            max_close_wait: self.max_close_wait,
+        };
+        let session = SessionConfig {
+            connect_string: self.connect_string,
+            session_timeout: self.session_timeout,
+            connection_timeout: self.connection_timeout,
+            can_be_read_only: self.can_be_read_only,
+        };
+        CuratorClient::start(config, session).await
+    }
+}
+
+/// Curator's default node data: `InetAddress.getLocalHost().getHostAddress()` as ASCII.
+fn local_address_data() -> Vec<u8> {
+    use std::net::ToSocketAddrs;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string());
+    let addrs: Vec<_> = (host.as_str(), 0).to_socket_addrs().map(|a| a.collect()).unwrap_or_default();
+    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip().to_string().into_bytes()).unwrap_or_default()
+}

@@ -1,0 +1,387 @@
+//! Session supervision: the current ZooKeeper session, Curator's connection states derived from
+//! its events, and the replacement of a lost session by a new one.
+//!
+//! `zookeeper-client` gives one session per `Client` and no way back after expiry; Curator's
+//! framework hides that behind one logical client. [`Sessions`] is that logical client's session
+//! half: it holds the current handle together with its [`SessionIdentity`], publishes
+//! [`ConnectionState`]s, declares LOST early enough for lock holders (see [`lost_after_suspended`])
+//! and opens the next session by itself.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{broadcast, watch};
+use tracing::{debug, info, warn};
+use zookeeper_client as zk;
+
+use super::backoff::Backoff;
+use super::state::{ConnectionState, ConnectionStateStream};
+use crate::error::{Error, Result};
+
+/// A suspended session is declared LOST at the latest this fraction of the negotiated session
+/// timeout after the last reply the client can have received; see [`lost_after_suspended`].
+pub(crate) const LOST_BY_FRACTION_OF_SESSION: f64 = 0.85;
+
+/// `zookeeper-client`'s connection (and idle) timeout we ask for, as a fraction of the requested
+/// session timeout: short enough to notice silence early and to leave room for several reconnect
+/// attempts before LOST.
+const ZK_CONNECTION_TIMEOUT_DIVISOR: u32 = 5;
+
+/// How many state changes a [`ConnectionStateStream`] buffers before it skips the oldest.
+const STATE_BUFFER: usize = 64;
+
+/// How long after SUSPENDED the client declares LOST (Curator ≥ 3 "simulated expiration").
+///
+/// `zookeeper-client` reports a disconnect once nothing was received for its idle timeout, checked
+/// every tick (idle/8). Its idle timeout is the connection timeout we configure (requested session
+/// timeout / 5) unless that exceeds 3/5 of the negotiated timeout, in which case it is 2/5 of it.
+/// So SUSPENDED comes at most `idle + tick` after the last reply, and LOST at most
+/// `LOST_BY_FRACTION_OF_SESSION × negotiated` after it: before the server, which counts from the
+/// last request it received, can expire the session and hand our locks to someone else.
+pub(crate) fn lost_after_suspended(requested: Duration, negotiated: Duration) -> Duration {
+    let configured = requested / ZK_CONNECTION_TIMEOUT_DIVISOR;
+    let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
+    let tick = idle / 8;
+    negotiated.mul_f64(LOST_BY_FRACTION_OF_SESSION).saturating_sub(idle + tick)
+}
+
+/// Which ZooKeeper session a node or an operation belongs to.
+///
+/// `epoch` counts the sessions this client has opened (1 for the first); `id` is the server's
+/// session id. A lock node created under one identity is dead once the client's current identity
+/// differs: its session expired and the client replaced it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SessionIdentity {
+    /// The number of the session within this client, starting at 1.
+    pub epoch: u64,
+    /// ZooKeeper's session id.
+    pub id: i64,
+}
+
+/// What recipes read about the connection, in one consistent snapshot.
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    pub state: ConnectionState,
+    pub connected: bool,
+    pub session: SessionIdentity,
+    pub closed: bool,
+}
+
+impl Status {
+    /// True when requests on `session` are served now: connected, on that very session, and the
+    /// session not given up (LOST is declared before the replacement exists).
+    pub(crate) fn serves(&self, session: SessionIdentity) -> bool {
+        self.connected && !self.closed && self.session == session && self.state != ConnectionState::Lost
+    }
+
+    /// True once `session` can never serve again: replaced, given up (LOST) or the client closed.
+    pub(crate) fn has_ended(&self, session: SessionIdentity) -> bool {
+        self.closed || self.session != session || self.state == ConnectionState::Lost
+    }
+}
+
+/// What opening a session needs.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionConfig {
+    pub connect_string: String,
+    pub session_timeout: Duration,
+    pub connection_timeout: Duration,
+    pub can_be_read_only: bool,
+}
+
+struct Slot {
+    zk: Option<zk::Client>,
+    session: SessionIdentity,
+}
+
+/// The session half of a client; see the module docs.
+pub(crate) struct Sessions {
+    config: SessionConfig,
+    /// The handle and its identity, always read and replaced together.
+    slot: RwLock<Slot>,
+    status: watch::Sender<Status>,
+    events: broadcast::Sender<ConnectionState>,
+    /// Serialises publishing a state with subscribing, so a new subscriber's first state and the
+    /// buffered changes after it neither overlap nor leave a gap.
+    publishing: Mutex<()>,
+    closing: AtomicBool,
+    supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Sessions {
+    /// Opens the first session and starts supervising it (on the current tokio runtime).
+    pub(crate) async fn open(config: SessionConfig) -> std::result::Result<Arc<Sessions>, zk::Error> {
+        let zk = open_session(&config).await?;
+        let session = SessionIdentity { epoch: 1, id: zk.session_id().0 };
+        let state = if zk.state() == zk::SessionState::ConnectedReadOnly {
+            ConnectionState::ReadOnly
+        } else {
+            ConnectionState::Connected
+        };
+        let (status, _) = watch::channel(Status { state, connected: true, session, closed: false });
+        let (events, _) = broadcast::channel(STATE_BUFFER);
+        let watcher = zk.state_watcher();
+        info!(connect = %config.connect_string, session = %zk.session_id(), "zk-curator client connected");
+        let sessions = Arc::new(Sessions {
+            config,
+            slot: RwLock::new(Slot { zk: Some(zk), session }),
+            status,
+            events,
+            publishing: Mutex::new(()),
+            closing: AtomicBool::new(false),
+            supervisor: Mutex::new(None),
+        });
+        let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher));
+        *sessions.supervisor.lock() = Some(supervisor);
+        Ok(sessions)
+    }
+
+    /// The current handle and the identity of its session, read together.
+    pub(crate) fn current(&self) -> Option<(zk::Client, SessionIdentity)> {
+        let slot = self.slot.read();
+        slot.zk.clone().map(|zk| (zk, slot.session))
+    }
+
+    pub(crate) fn session(&self) -> SessionIdentity {
+        self.slot.read().session
+    }
+
+    pub(crate) fn status(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    pub(crate) fn status_now(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    pub(crate) fn negotiated_timeout(&self) -> Duration {
+        self.slot.read().zk.as_ref().map(|z| z.session_timeout()).unwrap_or(self.config.session_timeout)
+    }
+
+    pub(crate) fn connection_timeout(&self) -> Duration {
+        self.config.connection_timeout
+    }
+
+    pub(crate) fn connect_string(&self) -> &str {
+        &self.config.connect_string
+    }
+
+    /// A subscription whose first item is the current state, followed by every later change.
+    pub(crate) fn subscribe(&self) -> ConnectionStateStream {
+        let _publishing = self.publishing.lock();
+        ConnectionStateStream::new(self.status.borrow().state, self.events.subscribe())
+    }
+
+    fn publish(&self, state: ConnectionState, connected: bool) {
+        info!(%state, "connection state");
+        let _publishing = self.publishing.lock();
+        self.status.send_modify(|s| {
+            s.state = state;
+            s.connected = connected;
+        });
+        let _ = self.events.send(state);
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Marks the client as closing; false if it already was.
+    pub(crate) fn begin_close(&self) -> bool {
+        !self.closing.swap(true, Ordering::SeqCst)
+    }
+
+    /// Ends the current session and the supervision. A replacement that finishes afterwards
+    /// finds the client closing and closes itself (see [`replace_session`]).
+    pub(crate) async fn finish_close(&self) {
+        self.status.send_modify(|s| {
+            s.closed = true;
+            s.connected = false;
+        });
+        let zk = self.slot.write().zk.take();
+        if let Some(zk) = zk {
+            let mut watcher = zk.state_watcher();
+            drop(zk);
+            // The session task sends CloseSession once the last handle is gone.
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while !watcher.changed().await.is_terminated() {}
+            })
+            .await;
+        }
+        if let Some(supervisor) = self.supervisor.lock().take() {
+            supervisor.abort();
+        }
+    }
+
+    /// Waits until the client is connected, then returns the current handle and its session.
+    ///
+    /// Waits at most the connection timeout (and never past `deadline`); then fails with a
+    /// retryable `ConnectionLoss`, as Curator's `blockUntilConnected` does.
+    pub(crate) async fn connected(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(zk::Client, SessionIdentity)> {
+        let mut status = self.status();
+        let limit = Instant::now() + self.config.connection_timeout;
+        let limit = deadline.map_or(limit, |d| d.min(limit));
+        loop {
+            let connected = {
+                let s = status.borrow_and_update();
+                if s.closed {
+                    return Err(Error::Closed { path: path.to_string() });
+                }
+                s.connected
+            };
+            if connected {
+                if let Some(current) = self.current() {
+                    return Ok(current);
+                }
+            }
+            match tokio::time::timeout_at(limit.into(), status.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return Err(Error::Closed { path: path.to_string() }),
+                Err(_) => return Err(Error::zk(path, zk::Error::ConnectionLoss)),
+            }
+        }
+    }
+}
+
+async fn open_session(config: &SessionConfig) -> std::result::Result<zk::Client, zk::Error> {
+    // zookeeper-client's connection timeout is also its idle timeout, which bounds how late a
+    // disconnect is noticed; `lost_after_suspended` relies on that bound.
+    let connector = zk::Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_connection_timeout(config.session_timeout / ZK_CONNECTION_TIMEOUT_DIVISOR)
+        .with_readonly(config.can_be_read_only);
+    match tokio::time::timeout(config.connection_timeout, connector.connect(&config.connect_string)).await {
+        Ok(result) => result,
+        Err(_) => Err(zk::Error::Timeout),
+    }
+}
+
+/// Watches the current session and turns its events into Curator's connection states; replaces
+/// the session when it is lost.
+async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
+    let mut suspended_since: Option<Instant> = None;
+    loop {
+        let Some(this) = sessions.upgrade() else { return };
+        let negotiated = this.negotiated_timeout();
+        // Curator ≥ 3: a connection suspended for (about) the session timeout is LOST, even if the
+        // server is unreachable and never says "expired"; we fire early enough that the holder of
+        // a lock learns before the server can expire the session (see `lost_after_suspended`).
+        let lost_at =
+            suspended_since.map(|since| since + lost_after_suspended(this.config.session_timeout, negotiated));
+        let mut status_rx = this.status();
+        drop(this);
+        let event = tokio::select! {
+            state = watcher.changed() => Some(state),
+            _ = sleep_until_opt(lost_at) => None,
+            _ = status_rx.wait_for(|s| s.closed) => return,
+        };
+        let Some(this) = sessions.upgrade() else { return };
+        match event {
+            Some(zk::SessionState::Disconnected) => {
+                if suspended_since.is_none() {
+                    suspended_since = Some(Instant::now());
+                    this.publish(ConnectionState::Suspended, false);
+                }
+            }
+            Some(zk::SessionState::SyncConnected) => {
+                if suspended_since.take().is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
+                    this.publish(ConnectionState::Reconnected, true);
+                }
+            }
+            Some(zk::SessionState::ConnectedReadOnly) => {
+                suspended_since = None;
+                this.publish(ConnectionState::ReadOnly, true);
+            }
+            Some(zk::SessionState::Closed) if this.is_closing() => return,
+            ended => {
+                match ended {
+                    Some(state) => warn!(?state, "zookeeper session ended; opening a new one"),
+                    None => warn!(?negotiated, "connection suspended too long: session LOST"),
+                }
+                this.publish(ConnectionState::Lost, false);
+                suspended_since = None;
+                drop(this);
+                match replace_session(&sessions).await {
+                    Some(w) => watcher = w,
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Abandons the current session and opens a new one, retrying until it works or the client closes.
+async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> {
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+    loop {
+        let this = sessions.upgrade()?;
+        if this.is_closing() {
+            return None;
+        }
+        // Drop our handle on the old session first: the session closes once in-flight users let go.
+        let old = this.slot.write().zk.take();
+        drop(old);
+        match open_session(&this.config).await {
+            Ok(zk) => {
+                let watcher = zk.state_watcher();
+                let session = {
+                    let mut slot = this.slot.write();
+                    // Checked under the slot lock that close() takes the handle under: either
+                    // close() finds this session and closes it, or we see `closing` and drop it.
+                    if this.is_closing() {
+                        drop(slot);
+                        drop(zk);
+                        return None;
+                    }
+                    let session = SessionIdentity { epoch: slot.session.epoch + 1, id: zk.session_id().0 };
+                    slot.session = session;
+                    slot.zk = Some(zk);
+                    session
+                };
+                info!(epoch = session.epoch, session = format!("{:#x}", session.id), "new zookeeper session");
+                this.status.send_modify(|s| s.session = session);
+                this.publish(ConnectionState::Reconnected, true);
+                return Some(watcher);
+            }
+            Err(err) => {
+                debug!(%err, "could not open a new session yet");
+                drop(this);
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_fires_before_the_server_can_expire_the_session() {
+        let s = Duration::from_secs;
+        for (requested, negotiated) in [(s(60), s(60)), (s(2), s(2)), (s(60), s(40)), (s(10), s(4)), (s(4), s(20))] {
+            let lost = lost_after_suspended(requested, negotiated);
+            // SUSPENDED at most idle + tick after the last reply:
+            let configured = requested / 5;
+            let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
+            let latest_suspended = idle + idle / 8;
+            assert!(latest_suspended + lost <= negotiated.mul_f64(0.85) + Duration::from_millis(1));
+            // ... and LOST is not declared absurdly early either (a blip is not a lost session).
+            assert!(lost >= negotiated / 4, "{requested:?}/{negotiated:?}: {lost:?}");
+        }
+        assert_eq!(lost_after_suspended(s(60), s(60)), s(60).mul_f64(0.85) - s(12) - Duration::from_millis(1500));
+    }
+}
