@@ -823,3 +823,68 @@ async fn acls_apply_to_lock_nodes_and_parents() {
     let empty = CuratorClient::builder(&connect).acls(Vec::new()).connect().await.unwrap_err();
     assert_eq!(empty.kind(), ErrorKind::BadArgument);
 }
+
+/// A sequential create whose reply is lost is not retried: a retry would create a second node.
+/// The caller gets a retryable error and exactly one node exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_create_is_not_duplicated_by_a_retry() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(20), Duration::from_secs(5)).await;
+    let parent = support::unique_path("seq");
+    client.create(&parent, b"", zk::CreateMode::Persistent).await.unwrap();
+
+    proxy.set_mode(ProxyMode::DropReplies);
+    let creating = {
+        let (client, parent) = (client.clone(), parent.clone());
+        tokio::spawn(async move {
+            client.create(&format!("{parent}/job-"), b"once", zk::CreateMode::PersistentSequential).await
+        })
+    };
+    // The server applied the create; its reply is lost.
+    let applied =
+        support::children_become(&obs, &parent, &["job-0000000000".to_string()], Duration::from_secs(10)).await;
+    assert_eq!(applied, ["job-0000000000"], "the create reached the server");
+    proxy.set_mode(ProxyMode::Pass);
+    let result = support::join("sequential create", Duration::from_secs(20), creating).await;
+    let err = result.expect_err("the outcome of a sequential create whose reply was lost is unknown");
+    assert_eq!(err.kind(), ErrorKind::Retryable, "{err}");
+    support::eventually(Duration::from_secs(10), "reconnected", || async { client.is_connected() }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(support::sorted_children(&obs, &parent).await, ["job-0000000000"], "no second node");
+    // A non-sequential create is safe to retry and still is.
+    client.create(&format!("{parent}/plain"), b"", zk::CreateMode::Persistent).await.unwrap();
+}
+
+/// close() while the client is replacing a lost session: the replacement must not outlive close()
+/// with a session of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_during_a_session_replacement_leaves_no_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(2)).await;
+    let mut states = subscribe(&client).await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    expect_state(&mut states, Lost, &[Suspended], Duration::from_secs(10)).await;
+    // The replacement is now trying to open a session through the blackhole; let it succeed the
+    // moment close() runs.
+    proxy.set_mode(ProxyMode::Pass);
+    client.close().await;
+    assert!(client.is_closed());
+    assert_eq!(client.zookeeper().map(|_| ()).map_err(|e| e.kind()), Err(ErrorKind::Closed), "no live handle");
+    // A session that outlived close() would keep its TCP connection through the proxy.
+    support::eventually(Duration::from_secs(10), "every connection of the closed client is gone", || async {
+        proxy.connections() == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(proxy.connections(), 0, "a replacement opened a session after close()");
+    assert!(!client.is_connected(), "a closed client reports no connection");
+}

@@ -245,3 +245,54 @@ mod tests {
         assert_eq!(parse_sequence("x-2147483648000000000"), Some(2147483648000000000));
     }
 }
+
+/// The lookup after a lost create reply, against a real ZooKeeper: which match it keeps.
+#[cfg(all(test, feature = "testing"))]
+mod lookup_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::testing::TestingServer;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lookup_keeps_the_match_of_the_looking_session_and_deletes_the_others() {
+        let server = TestingServer::start().await.expect("ZooKeeper for tests");
+        let connect = server.connect_string();
+        let client = CuratorClient::builder(&connect).session_timeout(Duration::from_secs(10)).connect().await.unwrap();
+        let other = zk::Client::connect(&connect).await.unwrap();
+        let parent = "/lookup";
+        other.create(parent, b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+        let prefix = new_protected_prefix();
+        let base = format!("{parent}/{prefix}lock-");
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        // A match of another (older) session first, then ours, then a second one of the other:
+        // whatever order the server lists them in, only ours may be kept.
+        let (zk, session) = client.connected(parent, None).await.unwrap();
+        other.create(&base, b"old", &ephemeral).await.unwrap();
+        let (_, ours) = zk.create(&base, b"ours", &ephemeral).await.unwrap();
+        other.create(&base, b"old", &ephemeral).await.unwrap();
+
+        let (found, children) =
+            client.find_protected(&zk, session, parent, &prefix, true).await.unwrap().expect("our node is found");
+        assert_eq!(found.name, format!("{prefix}lock-{ours}"));
+        assert_eq!(found.session, session);
+        assert_eq!(children.len(), 3, "the listing it looked at");
+        // Every other match is deleted, so nothing of this create is left to block the lock path.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = other.list_children(parent).await.unwrap();
+            if left == [found.name.clone()] {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "other matches not deleted: {left:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        // A lookup on a session that owns no match finds nothing (and deletes what it sees).
+        let fresh = CuratorClient::builder(&connect).connect().await.unwrap();
+        let (zk2, session2) = fresh.connected(parent, None).await.unwrap();
+        assert!(fresh.find_protected(&zk2, session2, parent, &prefix, true).await.unwrap().is_none());
+        client.close().await;
+        fresh.close().await;
+    }
+}

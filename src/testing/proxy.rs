@@ -31,6 +31,11 @@ pub enum ProxyMode {
     /// dropped bytes are closed when the mode leaves `Blackhole`, since their byte streams are
     /// no longer consistent; new connections start clean.
     Blackhole,
+    /// Forward the client's bytes to the server but drop every byte of the server's replies: a
+    /// request is applied, its reply is lost (the outcome is unknown to the client). New
+    /// connections reach the server the same way, so they never complete a handshake. Like
+    /// `Blackhole`, connections that dropped bytes are closed when the mode changes.
+    DropReplies,
 }
 
 /// State shared by the proxy handle and its tasks.
@@ -195,7 +200,8 @@ async fn serve_connection(client: TcpStream, upstream: String, mut mode_rx: watc
     let mut dirty = false;
     // A blackholed new connection never reaches the server.
     let mut server = None;
-    if *mode_rx.borrow_and_update() == ProxyMode::Pass {
+    let initial = *mode_rx.borrow_and_update();
+    if matches!(initial, ProxyMode::Pass | ProxyMode::DropReplies) {
         match TcpStream::connect(upstream.as_str()).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
@@ -206,7 +212,8 @@ async fn serve_connection(client: TcpStream, upstream: String, mut mode_rx: watc
                 return;
             }
         }
-    } else {
+    }
+    if initial != ProxyMode::Pass {
         dirty = true;
     }
     let (mut client_rx, mut client_tx) = client.into_split();
@@ -229,6 +236,7 @@ async fn serve_connection(client: TcpStream, upstream: String, mut mode_rx: watc
             _ => {}
         }
         let blackhole = mode == ProxyMode::Blackhole;
+        let drop_replies = blackhole || mode == ProxyMode::DropReplies;
         let both_open = client_open && server_open;
         let neither_open = !client_open && !server_open;
         // Half-open connections linger only while blackholed.
@@ -261,7 +269,7 @@ async fn serve_connection(client: TcpStream, upstream: String, mut mode_rx: watc
             read = read_opt(&mut server_rx, &mut to_client), if server_open => match read {
                 Ok(0) | Err(_) if blackhole => server_open = false,
                 Ok(0) | Err(_) => return,
-                Ok(_) if blackhole => dirty = true,
+                Ok(_) if drop_replies => dirty = true,
                 Ok(n) => {
                     if client_tx.write_all(&to_client[..n]).await.is_err() {
                         return;
