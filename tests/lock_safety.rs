@@ -15,13 +15,13 @@
 mod support;
 
 use std::future::Future;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use support::exclusion::{check_exclusion, HoldLog, Interval};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::oneshot;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingServer};
@@ -35,85 +35,8 @@ use zk_curator::{
 const SHORT_SESSION: Duration = Duration::from_secs(2);
 
 // =============================================================================================
-// The mutual-exclusion checker
+// The mutual-exclusion checker (tests/support/exclusion.rs) checks itself
 // =============================================================================================
-
-/// One hold as its holder saw it.
-#[derive(Clone, Debug)]
-struct Interval {
-    who: String,
-    token: i64,
-    start: Instant,
-    end: Instant,
-    /// The hold ended because the holder observed `Lost` (at `end`).
-    lost: bool,
-}
-
-/// The shared log every holder writes into.
-#[derive(Clone, Default)]
-struct HoldLog {
-    entries: Arc<Mutex<Vec<Interval>>>,
-}
-
-impl HoldLog {
-    fn record(&self, who: &str, token: i64, start: Instant, end: Instant, lost: bool) {
-        let interval = Interval { who: who.to_string(), token, start, end, lost };
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
-    }
-
-    fn intervals(&self) -> Vec<Interval> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Panics (naming the scenario and the offending holds) unless the log is a valid history.
-    #[track_caller]
-    fn assert_exclusive(&self, scenario: &str) -> Vec<Interval> {
-        let intervals = self.intervals();
-        if let Err(violation) = check_exclusion(&intervals) {
-            panic!("{scenario}: mutual exclusion violated ({} holds logged): {violation}", intervals.len());
-        }
-        intervals
-    }
-}
-
-/// The checker: sorted by start, every hold ends no later than the next one starts, and fencing
-/// tokens strictly increase.
-fn check_exclusion(log: &[Interval]) -> Result<(), String> {
-    let Some(origin) = log.iter().map(|i| i.start).min() else {
-        return Ok(());
-    };
-    let at = |t: Instant| format!("{:.3} ms", t.saturating_duration_since(origin).as_secs_f64() * 1e3);
-    let show = |i: &Interval| {
-        format!(
-            "{} token {} [{} .. {}]{}",
-            i.who,
-            i.token,
-            at(i.start),
-            at(i.end),
-            if i.lost { " (ended by Lost)" } else { "" }
-        )
-    };
-    let mut sorted: Vec<&Interval> = log.iter().collect();
-    sorted.sort_by_key(|i| i.start);
-    if let Some(bad) = sorted.iter().find(|i| i.end < i.start) {
-        return Err(format!("hold ends before it starts: {}", show(bad)));
-    }
-    for pair in sorted.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if b.start < a.end {
-            return Err(format!(
-                "overlap of {:?}: {} was still held when {} started",
-                a.end - b.start,
-                show(a),
-                show(b)
-            ));
-        }
-        if b.token <= a.token {
-            return Err(format!("fencing token did not increase: {} then {}", show(a), show(b)));
-        }
-    }
-    Ok(())
-}
 
 #[test]
 fn checker_detects_broken_exclusion() {
@@ -553,9 +476,12 @@ fn spawn_worker(
             work(&log, &who, guard.hold(), start, tokio::time::sleep(hold_for)).await;
             // A release during an outage may report a retryable error; the node stays queued for
             // deletion (checked by the no-stray-nodes assertion at the end).
-            if let Err(e) = guard.release().await {
-                assert!(matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost), "{who}: release: {e}");
-            }
+            let released = guard.release().await;
+            support::assert_ok_or_kind(
+                &released,
+                &[ErrorKind::Retryable, ErrorKind::SessionLost, ErrorKind::DeadlineExceeded],
+                &format!("{who}: release"),
+            );
             done += 1;
             count.fetch_add(1, Ordering::SeqCst);
         }
@@ -748,9 +674,11 @@ async fn leader_loss_keeps_exclusion() {
     assert!(report.lost_at.is_none(), "the holder's session survives a leader change: {report:?}");
     assert_eq!(gh.hold_state(), HoldState::Held);
     gh.guarded_write(GuardedWrite::new()).await.expect("a guarded (check-only) write after the leader change");
-    if let Err(e) = gh.release().await {
-        assert!(matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost), "release: {e}");
-    }
+    support::assert_ok_or_kind(
+        &gh.release().await,
+        &[ErrorKind::Retryable, ErrorKind::SessionLost, ErrorKind::DeadlineExceeded],
+        "release",
+    );
     for (i, w) in waiters.into_iter().enumerate() {
         support::join(&format!("waiter {i}"), Duration::from_secs(30), w).await;
     }
@@ -796,33 +724,21 @@ async fn leader_loss_keeps_exclusion() {
 // 5. kill -9 of a holder process
 // =============================================================================================
 
-const HOLDER_CONNECT_ENV: &str = "ZKC_LOCK_SAFETY_HOLDER_CONNECT";
-const HOLDER_PATH_ENV: &str = "ZKC_LOCK_SAFETY_HOLDER_PATH";
+/// The holder process: the `zk-curator` CLI's `hold` command (built for the tests: the self
+/// dev-dependency enables the `cli` feature), which prints `ACQUIRED <node>` and `TOKEN <token>`.
+const HOLDER_BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 
-/// The holder process of `killed_holder_process`: a no-op unless the environment names a server.
-#[test]
-fn holder_process_entry() {
-    let Ok(connect) = std::env::var(HOLDER_CONNECT_ENV) else {
-        return;
-    };
-    let path = std::env::var(HOLDER_PATH_ENV).expect("lock path in the environment");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(async move {
-        let client = support::client_with_timeouts(&connect, SHORT_SESSION, Duration::from_secs(5)).await;
-        let m = InterProcessMutex::new(&client, &path).unwrap();
-        let guard = m.lock().await.expect("holder process: lock");
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ACQUIRED {} {}", guard.node_path(), guard.fencing_token()).unwrap();
-        out.flush().unwrap();
-        drop(out);
-        // Hold until killed; if the parent goes away (stdin closes) just exit.
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        })
-        .await;
-        std::process::exit(0);
-    });
+/// The holder's next line, which must start with `prefix`; returns the rest.
+async fn holder_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    prefix: &str,
+) -> String {
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("the holder process prints {prefix:?} within 30 s"))
+        .expect("read holder stdout")
+        .unwrap_or_else(|| panic!("the holder process exited before {prefix:?}"));
+    line.strip_prefix(prefix).unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}")).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -836,35 +752,21 @@ async fn killed_holder_process() {
     let b = support::client(&connect).await;
     let mb = InterProcessMutex::new(&b, &path).unwrap();
     let log = HoldLog::default();
-    let exe = std::env::current_exe().expect("current test binary");
     let mut delays = Vec::new();
     for trial in 0..TRIALS {
-        let mut child = tokio::process::Command::new(&exe)
-            .args(["--exact", "holder_process_entry", "--nocapture"])
-            .env(HOLDER_CONNECT_ENV, &connect)
-            .env(HOLDER_PATH_ENV, &path)
-            .stdin(std::process::Stdio::piped())
+        let session_ms = SHORT_SESSION.as_millis().to_string();
+        let mut child = tokio::process::Command::new(HOLDER_BIN)
+            .args(["--connect", &connect, "--session-timeout-ms", &session_ms, "hold", &path, "--seconds", "600"])
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn the holder process");
         let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let acquired = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.expect("read holder stdout") {
-                if let Some(rest) = line.strip_prefix("ACQUIRED ") {
-                    return Some(rest.to_string());
-                }
-            }
-            None
-        })
-        .await
-        .expect("the holder process acquires within 30 s")
-        .expect("the holder process exited without acquiring");
+        let child_node = holder_line(&mut lines, "ACQUIRED ").await;
+        let child_token: i64 = holder_line(&mut lines, "TOKEN ").await.parse().expect("a numeric token");
         let child_start = Instant::now();
-        let mut parts = acquired.split_whitespace();
-        let child_node = parts.next().unwrap().to_string();
-        let child_token: i64 = parts.next().unwrap().parse().unwrap();
         assert_eq!(support::sorted_children(&obs, &path).await, vec![support::node_name(&child_node).to_string()]);
 
         let (acquired_tx, mut acquired_rx) = oneshot::channel();

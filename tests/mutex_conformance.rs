@@ -4,7 +4,9 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use support::exclusion::HoldLog;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,29 +153,27 @@ async fn reentrant_single_lock_many_tasks() {
     let client = support::client(&connect).await;
     let path = support::unique_path("single-lock");
     let m = InterProcessMutex::new(&client, &path).unwrap();
-    let in_cs = Arc::new(AtomicBool::new(false));
+    let log = HoldLog::default();
     let entered = Arc::new(AtomicUsize::new(0));
+    let token = |m: &InterProcessMutex| m.current_hold().expect("held").fencing_token().value();
 
     // The first holder is the test's own task.
     m.acquire().await.unwrap();
-    assert!(in_cs.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+    let first = log.start("test task", token(&m));
 
     let mut tasks = Vec::new();
     for i in 0..10 {
-        let (m, in_cs, entered) = (m.clone(), in_cs.clone(), entered.clone());
+        let (m, log, entered) = (m.clone(), log.clone(), entered.clone());
         tasks.push(tokio::spawn(async move {
             m.acquire().await.unwrap();
-            assert!(
-                in_cs.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok(),
-                "task {i}: two holders of one lock at once"
-            );
+            let holding = log.start(format!("task {i}"), token(&m));
             // re-entry inside the critical section costs nothing and keeps exclusion
             m.acquire().await.unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
             m.release().await.unwrap();
             assert!(m.is_owned_by_current_task());
             entered.fetch_add(1, Ordering::SeqCst);
-            in_cs.store(false, Ordering::SeqCst);
+            holding.end();
             m.release().await.unwrap();
         }));
     }
@@ -182,12 +182,13 @@ async fn reentrant_single_lock_many_tasks() {
     })
     .await;
     assert_eq!(entered.load(Ordering::SeqCst), 0, "nobody got in while the first holder held it");
-    in_cs.store(false, Ordering::SeqCst);
+    first.end();
     m.release().await.unwrap();
     for t in tasks {
         support::join("contender", Duration::from_secs(20), t).await;
     }
     assert_eq!(entered.load(Ordering::SeqCst), 10);
+    assert_eq!(log.assert_exclusive("ten tasks on one instance").len(), 11);
     assert!(!m.is_acquired_in_this_process());
     assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
@@ -205,25 +206,22 @@ async fn two_clients() {
     let b = support::client(&connect).await;
     let ma = InterProcessMutex::new(&a, &path).unwrap();
     let mb = InterProcessMutex::new(&b, &path).unwrap();
-    let in_cs = Arc::new(AtomicBool::new(false));
+    let log = HoldLog::default();
 
-    let spawn = |m: InterProcessMutex, in_cs: Arc<AtomicBool>| {
+    let spawn = |m: InterProcessMutex, who: &'static str, log: HoldLog| {
         tokio::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(10)).await.unwrap(), "acquire within 10 s");
             let acquired = Instant::now();
-            assert!(
-                in_cs.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok(),
-                "both clients hold the lock"
-            );
+            let holding = log.start(who, m.current_hold().expect("held").fencing_token().value());
             tokio::time::sleep(Duration::from_millis(500)).await;
-            in_cs.store(false, Ordering::SeqCst);
+            holding.end();
             let released = Instant::now();
             m.release().await.unwrap();
             (acquired, released)
         })
     };
-    let ta = spawn(ma.clone(), in_cs.clone());
-    let tb = spawn(mb.clone(), in_cs.clone());
+    let ta = spawn(ma.clone(), "a", log.clone());
+    let tb = spawn(mb.clone(), "b", log.clone());
 
     support::eventually(Duration::from_secs(5), "one holder and one waiter", || async {
         support::sorted_children(&obs, &path).await.len() == 2
@@ -234,6 +232,7 @@ async fn two_clients() {
 
     let (a_acq, a_rel) = support::join("client a", Duration::from_secs(15), ta).await;
     let (b_acq, b_rel) = support::join("client b", Duration::from_secs(15), tb).await;
+    log.assert_exclusive("two clients");
     let (first_rel, second_acq) = if a_acq < b_acq { (a_rel, b_acq) } else { (b_rel, a_acq) };
     assert!(second_acq >= first_rel, "the second client got the lock before the first released it");
     let handover = second_acq - first_rel;
@@ -329,9 +328,7 @@ async fn waiting_while_server_restarted() {
         assert!(got, "the waiter never got the lock after the restart");
         let release = w.release().await;
         // Curator tolerates SessionExpired here; our session survives the short outage.
-        if let Err(e) = &release {
-            assert_eq!(e.kind(), ErrorKind::SessionLost, "unexpected release error {e}");
-        }
+        support::assert_ok_or_kind(&release, &[ErrorKind::SessionLost], "release after the session was killed");
     });
     {
         let obs = support::observer(&connect).await;
@@ -351,9 +348,7 @@ async fn waiting_while_server_restarted() {
     server.restart().await.expect("restart the server");
     support::eventually(Duration::from_secs(15), "reconnected", || async { client.is_connected() }).await;
 
-    if let Err(e) = holder.release().await {
-        assert_eq!(e.kind(), ErrorKind::SessionLost, "unexpected release error {e}");
-    }
+    support::assert_ok_or_kind(&holder.release().await, &[ErrorKind::SessionLost], "release across a restart");
     assert!(!holder.is_acquired_in_this_process());
     support::join("waiter", Duration::from_secs(30), waiting).await;
     assert!(!waiter.is_acquired_in_this_process());
@@ -375,27 +370,26 @@ async fn container_cleanup() {
     let obs = support::observer(&connect).await;
     let path = support::unique_path("container");
     let client = support::client(&connect).await;
-    let in_cs = Arc::new(AtomicBool::new(false));
+    let log = HoldLog::default();
 
     let mut tasks = Vec::new();
-    for _ in 0..10 {
+    for i in 0..10 {
         let m = InterProcessMutex::new(&client, &path).unwrap();
-        let in_cs = in_cs.clone();
+        let log = log.clone();
         tasks.push(tokio::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(20)).await.unwrap());
-            assert!(in_cs.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+            let holding = log.start(format!("instance {i}"), m.current_hold().expect("held").fencing_token().value());
             tokio::time::sleep(Duration::from_millis(10)).await;
-            in_cs.store(false, Ordering::SeqCst);
+            holding.end();
             m.release().await.unwrap();
         }));
     }
     for t in tasks {
         support::join("contender", Duration::from_secs(30), t).await;
     }
+    log.assert_exclusive("ten instances on one path");
     let stat = support::stat(&obs, &path).await;
-    if let Some(stat) = stat {
-        assert_eq!(stat.ephemeral_owner, 0);
-    }
+    assert!(stat.map_or(true, |s| s.ephemeral_owner == 0), "the lock path is a container (or reaped): {stat:?}");
     support::eventually(
         Duration::from_secs(5),
         "the idle lock path (a container) is deleted by the server",

@@ -2,6 +2,8 @@
 //! polling and task joins.
 #![allow(dead_code)]
 
+pub mod exclusion;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -192,4 +194,18 @@ pub async fn join<T>(what: &str, within: Duration, handle: tokio::task::JoinHand
         Ok(Err(e)) => panic!("{what}: {e}"),
         Err(_) => panic!("{what}: not finished within {within:?}"),
     }
+}
+
+/// Asserts that `result` is `Ok` or an error of one of `kinds` (a call whose failure is allowed in
+/// a fault scenario), in one assertion that always runs.
+#[track_caller]
+pub fn assert_ok_or_kind<T: std::fmt::Debug>(
+    result: &zk_curator::Result<T>,
+    kinds: &[zk_curator::ErrorKind],
+    what: &str,
+) {
+    assert!(
+        result.as_ref().err().map_or(true, |e| kinds.contains(&e.kind())),
+        "{what}: expected Ok or one of {kinds:?}, got {result:?}"
+    );
 }
