@@ -9,7 +9,7 @@
 //!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
 //! * the lock machinery — a reentrancy map, the [`LockInternals`] loop, pluggable [`LockDriver`]s
 //!   — and the recipes built on them, starting with [`InterProcessMutex`];
-//! * [`testing`] (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
+//! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
 //!
 //! Beyond Curator, every acquire is cancel safe (a dropped future leaves no node behind), a release
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while

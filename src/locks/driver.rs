@@ -97,7 +97,7 @@ pub trait LockDriver: Send + Sync + 'static {
     /// look. The default sorts and asks [`verdict`](Self::verdict); a driver may decide without
     /// sorting, as long as the verdict is the same.
     ///
-    /// [`LockInternals`]: super::LockInternals
+    /// [`LockInternals`]: crate::LockInternals
     fn evaluate(&self, mut children: Vec<String>, contender: &Contender<'_>) -> Verdict {
         self.sort(&mut children);
         self.verdict(&children, contender)
