@@ -149,7 +149,7 @@ async fn builder_and_namespace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_sequence_on_server_restart() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     // The client gives the session up 0.5 x timeout after SUSPENDED, and one reconnect attempt that
     // lands on the half-started JVM can hang for zookeeper-client's connect timeout (0.4 x timeout):
@@ -281,7 +281,7 @@ async fn suspended_past_session_timeout_becomes_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_loop() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     let client = CuratorClient::builder(&connect)
         .session_timeout(Duration::from_secs(20))
@@ -430,7 +430,7 @@ fn with_prefix<'a>(children: &'a [String], name: &str) -> Vec<&'a String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protected_create_after_cut_connection() {
     support::init_tracing();
-    let server = support::server().await;
+    let server = support::owned_server().await;
     let connect = server.connect_string();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
     let client = CuratorClient::builder(&proxy.connect_string())
@@ -614,7 +614,7 @@ async fn protected_create_after_cut_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guaranteed_delete_after_server_comes_back() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     let client = CuratorClient::builder(&connect)
         .session_timeout(Duration::from_secs(20))

@@ -246,7 +246,7 @@ async fn timed<T>(what: &str, bound: Duration, call: impl std::future::Future<Ou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_calls_keep_their_deadline_with_the_server_down() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     // The connection timeout (15 s) is what the old code waited for; the deadlines are 300 ms.
     let client = CuratorClient::builder(&connect)

@@ -492,7 +492,7 @@ fn spawn_worker(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_within_session_timeout() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     let path = support::unique_path("restart");
     let log = HoldLog::default();

@@ -314,7 +314,7 @@ async fn killed_session_while_waiting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_while_server_restarted() {
     support::init_tracing();
-    let mut server = support::server().await;
+    let mut server = support::owned_server().await;
     let connect = server.connect_string();
     let path = support::unique_path("server-restart");
     let client = support::client(&connect).await;

@@ -8,22 +8,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{
-    expire_session, zk_connect_override, FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer,
-};
+use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState, StateWatcher};
 
 const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
 const EPHEMERAL: CreateOptions<'static> = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-
-/// Tests below kill, pause or partition the server, which needs a server process they own.
-fn owns_no_server() -> bool {
-    let external = zk_connect_override().is_some();
-    if external {
-        eprintln!("skipped: ZK_CONNECT is set, this test needs a server process it owns");
-    }
-    external
-}
 
 async fn connect(connect: &str, session_timeout: Duration) -> Client {
     Client::connector()
@@ -54,11 +43,8 @@ async fn node_exists(client: &Client, path: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_serves_stops_restarts_with_its_data_and_pauses() {
-    if owns_no_server() {
-        return;
-    }
     let mut server =
-        TestingServer::builder().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
+        TestingServer::builder().owned().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
     assert!(!server.is_external());
     let port = server.port();
     let connect_string = server.connect_string();
@@ -99,10 +85,7 @@ async fn server_serves_stops_restarts_with_its_data_and_pauses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_cut_disconnects_and_pass_resumes_the_same_session() {
-    if owns_no_server() {
-        return;
-    }
-    let server = TestingServer::start().await.expect("server starts");
+    let server = TestingServer::builder().owned().start().await.expect("server starts");
     let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy starts");
     assert_eq!(proxy.mode(), ProxyMode::Pass);
     let client = connect(&proxy.connect_string(), Duration::from_secs(6)).await;
@@ -128,10 +111,8 @@ async fn proxy_cut_disconnects_and_pass_resumes_the_same_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_blackhole_makes_the_server_expire_the_session() {
-    if owns_no_server() {
-        return;
-    }
-    let server = TestingServer::builder().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
+    let server =
+        TestingServer::builder().owned().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
     let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy starts");
     let client = connect(&proxy.connect_string(), Duration::from_secs(2)).await;
     assert_eq!(client.session_timeout(), Duration::from_secs(2));
@@ -218,10 +199,7 @@ async fn cluster_elects_a_new_leader_after_the_leader_is_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_server_kills_its_jvm_and_removes_its_directory() {
-    if owns_no_server() {
-        return;
-    }
-    let server = TestingServer::start().await.expect("server starts");
+    let server = TestingServer::builder().owned().start().await.expect("server starts");
     let port = server.port();
     let dir = server.data_dir().to_path_buf();
     let pgrep = |dir: &std::path::Path| {

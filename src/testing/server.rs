@@ -287,6 +287,7 @@ pub(crate) async fn wait_ready(
 pub struct TestingServerBuilder {
     settings: ServerSettings,
     port: Option<u16>,
+    owned: bool,
 }
 
 impl TestingServerBuilder {
@@ -317,6 +318,14 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Always starts a server process owned by the returned handle, even when `ZK_CONNECT` names
+    /// an external server: for tests that stop, pause or restart the server, which an external
+    /// one cannot do.
+    pub fn owned(mut self) -> Self {
+        self.owned = true;
+        self
+    }
+
     /// Uses this client port instead of a free one chosen by the harness.
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
@@ -325,8 +334,8 @@ impl TestingServerBuilder {
 
     /// Starts the server and waits until it serves requests (at most 30 s).
     ///
-    /// With `ZK_CONNECT` set no process is started; the result is an
-    /// [external](TestingServer::is_external) handle to that server.
+    /// With `ZK_CONNECT` set (and without [`owned`](Self::owned)) no process is started; the
+    /// result is an [external](TestingServer::is_external) handle to that server.
     ///
     /// # Errors
     /// * [`TestingError::NotInstalled`] without java or the ZooKeeper jars;
@@ -337,7 +346,7 @@ impl TestingServerBuilder {
     /// # Cancel safety
     /// Cancel safe: a server being started is killed and its directory removed.
     pub async fn start(self) -> TestingResult<TestingServer> {
-        if let Some(connect) = zk_connect_override() {
+        if let Some(connect) = zk_connect_override().filter(|_| !self.owned) {
             let port = external_port(&connect);
             return Ok(TestingServer { kind: Kind::External { connect, port } });
         }

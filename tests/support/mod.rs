@@ -22,6 +22,12 @@ pub async fn server() -> TestingServer {
     server_with(TestingServer::builder()).await
 }
 
+/// A server process this test owns even when `ZK_CONNECT` is set: for tests that stop, restart or
+/// pause it.
+pub async fn owned_server() -> TestingServer {
+    server_with(TestingServer::builder().owned()).await
+}
+
 /// [`server`] with a customised builder (tick time, port).
 pub async fn server_with(builder: TestingServerBuilder) -> TestingServer {
     builder.start().await.unwrap_or_else(|e| panic!("cannot start ZooKeeper for tests: {e}"))
