@@ -52,7 +52,7 @@ struct Shared<D: LockDriver> {
     /// Curator-style holds only.
     holders: ReentrancyMap<HolderId, Arc<Hold>>,
     /// Serialises concurrent Curator-style acquires of one holder (`join!` in one task).
-    acquiring: parking_lot::Mutex<HashMap<HolderId, Arc<tokio::sync::Mutex<()>>>>,
+    acquiring: Turns,
     /// Guards alive (not yet released).
     guards: AtomicUsize,
     data: Option<Vec<u8>>,
@@ -158,21 +158,17 @@ impl<D: LockDriver> InterProcessMutex<D> {
         };
         // Concurrent acquires of one holder (join! in one task) take turns: the later one then
         // re-enters instead of queueing behind its own node.
-        let turn = self.shared.acquiring.lock().entry(holder).or_default().clone();
-        let _turn = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), turn.lock()).await {
-                Ok(guard) => guard,
+        let mut turn = Turn::new(&self.shared.acquiring, holder);
+        let wait_turn = turn.mutex.clone().lock_owned();
+        let held = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), wait_turn).await {
+                Ok(held) => held,
                 Err(_) => return Ok(None),
             },
-            None => turn.lock().await,
+            None => wait_turn.await,
         };
-        let result = self.acquire_turn(holder, wait, deadline).await;
-        drop(_turn);
-        let mut acquiring = self.shared.acquiring.lock();
-        if Arc::strong_count(&turn) == 2 {
-            acquiring.remove(&holder);
-        }
-        result
+        turn.held = Some(held);
+        self.acquire_turn(holder, wait, deadline).await
     }
 
     async fn acquire_turn(&self, holder: HolderId, wait: Wait, deadline: Option<Instant>) -> Result<Option<Arc<Hold>>> {
@@ -330,6 +326,35 @@ impl<D: LockDriver> InterProcessMutex<D> {
     }
 }
 
+type Turns = parking_lot::Mutex<HashMap<HolderId, Arc<tokio::sync::Mutex<()>>>>;
+
+/// One holder's turn among its concurrent acquires; its entry leaves the map with the last user,
+/// also when the acquire is cancelled.
+struct Turn<'a> {
+    turns: &'a Turns,
+    holder: HolderId,
+    mutex: Arc<tokio::sync::Mutex<()>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl<'a> Turn<'a> {
+    fn new(turns: &'a Turns, holder: HolderId) -> Self {
+        let mutex = turns.lock().entry(holder).or_default().clone();
+        Self { turns, holder, mutex, held: None }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.held = None;
+        let mut turns = self.turns.lock();
+        // Only the map and this turn still refer to it: nobody else of this holder is waiting.
+        if Arc::strong_count(&self.mutex) == 2 {
+            turns.remove(&self.holder);
+        }
+    }
+}
+
 async fn release_hold(hold: &Hold) -> Result<()> {
     let start = std::time::Instant::now();
     let span = tracing::debug_span!("release", node = %hold.path());
@@ -430,5 +455,27 @@ impl<D: LockDriver> Drop for MutexGuard<D> {
             self.mutex.shared.guards.fetch_sub(1, Ordering::SeqCst);
             self.hold.release_in_background();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_holders_turn_entry_leaves_with_its_last_user_even_when_cancelled() {
+        let turns = Turns::default();
+        let holder = HolderId::current();
+        let mut first = Turn::new(&turns, holder);
+        first.held = Some(first.mutex.clone().lock_owned().await);
+        {
+            // A second acquire of the same holder waits for its turn and is cancelled.
+            let second = Turn::new(&turns, holder);
+            let waiting = second.mutex.clone().lock_owned();
+            assert!(tokio::time::timeout(Duration::from_millis(10), waiting).await.is_err());
+        }
+        assert_eq!(turns.lock().len(), 1, "the first acquire still has its turn");
+        drop(first);
+        assert!(turns.lock().is_empty(), "no entry is left once every acquire of the holder is done");
     }
 }
