@@ -17,7 +17,8 @@ pub enum ErrorKind {
     /// The ZooKeeper session ended (expired or was replaced); every ephemeral node of it, lock nodes
     /// included, is gone or going. Locks held through it are lost.
     SessionLost,
-    /// The caller passed something invalid (path, name, lease count, duration). Nothing was sent.
+    /// The caller passed something invalid (path, name, lease count, duration), or asked for
+    /// something that could never succeed (an upgrade that would deadlock). Nothing was sent.
     BadArgument,
     /// The caller does not own the lock or lease it tried to release or use.
     NotOwner,
@@ -76,6 +77,16 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The call could never succeed as made: it would wait for the caller itself (e.g. the write
+    /// lock wanted by a task that holds the read lock — no upgrade).
+    #[error("would deadlock on lock {path}: {reason}")]
+    WouldDeadlock {
+        /// The lock path.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
+
     /// The caller's deadline passed.
     #[error("deadline of {waited:?} exceeded while {during} {path}")]
     DeadlineExceeded {
@@ -119,7 +130,9 @@ impl Error {
     /// The classification that tells the caller what to do next.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidPath { .. } | Error::InvalidArgument { .. } => ErrorKind::BadArgument,
+            Error::InvalidPath { .. } | Error::InvalidArgument { .. } | Error::WouldDeadlock { .. } => {
+                ErrorKind::BadArgument
+            }
             Error::NotOwner { .. } => ErrorKind::NotOwner,
             Error::LockLost { .. } => ErrorKind::LockLost,
             Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,

@@ -8,7 +8,8 @@
 //! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
 //!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
 //! * the lock machinery — a reentrancy map, the [`LockInternals`] loop, pluggable [`LockDriver`]s
-//!   — and the recipes built on them, starting with [`InterProcessMutex`];
+//!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`], with
+//!   revocation ([`Revoker`]) and a common [`InterProcessLock`] trait;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
 //!
 //! Beyond Curator, every acquire is cancel safe (a dropped future leaves no node behind), a release
@@ -56,12 +57,18 @@ pub use framework::retry::{
 pub use framework::session::SessionIdentity;
 pub use framework::state::{ConnectionState, ConnectionStateStream};
 pub use locks::driver::{
-    java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
+    evaluate_by_key, java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
     StandardLockDriver, Verdict,
 };
 pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 pub use locks::internals::LockInternals;
+pub use locks::interprocess_lock::{InterProcessLock, LockFuture};
 pub use locks::mutex::{InterProcessMutex, MutexGuard};
+pub use locks::read_write::{
+    read_write_sort_key, InterProcessReadWriteLock, ReadLock, ReadLockDriver, ReadLockGuard, WriteLock,
+    WriteLockDriver, WriteLockGuard, READ_LOCK_NAME, WRITE_LOCK_NAME,
+};
 pub use locks::reentrancy::HolderId;
+pub use locks::revocation::Revoker;
 /// The `zookeeper-client` crate this one builds on.
 pub use zookeeper_client;

@@ -519,7 +519,7 @@ impl LockDriver for PersistentDriver {
         StandardLockDriver::MUTEX_LOCK_NAME
     }
 
-    fn node_spec(&self) -> NodeSpec {
+    fn node_spec(&self, _caller_holds: &[String]) -> NodeSpec {
         NodeSpec { name: self.lock_name().to_string(), mode: zkc::CreateMode::PersistentSequential }
     }
 }

@@ -72,6 +72,11 @@ pub fn join(parent: &str, child: &str) -> String {
     format!("{parent}/{child}")
 }
 
+/// The last segment of a path (`/a/b` → `b`).
+pub fn node_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 /// The parent of a path (`/a/b` → `/a`, `/a` → `/`).
 pub fn parent(path: &str) -> &str {
     match path.rfind('/') {
@@ -180,6 +185,7 @@ mod tests {
         assert_eq!(join("/", "b"), "/b");
         assert_eq!(join("/a", ""), "/a");
         assert_eq!(parent("/a/b"), "/a");
+        assert_eq!(node_name("/a/b"), "b");
         assert_eq!(parent("/a"), "/");
     }
 

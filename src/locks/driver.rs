@@ -62,8 +62,11 @@ pub trait LockDriver: Send + Sync + 'static {
     /// The lock name used for sorting (`lock-`, `__READ__`, ...).
     fn lock_name(&self) -> &str;
 
-    /// The node to create for a new contender.
-    fn node_spec(&self) -> NodeSpec {
+    /// The node to create for a new contender. `caller_holds` names the nodes of this path the
+    /// caller already holds (see [`Contender::caller_holds`]); a read lock taken by the writer
+    /// uses it to take the writer's place in line.
+    fn node_spec(&self, caller_holds: &[String]) -> NodeSpec {
+        let _ = caller_holds;
         NodeSpec { name: self.lock_name().to_string(), mode: CreateMode::EphemeralSequential }
     }
 
@@ -140,22 +143,20 @@ pub fn standard_verdict(sorted_children: &[String], our_name: &str, max_leases: 
 /// Same verdict as sorting with [`standard_sort_key`] (stable: equal keys keep server order) and
 /// calling [`standard_verdict`].
 pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, max_leases: usize) -> Verdict {
-    use std::cmp::Ordering;
-    let Some(our_index) = children.iter().position(|c| c == our_name) else {
+    evaluate_by_key(children, our_name, max_leases, |child| standard_sort_key(child, lock_name))
+}
+
+/// [`standard_evaluate`] with any sort key (e.g. the read-write lock's, which strips both lock
+/// names).
+pub fn evaluate_by_key<'a>(
+    children: &'a [String],
+    our_name: &str,
+    max_leases: usize,
+    key: impl Fn(&'a str) -> &'a str,
+) -> Verdict {
+    let Some((_, mut ahead)) = ahead_of(children, our_name, |_| true, &key) else {
         return Verdict::NotInQueue;
     };
-    let our_key = standard_sort_key(our_name, lock_name);
-    // Every child that sorts before ours, as (sort key, server position).
-    let mut ahead: Vec<(&str, usize)> = children
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (standard_sort_key(c, lock_name), i))
-        .filter(|&(key, i)| match java_cmp(key, our_key) {
-            Ordering::Less => true,
-            Ordering::Equal => i < our_index,
-            Ordering::Greater => false,
-        })
-        .collect();
     let index = ahead.len();
     if index < max_leases {
         return Verdict::Acquired;
@@ -164,6 +165,31 @@ pub fn standard_evaluate(children: &[String], our_name: &str, lock_name: &str, m
     let (_, &mut (_, watched), _) =
         ahead.select_nth_unstable_by(index - max_leases, |a, b| java_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
     Verdict::Watch { node: children[watched].clone(), acquired_when_deleted: index == max_leases }
+}
+
+/// Our position in server order and every child that sorts before ours and passes `filter`, as
+/// (sort key, server position); `None` when our node is not among the children.
+pub(crate) fn ahead_of<'a>(
+    children: &'a [String],
+    our_name: &str,
+    filter: impl Fn(&'a str) -> bool,
+    key: impl Fn(&'a str) -> &'a str,
+) -> Option<(usize, Vec<(&'a str, usize)>)> {
+    use std::cmp::Ordering;
+    let our_index = children.iter().position(|c| c == our_name)?;
+    let our_key = key(&children[our_index]);
+    let ahead = children
+        .iter()
+        .enumerate()
+        .filter(|&(_, c)| filter(c))
+        .map(|(i, c)| (key(c), i))
+        .filter(|&(k, i)| match java_cmp(k, our_key) {
+            Ordering::Less => true,
+            Ordering::Equal => i < our_index,
+            Ordering::Greater => false,
+        })
+        .collect();
+    Some((our_index, ahead))
 }
 
 /// The mutex's driver: lock name `lock-`, EPHEMERAL_SEQUENTIAL, index < max leases holds.

@@ -191,6 +191,19 @@ impl Hold {
         HoldStateStream { rx: self.watch_state(), done: false }
     }
 
+    /// Resolves once someone asked for the lock: `__REVOKE__` was written into our node (Curator's
+    /// `Revoker`; see [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)). Never resolves
+    /// otherwise — `select!` it with [`lost`](Self::lost) and the work.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(self: &Arc<Self>) {
+        let mut data = self.watch_data();
+        if data.wait_for(|d| d.as_slice() == super::revocation::REVOKE_MESSAGE).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Resolves once the hold is [`HoldState::Lost`].
     ///
     /// # Cancel safety

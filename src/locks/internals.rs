@@ -213,7 +213,7 @@ impl<D: LockDriver> LockInternals<D> {
             if self.client.is_closed() {
                 return Err(Error::Closed { path: self.base.clone() });
             }
-            let spec = self.driver.node_spec();
+            let spec = self.driver.node_spec(caller_holds);
             let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true).await;
             let (node, listing) = match created {
                 Ok(created) => created,

@@ -1,14 +1,19 @@
 //! Lock recipes and the three layers they share:
 //!
 //! 1. [`reentrancy`]: who holds a lock Curator-style in this process and how many times;
-//! 2. [`internals`]: [`LockInternals`], the create / list / verdict / watch loop;
-//! 3. [`driver`]: [`LockDriver`], the pluggable naming, sorting and verdict policy.
+//! 2. [`internals`]: [`LockInternals`](crate::LockInternals), the create / list / verdict / watch loop;
+//! 3. [`driver`]: [`LockDriver`](crate::LockDriver), the pluggable naming, sorting and verdict policy.
 //!
-//! Recipes: [`InterProcessMutex`] (more to come on the same layers). Every hold of every recipe is
-//! a [`Hold`] with a [`FencingToken`], a [`HoldState`], the node's data and guarded writes.
+//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex) and [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock) (semaphores next, on the same
+//! layers), all behind the common [`InterProcessLock`](crate::InterProcessLock) trait, all revocable ([`Revoker`](crate::Revoker)). Every
+//! hold of every recipe is a [`Hold`](crate::Hold) with a [`FencingToken`](crate::FencingToken), a [`HoldState`](crate::HoldState), the node's data and
+//! guarded writes.
 
 pub(crate) mod driver;
 pub(crate) mod hold;
 pub(crate) mod internals;
+pub(crate) mod interprocess_lock;
 pub(crate) mod mutex;
+pub(crate) mod read_write;
 pub(crate) mod reentrancy;
+pub(crate) mod revocation;

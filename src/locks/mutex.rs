@@ -1,7 +1,7 @@
 //! [`InterProcessMutex`]: Curator's re-entrant, fair, cross-process mutex.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ struct Shared<D: LockDriver> {
     /// Guards alive (not yet released).
     guards: AtomicUsize,
     data: Option<Vec<u8>>,
+    /// Nodes carry no data, as Curator's revocable locks (see [`InterProcessMutex::make_revocable`]).
+    revocable: AtomicBool,
 }
 
 impl<D: LockDriver> std::fmt::Debug for InterProcessMutex<D> {
@@ -91,7 +93,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         Self::build(client, path, driver, None)
     }
 
-    fn build(client: &CuratorClient, path: &str, driver: D, data: Option<Vec<u8>>) -> Result<Self> {
+    pub(crate) fn build(client: &CuratorClient, path: &str, driver: D, data: Option<Vec<u8>>) -> Result<Self> {
         let internals = LockInternals::new(client, path, driver, 1)?;
         let shared = Shared {
             internals,
@@ -99,6 +101,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
             acquiring: parking_lot::Mutex::new(HashMap::new()),
             guards: AtomicUsize::new(0),
             data,
+            revocable: AtomicBool::new(false),
         };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -106,6 +109,15 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// The lock path.
     pub fn path(&self) -> &str {
         self.shared.internals.base_path()
+    }
+
+    /// Makes later acquisitions revocable (Curator's `makeRevocable`): their nodes are created with
+    /// empty data, as Curator's, and the holder is told when someone asks for the lock through
+    /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke) — see
+    /// [`MutexGuard::revocation_requested`] and [`Hold::revocation_requested`]. Releasing is up to
+    /// the holder (cooperative revocation).
+    pub fn make_revocable(&self) {
+        self.shared.revocable.store(true, Ordering::SeqCst);
     }
 
     /// Waits until the lock is held by the calling task (or thread), however long it takes.
@@ -133,7 +145,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_reentrant(Wait::Forever).await.map(|_| ())
+        self.acquire_reentrant(Wait::Forever, &[]).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), giving up after `timeout`: `Ok(false)` if not acquired, with
@@ -147,10 +159,11 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_reentrant(Wait::from_timeout(timeout)).await.map(|hold| hold.is_some())
+        self.acquire_reentrant(Wait::from_timeout(timeout), &[]).await.map(|hold| hold.is_some())
     }
 
-    async fn acquire_reentrant(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
+    /// Curator-style acquire of the calling holder; `caller_holds` as for [`Contender`](crate::Contender).
+    pub(crate) async fn acquire_reentrant(&self, wait: Wait, caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
         let holder = HolderId::current();
         let deadline = match wait {
             Wait::OneAttempt => Some(Instant::now()),
@@ -168,10 +181,16 @@ impl<D: LockDriver> InterProcessMutex<D> {
             None => wait_turn.await,
         };
         turn.held = Some(held);
-        self.acquire_turn(holder, wait, deadline).await
+        self.acquire_turn(holder, wait, deadline, caller_holds).await
     }
 
-    async fn acquire_turn(&self, holder: HolderId, wait: Wait, deadline: Option<Instant>) -> Result<Option<Arc<Hold>>> {
+    async fn acquire_turn(
+        &self,
+        holder: HolderId,
+        wait: Wait,
+        deadline: Option<Instant>,
+        caller_holds: &[String],
+    ) -> Result<Option<Arc<Hold>>> {
         if let Some((hold, _)) = self.shared.holders.get(holder) {
             // Re-enter only a hold that is Held: wait out Suspended, refuse Lost.
             if !hold.wait_held(deadline).await? {
@@ -181,7 +200,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 return Ok(Some(hold));
             }
         }
-        let Some(hold) = self.attempt(wait).await? else {
+        let Some(hold) = self.attempt(wait, caller_holds).await? else {
             return Ok(None);
         };
         // No await between winning and recording: a cancelled caller cannot lose a won node.
@@ -193,9 +212,22 @@ impl<D: LockDriver> InterProcessMutex<D> {
         Ok(Some(hold))
     }
 
-    async fn attempt(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
-        let data = self.shared.data.as_deref().unwrap_or(self.shared.internals.client().default_data());
-        self.shared.internals.attempt_lock(wait, data, &[]).await
+    /// One new hold (no reentrancy), for a guard or a first Curator-style hold.
+    pub(crate) async fn attempt(&self, wait: Wait, caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
+        let revocable = self.shared.revocable.load(Ordering::SeqCst);
+        let data = match &self.shared.data {
+            _ if revocable => &[][..],
+            Some(data) => data.as_slice(),
+            None => self.shared.internals.client().default_data(),
+        };
+        let hold = self.shared.internals.attempt_lock(wait, data, caller_holds).await?;
+        if revocable {
+            // Watch our node from the start, so a request made while we waited is seen at once.
+            if let Some(hold) = &hold {
+                drop(hold.watch_data());
+            }
+        }
+        Ok(hold)
     }
 
     /// Releases one hold of the calling task (or thread). The last release deletes the lock node.
@@ -291,7 +323,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<MutexGuard<D>> {
-        let hold = self.attempt(Wait::Forever).await?;
+        let hold = self.attempt(Wait::Forever, &[]).await?;
         Ok(self.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 
@@ -305,7 +337,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
-        Ok(self.attempt(Wait::from_timeout(timeout)).await?.map(|hold| self.guard(hold)))
+        Ok(self.attempt(Wait::from_timeout(timeout), &[]).await?.map(|hold| self.guard(hold)))
     }
 
     /// One attempt (a create and a listing): the guard if the lock was free, else `Ok(None)`.
@@ -320,9 +352,27 @@ impl<D: LockDriver> InterProcessMutex<D> {
         self.try_lock_for(Duration::ZERO).await
     }
 
-    fn guard(&self, hold: Arc<Hold>) -> MutexGuard<D> {
+    pub(crate) fn guard(&self, hold: Arc<Hold>) -> MutexGuard<D> {
         self.shared.guards.fetch_add(1, Ordering::SeqCst);
         MutexGuard { mutex: self.clone(), hold, released: false }
+    }
+}
+
+impl<D: LockDriver> super::interprocess_lock::InterProcessLock for InterProcessMutex<D> {
+    fn path(&self) -> &str {
+        InterProcessMutex::path(self)
+    }
+    fn acquire(&self) -> super::interprocess_lock::LockFuture<'_, ()> {
+        Box::pin(InterProcessMutex::acquire(self))
+    }
+    fn acquire_timeout(&self, timeout: Duration) -> super::interprocess_lock::LockFuture<'_, bool> {
+        Box::pin(InterProcessMutex::acquire_timeout(self, timeout))
+    }
+    fn release(&self) -> super::interprocess_lock::LockFuture<'_, ()> {
+        Box::pin(InterProcessMutex::release(self))
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessMutex::is_acquired_in_this_process(self)
     }
 }
 
@@ -408,6 +458,16 @@ impl<D: LockDriver> MutexGuard<D> {
     /// The hold's state changes as a stream, ending after [`HoldState::Lost`].
     pub fn state_changes(&self) -> HoldStateStream {
         self.hold.state_changes()
+    }
+
+    /// Resolves once someone asked this holder to release (Curator's revocation: `__REVOKE__`
+    /// written into our node, e.g. by [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)).
+    /// Works on any hold; [`InterProcessMutex::make_revocable`] makes the nodes Curator-compatible.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(&self) {
+        self.hold.revocation_requested().await
     }
 
     /// Resolves once the lock is certainly lost.

@@ -1,0 +1,35 @@
+//! [`InterProcessLock`]: what every lock recipe offers Curator-style (Curator's
+//! `InterProcessLock`), so multi-locks and user code can be generic over the mutex and both halves
+//! of the read-write lock.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::error::Result;
+
+/// A boxed future of an [`InterProcessLock`] call: `Send`, borrowing the lock.
+pub type LockFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// A Curator-style lock: acquired and released by the calling task (re-entrant), as Curator's
+/// `InterProcessLock`. Object safe, so locks of different kinds fit in one `Vec<Box<dyn
+/// InterProcessLock>>`.
+///
+/// Each method behaves as the recipe's own method of the same name (errors, cancel safety, strict
+/// deadlines); see [`InterProcessMutex`](crate::InterProcessMutex).
+pub trait InterProcessLock: Send + Sync {
+    /// The lock path.
+    fn path(&self) -> &str;
+
+    /// Waits until the calling task holds the lock (re-entrant).
+    fn acquire(&self) -> LockFuture<'_, ()>;
+
+    /// Like [`acquire`](Self::acquire), giving up after `timeout` (`Ok(false)`).
+    fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool>;
+
+    /// Releases one hold of the calling task.
+    fn release(&self) -> LockFuture<'_, ()>;
+
+    /// True if any task of this instance holds the lock.
+    fn is_acquired_in_this_process(&self) -> bool;
+}
