@@ -48,6 +48,7 @@ fn checker_detects_broken_exclusion() {
         start: ms(start),
         end: ms(end),
         lost: false,
+        shared: false,
     };
     // a valid history, logged out of order; touching intervals are fine
     let good = vec![iv("b", 20, 10, 20), iv("a", 10, 0, 10), iv("c", 30, 25, 40)];
@@ -73,6 +74,12 @@ fn checker_detects_broken_exclusion() {
     assert!(check_exclusion(&[iv("a", 10, 0, 10), iv("b", 10, 10, 20)]).is_err(), "equal tokens");
     // malformed interval
     assert!(check_exclusion(&[iv("a", 10, 10, 5)]).unwrap_err().contains("ends before"));
+    // shared holds (readers) may overlap each other, never an exclusive one
+    let reader = |who: &str, token: i64, start: u64, end: u64| Interval { shared: true, ..iv(who, token, start, end) };
+    assert_eq!(check_exclusion(&[reader("r1", 10, 0, 50), reader("r2", 5, 10, 60), iv("w", 20, 60, 70)]), Ok(()));
+    assert!(check_exclusion(&[reader("r1", 10, 0, 50), iv("w", 20, 40, 70)]).unwrap_err().contains("overlap"));
+    assert!(check_exclusion(&[iv("w", 20, 0, 50), reader("r", 30, 10, 20)]).unwrap_err().contains("overlap"));
+    assert!(check_exclusion(&[iv("w", 20, 0, 10), reader("r", 5, 20, 30)]).unwrap_err().contains("token"));
 
     // and the panicking wrapper panics
     let log = HoldLog::default();

@@ -1,7 +1,8 @@
 //! The one mutual-exclusion checker every test that checks exclusion uses. It does not trust the
 //! library: every holder records `(who, token, start, end)` — `start` taken after its acquire
 //! returned, `end` before it calls release (or when it observed `Lost`) — and the checker asserts
-//! that, in start order, no two holds overlap and fencing tokens strictly increase.
+//! that, in start order, no two holds overlap and fencing tokens strictly increase. Shared holds
+//! (readers of a read-write lock) may overlap each other, never an exclusive one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,6 +16,8 @@ pub struct Interval {
     pub end: Instant,
     /// The hold ended because the holder observed `Lost` (at `end`).
     pub lost: bool,
+    /// A shared hold (a reader): may overlap other shared holds.
+    pub shared: bool,
 }
 
 /// The shared log every holder writes into.
@@ -25,7 +28,7 @@ pub struct HoldLog {
 
 impl HoldLog {
     pub fn record(&self, who: &str, token: i64, start: Instant, end: Instant, lost: bool) {
-        let interval = Interval { who: who.to_string(), token, start, end, lost };
+        let interval = Interval { who: who.to_string(), token, start, end, lost, shared: false };
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
     }
 
@@ -44,8 +47,8 @@ impl HoldLog {
     }
 }
 
-/// The checker: sorted by start, every hold ends no later than the next one starts, and fencing
-/// tokens strictly increase.
+/// The checker: sorted by start, no exclusive hold overlaps any other hold, and wherever one of
+/// two holds is exclusive, the later one has the larger fencing token.
 pub fn check_exclusion(log: &[Interval]) -> Result<(), String> {
     let Some(origin) = log.iter().map(|i| i.start).min() else {
         return Ok(());
@@ -53,8 +56,9 @@ pub fn check_exclusion(log: &[Interval]) -> Result<(), String> {
     let at = |t: Instant| format!("{:.3} ms", t.saturating_duration_since(origin).as_secs_f64() * 1e3);
     let show = |i: &Interval| {
         format!(
-            "{} token {} [{} .. {}]{}",
+            "{}{} token {} [{} .. {}]{}",
             i.who,
+            if i.shared { " (shared)" } else { "" },
             i.token,
             at(i.start),
             at(i.end),
@@ -66,18 +70,22 @@ pub fn check_exclusion(log: &[Interval]) -> Result<(), String> {
     if let Some(bad) = sorted.iter().find(|i| i.end < i.start) {
         return Err(format!("hold ends before it starts: {}", show(bad)));
     }
-    for pair in sorted.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if b.start < a.end {
-            return Err(format!(
-                "overlap of {:?}: {} was still held when {} started",
-                a.end - b.start,
-                show(a),
-                show(b)
-            ));
-        }
-        if b.token <= a.token {
-            return Err(format!("fencing token did not increase: {} then {}", show(a), show(b)));
+    for (n, a) in sorted.iter().enumerate() {
+        for b in &sorted[n + 1..] {
+            if a.shared && b.shared {
+                continue;
+            }
+            if b.start < a.end {
+                return Err(format!(
+                    "overlap of {:?}: {} was still held when {} started",
+                    a.end.min(b.end) - b.start,
+                    show(a),
+                    show(b)
+                ));
+            }
+            if b.token <= a.token {
+                return Err(format!("fencing token did not increase: {} then {}", show(a), show(b)));
+            }
         }
     }
     Ok(())
@@ -87,7 +95,22 @@ impl HoldLog {
     /// Records a hold that starts now; the returned [`Holding`] records its end when
     /// [`end`](Holding::end) is called (before the release).
     pub fn start(&self, who: impl Into<String>, token: i64) -> Holding {
-        Holding { log: self.clone(), who: who.into(), token, start: Instant::now() }
+        Holding { log: self.clone(), who: who.into(), token, start: Instant::now(), shared: false }
+    }
+
+    /// Like [`start`](Self::start) for a shared hold (a reader).
+    pub fn start_shared(&self, who: impl Into<String>, token: i64) -> Holding {
+        Holding { shared: true, ..self.start(who, token) }
+    }
+
+    /// The largest number of holds that overlapped at one moment.
+    pub fn max_concurrent(&self) -> usize {
+        let intervals = self.intervals();
+        intervals
+            .iter()
+            .map(|a| intervals.iter().filter(|b| b.start <= a.start && a.start < b.end).count())
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -98,11 +121,20 @@ pub struct Holding {
     who: String,
     token: i64,
     start: Instant,
+    shared: bool,
 }
 
 impl Holding {
     /// The hold ends now (call it before the release).
     pub fn end(self) {
-        self.log.record(&self.who, self.token, self.start, Instant::now(), false);
+        let interval = Interval {
+            who: self.who,
+            token: self.token,
+            start: self.start,
+            end: Instant::now(),
+            lost: false,
+            shared: self.shared,
+        };
+        self.log.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
     }
 }

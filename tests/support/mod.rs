@@ -215,3 +215,10 @@ pub fn assert_ok_or_kind<T: std::fmt::Debug>(
         "{what}: expected Ok or one of {kinds:?}, got {result:?}"
     );
 }
+
+/// A random seed, or the one in environment variable `var` (printed, so a failure can be replayed).
+pub fn seed(var: &str) -> u64 {
+    let seed = std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or_else(rand::random);
+    println!("{var}={seed}");
+    seed
+}
