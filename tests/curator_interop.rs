@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use zk_curator::{CuratorClient, InterProcessMutex};
+use zk_curator::{CuratorClient, InterProcessMutex, InterProcessReadWriteLock, Revoker};
 use zookeeper_client as zk;
 
 // ---------------------------------------------------------------------------------------------
@@ -219,6 +219,35 @@ impl CuratorPeer {
             .strip_prefix("DONE overlaps=")
             .and_then(|k| k.parse().ok())
             .unwrap_or_else(|| panic!("bad answer {answer}"))
+    }
+}
+
+impl CuratorPeer {
+    /// A handle `name` on its own Curator lock instance of `kind` (`mutex`, `read`, `write`),
+    /// revocable (the listener releases) if asked.
+    async fn make(&mut self, name: &str, path: &str, kind: &str, revocable: bool) {
+        assert_eq!(self.cmd(&format!("make {name} {path} {kind} {}", u8::from(revocable))).await, "MADE");
+    }
+
+    /// Timed acquire of a made handle: the node path, or None.
+    async fn lock(&mut self, name: &str, timeout: Duration) -> Option<String> {
+        let answer = self.cmd(&format!("lock {name} {}", timeout.as_millis())).await;
+        parse_acquired(&answer)
+    }
+
+    /// Untimed acquire of a made handle, in the background (see `await_acquired`).
+    async fn spawn_lock(&mut self, name: &str) {
+        assert_eq!(self.cmd(&format!("spawnlock {name}")).await, "SPAWNED");
+    }
+
+    /// Whether the handle's revocation listener ran (and released).
+    async fn revoked(&mut self, name: &str) -> bool {
+        self.cmd(&format!("revoked {name}")).await == "REVOKED true"
+    }
+
+    /// Curator's `Revoker.attemptRevoke` on a node.
+    async fn revoke(&mut self, node: &str) {
+        assert_eq!(self.cmd(&format!("revoke {node}")).await, "REVOKE_SENT");
     }
 }
 
@@ -571,4 +600,137 @@ async fn node_names_and_data_match_curator() {
     assert_eq!(support::node_name(guard.node_path()), rust_name);
     guard.release().await.unwrap();
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(2)).await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-write lock and revocation, both directions
+// ---------------------------------------------------------------------------------------------
+
+const SHORT: Duration = Duration::from_millis(300);
+const LONG: Duration = Duration::from_secs(10);
+
+/// A Curator writer keeps Rust readers and writers out and the reverse; Curator and Rust readers
+/// share the lock while a writer of either library waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_lock_excludes_both_ways() {
+    let (server, mut peer, client) = setup().await;
+    let path = support::unique_path("interop-rw");
+    let rw = InterProcessReadWriteLock::new(&client, &path).unwrap();
+
+    // Curator writer vs Rust reader and writer.
+    peer.make("w", &path, "write", false).await;
+    let node = peer.lock("w", LONG).await.expect("Curator writer");
+    assert!(node.contains("__WRIT__"), "{node}");
+    assert!(rw.read_lock().try_lock_for(SHORT).await.unwrap().is_none(), "Rust reader got in past a Curator writer");
+    assert!(rw.write_lock().try_lock_for(SHORT).await.unwrap().is_none(), "Rust writer got in past a Curator writer");
+    peer.release("w").await;
+
+    // Rust writer vs Curator reader and writer.
+    let guard = rw.write_lock().lock().await.unwrap();
+    peer.make("r", &path, "read", false).await;
+    assert_eq!(peer.lock("r", SHORT).await, None, "Curator reader got in past a Rust writer");
+    assert_eq!(peer.lock("w", SHORT).await, None, "Curator writer got in past a Rust writer");
+    guard.release().await.unwrap();
+
+    // Readers of both libraries share; writers of both wait until both readers are gone.
+    let curator_read = peer.lock("r", LONG).await.expect("Curator reader");
+    let rust_read = rw.read_lock().try_lock_for(LONG).await.unwrap().expect("Rust reader shares with Curator's");
+    assert!(rw.write_lock().try_lock_for(SHORT).await.unwrap().is_none());
+    peer.spawn_lock("w").await;
+    assert_eq!(peer.await_acquired("w", SHORT).await, None, "Curator writer got in past two readers");
+    rust_read.release().await.unwrap();
+    assert_eq!(peer.await_acquired("w", SHORT).await, None, "Curator writer got in past Curator's reader");
+    assert!(curator_read.contains("__READ__"), "{curator_read}");
+    peer.release("r").await;
+    let writer_node = peer.await_acquired("w", LONG).await.expect("Curator writer after both readers");
+    let rust_writer = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write_lock().lock().await.unwrap() }
+    });
+    tokio::time::sleep(SHORT).await;
+    assert!(!rust_writer.is_finished(), "Rust writer got in past Curator's writer {writer_node}");
+    peer.release("w").await;
+    let guard = support::join("Rust writer", LONG, rust_writer).await;
+    guard.release().await.unwrap();
+    assert!(support::eventually_no_children(&server.connect_string(), &path, LONG).await.is_empty());
+}
+
+/// Rust's downgrade node (`__READ__<writer's seq>`, plain EPHEMERAL) keeps a queued Curator 5.4
+/// writer behind it, and Curator lists it as a reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_downgrade_holds_back_a_queued_curator_writer() {
+    let (_server, mut peer, client) = setup().await;
+    let path = support::unique_path("interop-downgrade");
+    let rw = InterProcessReadWriteLock::new(&client, &path).unwrap();
+    let writer = rw.write_lock().lock().await.unwrap();
+    peer.make("w", &path, "write", false).await;
+    peer.spawn_lock("w").await;
+    assert_eq!(peer.await_acquired("w", SHORT).await, None);
+    let reader = rw.read_lock().lock_while_writing(&writer).await.unwrap();
+    writer.release().await.unwrap();
+    assert_eq!(
+        peer.await_acquired("w", Duration::from_millis(700)).await,
+        None,
+        "Curator's writer overtook the downgrade"
+    );
+    let listed = peer.participants(&path).await;
+    assert!(listed.iter().any(|n| n == reader.node_path()), "Curator sees the downgrade node: {listed:?}");
+    reader.release().await.unwrap();
+    assert!(peer.await_acquired("w", LONG).await.is_some());
+    peer.release("w").await;
+}
+
+/// A Rust `Revoker` makes a revocable Curator holder (mutex and write lock) release; a Curator
+/// `Revoker` reaches a revocable Rust holder (mutex guard and read lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_both_ways() {
+    let (_server, mut peer, client) = setup().await;
+    for kind in ["mutex", "write"] {
+        let path = support::unique_path(&format!("interop-revoke-{kind}"));
+        peer.make(kind, &path, kind, true).await;
+        let node = peer.lock(kind, LONG).await.expect("Curator holder");
+        assert!(!peer.revoked(kind).await);
+        Revoker::attempt_revoke(&client, &node).await.unwrap();
+        let mut released = false;
+        for _ in 0..100 {
+            if peer.revoked(kind).await {
+                released = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(released, "{kind}: Curator's listener did not run on Rust's revocation request");
+        let got = match kind {
+            "mutex" => InterProcessMutex::new(&client, &path)
+                .unwrap()
+                .try_lock_for(LONG)
+                .await
+                .unwrap()
+                .map(|g| g.hold().clone()),
+            _ => InterProcessReadWriteLock::new(&client, &path)
+                .unwrap()
+                .write_lock()
+                .try_lock_for(LONG)
+                .await
+                .unwrap()
+                .map(|g| g.hold().clone()),
+        };
+        assert!(got.is_some(), "{kind}: Rust acquires after Curator released");
+    }
+
+    // Curator's Revoker → Rust holders.
+    let path = support::unique_path("interop-revoke-rust");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    mutex.make_revocable();
+    let guard = mutex.lock().await.unwrap();
+    peer.revoke(guard.node_path()).await;
+    tokio::time::timeout(LONG, guard.revocation_requested()).await.expect("Rust mutex holder told");
+    guard.release().await.unwrap();
+    let rw = InterProcessReadWriteLock::new(&client, &format!("{path}-rw")).unwrap();
+    rw.read_lock().make_revocable();
+    rw.read_lock().acquire().await.unwrap();
+    let hold = rw.read_lock().current_hold().unwrap();
+    peer.revoke(hold.path()).await;
+    tokio::time::timeout(LONG, hold.revocation_requested()).await.expect("Rust reader told");
+    rw.read_lock().release().await.unwrap();
 }

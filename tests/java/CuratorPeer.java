@@ -13,12 +13,19 @@
 //   await NAME TIMEOUT_MS       -> ACQUIRED <node path> | PENDING | ERROR ...
 //   critical PATH N COUNTER     -> DONE overlaps=<k>
 //   data NAME                   -> DATA <hex of the held node's data>
+//   make NAME PATH KIND REVOCABLE -> MADE   (KIND mutex|read|write: a handle on its own lock
+//                                  instance; REVOCABLE 1 = makeRevocable, the listener releases)
+//   lock NAME TIMEOUT_MS        -> ACQUIRED <node path> | NOT_ACQUIRED
+//   spawnlock NAME              -> SPAWNED   (untimed acquire of a made handle; see await)
+//   revoked NAME                -> REVOKED true|false   (the revocation listener ran and released)
+//   revoke NODE_PATH            -> REVOKE_SENT   (Revoker.attemptRevoke)
 //   quit                        -> BYE, then exit
 //
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
 import java.io.BufferedReader;
+import java.lang.reflect.Method;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -37,6 +44,8 @@ import java.util.concurrent.TimeoutException;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -54,20 +63,48 @@ public class CuratorPeer {
         }
     }
 
+    /** Curator's protected getLockPath() of any InterProcessMutex (read/write halves included). */
+    static String lockPathOf(InterProcessMutex mutex) throws Exception {
+        if (mutex instanceof PeerMutex) {
+            return ((PeerMutex) mutex).lockPath();
+        }
+        Method getter = InterProcessMutex.class.getDeclaredMethod("getLockPath");
+        getter.setAccessible(true);
+        return (String) getter.invoke(mutex);
+    }
+
     static final class Handle {
         final String path;
-        final PeerMutex mutex;
+        final InterProcessMutex mutex;
         final ExecutorService thread;
         Future<String> pending;
+        volatile boolean revoked;
 
         Handle(CuratorFramework client, String name, String path) {
+            this(client, name, path, "mutex", false);
+        }
+
+        Handle(CuratorFramework client, String name, String path, String kind, boolean revocable) {
             this.path = path;
-            this.mutex = new PeerMutex(client, path);
+            switch (kind) {
+                case "mutex": this.mutex = new PeerMutex(client, path); break;
+                case "read": this.mutex = new InterProcessReadWriteLock(client, path).readLock(); break;
+                case "write": this.mutex = new InterProcessReadWriteLock(client, path).writeLock(); break;
+                default: throw new IllegalArgumentException("unknown lock kind " + kind);
+            }
             this.thread = Executors.newSingleThreadExecutor(r -> {
                 Thread t = new Thread(r, "peer-" + name);
                 t.setDaemon(true);
                 return t;
             });
+            if (revocable) {
+                // The listener runs on ZooKeeper's event thread; release on the owning thread.
+                mutex.makeRevocable(lock -> thread.submit(() -> {
+                    mutex.release();
+                    revoked = true;
+                    return null;
+                }));
+            }
         }
 
         <T> T run(Callable<T> task) throws Exception {
@@ -160,7 +197,7 @@ public class CuratorPeer {
                 Handle h = handle(cmd[1], cmd[1]);
                 long ms = Long.parseLong(cmd[2]);
                 return h.run(() -> h.mutex.acquire(ms, TimeUnit.MILLISECONDS)
-                        ? "ACQUIRED " + h.mutex.lockPath()
+                        ? "ACQUIRED " + lockPathOf(h.mutex)
                         : "NOT_ACQUIRED");
             }
             case "release": {
@@ -184,7 +221,7 @@ public class CuratorPeer {
                 }
                 h.pending = h.thread.submit(() -> {
                     h.mutex.acquire();
-                    return "ACQUIRED " + h.mutex.lockPath();
+                    return "ACQUIRED " + lockPathOf(h.mutex);
                 });
                 return "SPAWNED";
             }
@@ -215,7 +252,7 @@ public class CuratorPeer {
             case "data": {
                 arity(cmd, 2);
                 Handle h = existing(cmd[1]);
-                String node = h.run(() -> h.mutex.lockPath());
+                String node = h.run(() -> lockPathOf(h.mutex));
                 if (node == null) {
                     throw new IllegalStateException("handle " + cmd[1] + " holds nothing");
                 }
@@ -224,6 +261,43 @@ public class CuratorPeer {
                     hex.append(String.format("%02x", b));
                 }
                 return "DATA " + hex;
+            }
+            case "make": {
+                arity(cmd, 5);
+                if (handles.containsKey(cmd[1])) {
+                    throw new IllegalArgumentException("handle " + cmd[1] + " exists");
+                }
+                handles.put(cmd[1], new Handle(client, cmd[1], cmd[2], cmd[3], cmd[4].equals("1")));
+                return "MADE";
+            }
+            case "lock": {
+                arity(cmd, 3);
+                Handle h = existing(cmd[1]);
+                long ms = Long.parseLong(cmd[2]);
+                return h.run(() -> h.mutex.acquire(ms, TimeUnit.MILLISECONDS)
+                        ? "ACQUIRED " + lockPathOf(h.mutex)
+                        : "NOT_ACQUIRED");
+            }
+            case "spawnlock": {
+                arity(cmd, 2);
+                Handle h = existing(cmd[1]);
+                if (h.pending != null && !h.pending.isDone()) {
+                    throw new IllegalStateException("handle " + cmd[1] + " is already acquiring");
+                }
+                h.pending = h.thread.submit(() -> {
+                    h.mutex.acquire();
+                    return "ACQUIRED " + lockPathOf(h.mutex);
+                });
+                return "SPAWNED";
+            }
+            case "revoked": {
+                arity(cmd, 2);
+                return "REVOKED " + existing(cmd[1]).revoked;
+            }
+            case "revoke": {
+                arity(cmd, 2);
+                Revoker.attemptRevoke(client, cmd[1]);
+                return "REVOKE_SENT";
             }
             default:
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
