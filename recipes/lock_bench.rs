@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::zookeeper_client as zk;
-use zk_curator::{CuratorClient, Error, GuardedWrite, HoldState, InterProcessMutex};
+use zk_curator::{
+    CuratorClient, Error, GuardedWrite, HoldState, InterProcessMutex, InterProcessReadWriteLock, LockDriver, MutexGuard,
+};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type BenchResult<T> = Result<T, BoxError>;
@@ -66,7 +68,10 @@ enum Mode {
     MutexContended { clients: usize, n: usize },
     /// W waiters queued behind a holder on SESSIONS sessions (default W if W <= 200, else 4), then drained.
     MutexManyWaiters { waiters: usize, sessions: Option<usize> },
-    /// Acquire PATH, hold it SECONDS while reporting hold-state changes, release.
+    /// C sessions, one reader task each, take the read lock N times in total, holding it HOLD_MS.
+    RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
+    /// Acquire PATH (KIND mutex, read or write), hold it SECONDS while reporting hold-state
+    /// changes, release.
     Hold { path: String, seconds: f64, kind: String },
 }
 
@@ -77,6 +82,7 @@ impl Mode {
             Mode::MutexUncontended { .. } => "mutex_uncontended",
             Mode::MutexContended { .. } => "mutex_contended",
             Mode::MutexManyWaiters { .. } => "mutex_many_waiters",
+            Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -180,8 +186,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if let Mode::Hold { kind, .. } = &cli.mode {
-        if kind != "mutex" {
-            eprintln!("lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex)");
+        if !["mutex", "read", "write"].contains(&kind.as_str()) {
+            eprintln!("lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write)");
             return ExitCode::from(2);
         }
     }
@@ -234,7 +240,10 @@ async fn run(cli: Cli) -> ExitCode {
             let sessions = sessions.unwrap_or(if waiters <= 200 { waiters } else { 4 });
             mutex_many_waiters(&report, &connect, waiters, sessions).await
         }
-        Mode::Hold { path, seconds, .. } => hold(&connect, &path, seconds).await,
+        Mode::RwlockReaders { clients, n, hold_ms } => {
+            rwlock_readers(&report, &connect, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
+        }
+        Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);
     match result {
@@ -531,6 +540,82 @@ async fn mutex_contended(report: &Report, connect: &str, clients: usize, n: usiz
 }
 
 // ----------------------------------------------------------------------------------------------
+// rwlock-readers
+
+async fn rwlock_readers(report: &Report, connect: &str, clients: usize, n: usize, hold: Duration) -> BenchResult<()> {
+    if clients == 0 {
+        return Err("rwlock-readers needs at least one client".into());
+    }
+    let path = unique_path("rwlock-readers");
+    let sessions =
+        futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await?;
+    let mut readers = Vec::with_capacity(clients);
+    for client in &sessions {
+        let read = InterProcessReadWriteLock::new(client, &path)?.read_lock().clone();
+        read.acquire().await?;
+        read.release().await?;
+        readers.push(read);
+    }
+    for _ in 0..WARMUP.min(n) {
+        readers[0].acquire().await?;
+        readers[0].release().await?;
+    }
+    let tickets = Arc::new(AtomicUsize::new(n));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let mut tasks = Vec::with_capacity(clients);
+    for read in readers {
+        let (tickets, inside, max_inside, start_line) =
+            (tickets.clone(), inside.clone(), max_inside.clone(), start_line.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            start_line.wait().await;
+            while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
+                let t0 = Instant::now();
+                read.acquire().await?;
+                latencies.push(t0.elapsed());
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max_inside.fetch_max(now, Ordering::SeqCst);
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                inside.fetch_sub(1, Ordering::SeqCst);
+                read.release().await?;
+            }
+            Ok::<_, Error>(latencies)
+        }));
+    }
+    start_line.wait().await;
+    let started = Instant::now();
+    let mut acquire = Vec::with_capacity(n);
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(latencies)) => acquire.extend(latencies),
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    let elapsed = started.elapsed();
+    for client in &sessions {
+        client.close().await;
+    }
+    if let Some(e) = failure {
+        return Err(format!("a reader failed: {e}").into());
+    }
+    let acquire = sorted(acquire);
+    report.rate("ops_per_s", acquire.len(), elapsed);
+    report.us("acquire_p50_us", pct(&acquire, 0.50));
+    report.us("acquire_p99_us", pct(&acquire, 0.99));
+    report.metric("max_concurrent_readers", max_inside.load(Ordering::SeqCst));
+    report.metric("clients", clients);
+    report.metric("n", n);
+    report.metric("hold_ms", hold.as_millis());
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
 // mutex-many-waiters
 
 async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sessions: usize) -> BenchResult<()> {
@@ -685,27 +770,39 @@ fn state_word(state: HoldState) -> &'static str {
     }
 }
 
-async fn hold(connect: &str, path: &str, seconds: f64) -> BenchResult<()> {
+async fn hold(connect: &str, path: &str, seconds: f64, kind: &str) -> BenchResult<()> {
     let session_timeout = Duration::from_millis(env_parse::<u64>("SESSION_TIMEOUT_MS")?.unwrap_or(15_000));
-    let acquire_timeout = env_parse::<f64>("ACQUIRE_TIMEOUT_S")?;
+    let acquire_timeout = match env_parse::<f64>("ACQUIRE_TIMEOUT_S")? {
+        Some(t) => Some(Duration::try_from_secs_f64(t.max(0.0)).map_err(|e| format!("bad ACQUIRE_TIMEOUT_S: {e}"))?),
+        None => None,
+    };
     let guarded_path = std::env::var("GUARDED_WRITE_PATH").ok().filter(|p| !p.is_empty());
     let hold_for = Duration::try_from_secs_f64(seconds.max(0.0)).map_err(|e| format!("bad SECONDS: {e}"))?;
 
     let client = connect_client(connect, session_timeout).await?;
+    let rw = InterProcessReadWriteLock::new(&client, path)?;
     let mutex = InterProcessMutex::new(&client, path)?;
-    let guard = match acquire_timeout {
-        Some(t) => {
-            let t = Duration::try_from_secs_f64(t.max(0.0)).map_err(|e| format!("bad ACQUIRE_TIMEOUT_S: {e}"))?;
-            match mutex.try_lock_for(t).await? {
-                Some(guard) => guard,
-                None => {
-                    say("NOT_ACQUIRED");
-                    client.close().await;
-                    return Ok(());
-                }
-            }
-        }
-        None => mutex.lock().await?,
+    let held = match (kind, acquire_timeout) {
+        ("read", Some(t)) => hold_guard(rw.read_lock().try_lock_for(t).await?, hold_for, &guarded_path).await,
+        ("read", None) => hold_guard(Some(rw.read_lock().lock().await?), hold_for, &guarded_path).await,
+        ("write", Some(t)) => hold_guard(rw.write_lock().try_lock_for(t).await?, hold_for, &guarded_path).await,
+        ("write", None) => hold_guard(Some(rw.write_lock().lock().await?), hold_for, &guarded_path).await,
+        (_, Some(t)) => hold_guard(mutex.try_lock_for(t).await?, hold_for, &guarded_path).await,
+        (_, None) => hold_guard(Some(mutex.lock().await?), hold_for, &guarded_path).await,
+    };
+    client.close().await;
+    held
+}
+
+/// Prints what a holder sees (`ACQUIRED`, `TOKEN`, state changes, `RELEASED`) or `NOT_ACQUIRED`.
+async fn hold_guard<D: LockDriver>(
+    guard: Option<MutexGuard<D>>,
+    hold_for: Duration,
+    guarded_path: &Option<String>,
+) -> BenchResult<()> {
+    let Some(guard) = guard else {
+        say("NOT_ACQUIRED");
+        return Ok(());
     };
     say(format_args!("ACQUIRED {}", guard.node_path()));
     say(format_args!("TOKEN {}", guard.fencing_token()));
@@ -738,12 +835,11 @@ async fn hold(connect: &str, path: &str, seconds: f64) -> BenchResult<()> {
         Err(_) => eprintln!("lock_bench: release still pending after 5 s (the delete goes on in the background)"),
     }
     say("RELEASED");
-    client.close().await;
     Ok(())
 }
 
 /// A set-data of `path` guarded by our lock node, or a create if `path` does not exist yet.
-async fn guarded_write(guard: &zk_curator::MutexGuard, path: &str) -> &'static str {
+async fn guarded_write<D: LockDriver>(guard: &MutexGuard<D>, path: &str) -> &'static str {
     let data = format!("token={}", guard.fencing_token()).into_bytes();
     let attempt = async {
         let set = GuardedWrite::new().set_data(path, &data, None)?;
