@@ -418,3 +418,86 @@ async fn random_cancellation_leaves_nothing_behind() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
     assert_eq!(client.pending_background_deletes(), 0);
 }
+
+/// Curator's `testContainerCleanup` for the read-write lock: ten tasks of both kinds come and go;
+/// afterwards the lock path (a container) is reaped by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_cleanup() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("rw-container");
+    let log = HoldLog::default();
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let lock = InterProcessReadWriteLock::new(&client, &path).unwrap();
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            if i % 3 == 0 {
+                let guard = lock.write_lock().lock().await.unwrap();
+                let holding = log.start(format!("writer {i}"), guard.fencing_token().value());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                holding.end();
+                guard.release().await.unwrap();
+            } else {
+                let guard = lock.read_lock().lock().await.unwrap();
+                let holding = log.start_shared(format!("reader {i}"), guard.fencing_token().value());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                holding.end();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        support::join("contender", Duration::from_secs(20), t).await;
+    }
+    log.assert_exclusive("container cleanup");
+    let obs = support::observer(&connect).await;
+    support::eventually(Duration::from_secs(10), "the idle lock path is reaped", || async {
+        !support::exists(&obs, &path).await
+    })
+    .await;
+}
+
+/// Curator's `testWaitingProcessKilledServer` for the read-write lock: a writer holds, a reader
+/// waits, the server restarts within the session timeout; both finish and exclusion holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_while_a_reader_waits() {
+    support::init_tracing();
+    let mut server = support::owned_server().await;
+    let connect = server.connect_string();
+    let a = support::client_with(&connect, Duration::from_secs(20)).await;
+    let b = support::client_with(&connect, Duration::from_secs(20)).await;
+    let path = support::unique_path("rw-restart");
+    let writer_lock = InterProcessReadWriteLock::new(&a, &path).unwrap();
+    let reader_lock = InterProcessReadWriteLock::new(&b, &path).unwrap();
+    let log = HoldLog::default();
+
+    let writer = writer_lock.write_lock().lock().await.unwrap();
+    let writing = log.start("writer", writer.fencing_token().value());
+    let reader = {
+        let (reader_lock, log) = (reader_lock.clone(), log.clone());
+        tokio::spawn(async move {
+            let guard = reader_lock.read_lock().lock().await.unwrap();
+            let reading = log.start_shared("reader", guard.fencing_token().value());
+            reading.end();
+            guard.release().await.unwrap();
+        })
+    };
+    let obs = support::observer(&connect).await;
+    support::eventually_queued(&obs, &path, 2, "the reader queued").await;
+    drop(obs);
+    server.stop().await.unwrap();
+    server.restart().await.unwrap();
+    support::eventually(Duration::from_secs(20), "the writer's hold is Held again", || async {
+        writer.hold_state() == HoldState::Held
+    })
+    .await;
+    assert!(!reader.is_finished(), "the reader got in while the writer held");
+    writing.end();
+    writer.release().await.unwrap();
+    support::join("reader", Duration::from_secs(20), reader).await;
+    log.assert_exclusive("server restart");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
+}
