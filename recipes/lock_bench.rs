@@ -139,6 +139,30 @@ fn sorted(mut v: Vec<Duration>) -> Vec<Duration> {
     v
 }
 
+/// Awaits every contender task: all acquire latencies (sorted) and how many each task made, or
+/// the first failure.
+async fn collect_latencies(
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<Duration>, Error>>>,
+) -> Result<(Vec<Duration>, Vec<usize>), String> {
+    let mut acquire = Vec::new();
+    let mut per_task = Vec::with_capacity(tasks.len());
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(latencies)) => {
+                per_task.push(latencies.len());
+                acquire.extend(latencies);
+            }
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((sorted(acquire), per_task)),
+    }
+}
+
 /// A lock path no other run uses.
 fn unique_path(what: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
@@ -505,27 +529,12 @@ async fn mutex_contended(report: &Report, connect: &str, clients: usize, n: usiz
     }
     start_line.wait().await;
     let started = Instant::now();
-    let mut acquire = Vec::with_capacity(n);
-    let mut per_client = Vec::with_capacity(clients);
-    let mut failure = None;
-    for task in tasks {
-        match task.await {
-            Ok(Ok(latencies)) => {
-                per_client.push(latencies.len());
-                acquire.extend(latencies);
-            }
-            Ok(Err(e)) => failure = Some(e.to_string()),
-            Err(e) => failure = Some(e.to_string()),
-        }
-    }
+    let collected = collect_latencies(tasks).await;
     let elapsed = started.elapsed();
     for client in &sessions {
         client.close().await;
     }
-    if let Some(e) = failure {
-        return Err(format!("a contender failed: {e}").into());
-    }
-    let acquire = sorted(acquire);
+    let (acquire, per_client) = collected.map_err(|e| format!("a contender failed: {e}"))?;
     let counter = witness.counter.load(Ordering::SeqCst);
     report.rate("ops_per_s", acquire.len(), elapsed);
     report.us("acquire_p50_us", pct(&acquire, 0.50));
@@ -588,23 +597,12 @@ async fn rwlock_readers(report: &Report, connect: &str, clients: usize, n: usize
     }
     start_line.wait().await;
     let started = Instant::now();
-    let mut acquire = Vec::with_capacity(n);
-    let mut failure = None;
-    for task in tasks {
-        match task.await {
-            Ok(Ok(latencies)) => acquire.extend(latencies),
-            Ok(Err(e)) => failure = Some(e.to_string()),
-            Err(e) => failure = Some(e.to_string()),
-        }
-    }
+    let collected = collect_latencies(tasks).await;
     let elapsed = started.elapsed();
     for client in &sessions {
         client.close().await;
     }
-    if let Some(e) = failure {
-        return Err(format!("a reader failed: {e}").into());
-    }
-    let acquire = sorted(acquire);
+    let (acquire, _) = collected.map_err(|e| format!("a reader failed: {e}"))?;
     report.rate("ops_per_s", acquire.len(), elapsed);
     report.us("acquire_p50_us", pct(&acquire, 0.50));
     report.us("acquire_p99_us", pct(&acquire, 0.99));

@@ -458,41 +458,31 @@ impl WriteLock {
     }
 }
 
-impl InterProcessLock for ReadLock {
-    fn path(&self) -> &str {
-        ReadLock::path(self)
-    }
-    fn acquire(&self) -> LockFuture<'_, ()> {
-        Box::pin(ReadLock::acquire(self))
-    }
-    fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool> {
-        Box::pin(ReadLock::acquire_timeout(self, timeout))
-    }
-    fn release(&self) -> LockFuture<'_, ()> {
-        Box::pin(ReadLock::release(self))
-    }
-    fn is_acquired_in_this_process(&self) -> bool {
-        ReadLock::is_acquired_in_this_process(self)
-    }
+/// Both halves offer the common trait through their own methods.
+macro_rules! impl_interprocess_lock {
+    ($half:ty) => {
+        impl InterProcessLock for $half {
+            fn path(&self) -> &str {
+                <$half>::path(self)
+            }
+            fn acquire(&self) -> LockFuture<'_, ()> {
+                Box::pin(<$half>::acquire(self))
+            }
+            fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool> {
+                Box::pin(<$half>::acquire_timeout(self, timeout))
+            }
+            fn release(&self) -> LockFuture<'_, ()> {
+                Box::pin(<$half>::release(self))
+            }
+            fn is_acquired_in_this_process(&self) -> bool {
+                <$half>::is_acquired_in_this_process(self)
+            }
+        }
+    };
 }
 
-impl InterProcessLock for WriteLock {
-    fn path(&self) -> &str {
-        WriteLock::path(self)
-    }
-    fn acquire(&self) -> LockFuture<'_, ()> {
-        Box::pin(WriteLock::acquire(self))
-    }
-    fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool> {
-        Box::pin(WriteLock::acquire_timeout(self, timeout))
-    }
-    fn release(&self) -> LockFuture<'_, ()> {
-        Box::pin(WriteLock::release(self))
-    }
-    fn is_acquired_in_this_process(&self) -> bool {
-        WriteLock::is_acquired_in_this_process(self)
-    }
-}
+impl_interprocess_lock!(ReadLock);
+impl_interprocess_lock!(WriteLock);
 
 #[cfg(test)]
 mod tests {
