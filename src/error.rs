@@ -87,6 +87,13 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// Several operations failed (e.g. releasing a multi-lock, which attempts every lock).
+    #[error("{} failures: {}", errors.len(), errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Multiple {
+        /// Every failure, in the order they happened.
+        errors: Vec<Error>,
+    },
+
     /// The caller's deadline passed.
     #[error("deadline of {waited:?} exceeded while {during} {path}")]
     DeadlineExceeded {
@@ -138,6 +145,7 @@ impl Error {
             Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
             Error::Closed { .. } => ErrorKind::Closed,
             Error::ZooKeeper { source, .. } | Error::Connect { source, .. } => classify(source),
+            Error::Multiple { errors } => errors.first().map_or(ErrorKind::Other, Error::kind),
         }
     }
 
@@ -163,6 +171,15 @@ impl Error {
         match source {
             zookeeper_client::Error::ClientClosed => Error::Closed { path: path.to_string() },
             source => Error::ZooKeeper { path: path.to_string(), source },
+        }
+    }
+
+    /// `Ok` for no errors, the error itself for one, [`Error::Multiple`] for several.
+    pub(crate) fn from_many(mut errors: Vec<Error>) -> Result<()> {
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Multiple { errors }),
         }
     }
 

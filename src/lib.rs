@@ -63,6 +63,7 @@ pub use locks::driver::{
 pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 pub use locks::internals::LockInternals;
 pub use locks::interprocess_lock::{InterProcessLock, LockFuture};
+pub use locks::multi_lock::InterProcessMultiLock;
 pub use locks::mutex::{InterProcessMutex, MutexGuard};
 pub use locks::read_write::{
     read_write_sort_key, InterProcessReadWriteLock, ReadLock, ReadLockDriver, ReadLockGuard, WriteLock,
@@ -70,5 +71,9 @@ pub use locks::read_write::{
 };
 pub use locks::reentrancy::HolderId;
 pub use locks::revocation::Revoker;
+pub use locks::semaphore::{
+    return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LEASE_NODE_NAME,
+    SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT,
+};
 /// The `zookeeper-client` crate this one builds on.
 pub use zookeeper_client;

@@ -170,6 +170,11 @@ impl Hold {
         Error::LockLost { node: self.node.path.clone(), reason }
     }
 
+    /// The node's data: what was written at creation, or as last seen by the monitor.
+    pub fn data(&self) -> Vec<u8> {
+        self.data.borrow().clone()
+    }
+
     /// The node's data as last read: what was written at creation, then whatever someone else
     /// writes into the node while it is held — e.g. Curator's revocation request `__REVOKE__`.
     /// Starts watching the node (like [`watch_state`](Self::watch_state)) the first time.

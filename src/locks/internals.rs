@@ -13,7 +13,6 @@
 //! * **Only `Held`.** A verdict of "acquired" is handed out once the client is connected on that
 //!   session and has not declared it LOST; while suspended we wait (within the deadline).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,7 +68,8 @@ pub struct LockInternals<D: LockDriver> {
     base: String,
     fixed_base: String,
     driver: D,
-    max_leases: AtomicUsize,
+    /// A watch, so that waiters look again when it changes (a semaphore's shared count).
+    max_leases: tokio::sync::watch::Sender<usize>,
 }
 
 impl<D: LockDriver> std::fmt::Debug for LockInternals<D> {
@@ -116,7 +116,7 @@ impl<D: LockDriver> LockInternals<D> {
             fixed_base: client.fix_path(base),
             base: base.to_string(),
             driver,
-            max_leases: AtomicUsize::new(max_leases),
+            max_leases: tokio::sync::watch::Sender::new(max_leases),
         })
     }
 
@@ -137,7 +137,13 @@ impl<D: LockDriver> LockInternals<D> {
 
     /// How many contenders may hold at once.
     pub fn max_leases(&self) -> usize {
-        self.max_leases.load(Ordering::SeqCst)
+        *self.max_leases.borrow()
+    }
+
+    /// Changes the number of leases (Curator's `setMaxLeases`, a semaphore following its shared
+    /// count); waiters see it at their next look. Zero grants nothing.
+    pub(crate) fn set_max_leases(&self, max_leases: usize) {
+        self.max_leases.send_if_modified(|current| std::mem::replace(current, max_leases) != max_leases);
     }
 
     /// The children of the base path, sorted by the driver, as full paths (Curator's
@@ -396,8 +402,8 @@ impl<D: LockDriver> LockInternals<D> {
         })
     }
 
-    /// Waits for a watch to fire (a deletion counts as `Acquired`, anything else as `Relist`), the
-    /// deadline, or the end of our session.
+    /// Waits for a watch to fire (a deletion counts as `Acquired`, anything else as `Relist`), a
+    /// change of the lease count (`Relist`), the deadline, or the end of our session.
     async fn wait_for_event(
         &self,
         watcher: zk::OneshotWatcher,
@@ -406,7 +412,9 @@ impl<D: LockDriver> LockInternals<D> {
     ) -> WaitOutcome {
         let mut status = self.client.status();
         let session_ended = status.wait_for(|s| s.has_ended(our_session));
+        let mut max_leases = self.max_leases.subscribe();
         tokio::select! {
+            _ = max_leases.changed() => WaitOutcome::Relist,
             event = watcher.changed() => {
                 if event.event_type == zk::EventType::NodeDeleted {
                     WaitOutcome::Acquired

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use super::reentrancy::HolderId;
 use crate::error::Result;
 
 /// A boxed future of an [`InterProcessLock`] call: `Send`, borrowing the lock.
@@ -32,4 +33,13 @@ pub trait InterProcessLock: Send + Sync {
 
     /// True if any task of this instance holds the lock.
     fn is_acquired_in_this_process(&self) -> bool;
+
+    /// Releases one hold of `holder` without waiting, deleting the node in the background — for a
+    /// caller that cannot await (a cancelled multi-lock acquire giving back what it took). Must
+    /// not block or panic. The default does nothing: implement it for locks used in a
+    /// [`InterProcessMultiLock`](crate::InterProcessMultiLock) that may be cancelled; every lock of
+    /// this crate does.
+    fn release_abandoned(&self, holder: HolderId) {
+        let _ = holder;
+    }
 }

@@ -4,8 +4,11 @@
 //! 2. [`internals`]: [`LockInternals`](crate::LockInternals), the create / list / verdict / watch loop;
 //! 3. [`driver`]: [`LockDriver`](crate::LockDriver), the pluggable naming, sorting and verdict policy.
 //!
-//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex) and [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock) (semaphores next, on the same
-//! layers), all behind the common [`InterProcessLock`](crate::InterProcessLock) trait, all revocable ([`Revoker`](crate::Revoker)). Every
+//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex), [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock),
+//! [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2) (with [`Lease`](crate::Lease)s),
+//! [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex) and
+//! [`InterProcessMultiLock`](crate::InterProcessMultiLock), the locks behind the common [`InterProcessLock`](crate::InterProcessLock) trait, the mutex and
+//! the read-write halves revocable ([`Revoker`](crate::Revoker)). Every
 //! hold of every recipe is a [`Hold`](crate::Hold) with a [`FencingToken`](crate::FencingToken), a [`HoldState`](crate::HoldState), the node's data and
 //! guarded writes.
 
@@ -13,7 +16,9 @@ pub(crate) mod driver;
 pub(crate) mod hold;
 pub(crate) mod internals;
 pub(crate) mod interprocess_lock;
+pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod read_write;
 pub(crate) mod reentrancy;
 pub(crate) mod revocation;
+pub(crate) mod semaphore;

@@ -374,6 +374,11 @@ impl<D: LockDriver> super::interprocess_lock::InterProcessLock for InterProcessM
     fn is_acquired_in_this_process(&self) -> bool {
         InterProcessMutex::is_acquired_in_this_process(self)
     }
+    fn release_abandoned(&self, holder: HolderId) {
+        if let Some(Released::Last(hold)) = self.shared.holders.release(holder) {
+            hold.release_in_background();
+        }
+    }
 }
 
 type Turns = parking_lot::Mutex<HashMap<HolderId, Arc<tokio::sync::Mutex<()>>>>;

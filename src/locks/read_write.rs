@@ -477,6 +477,9 @@ macro_rules! impl_interprocess_lock {
             fn is_acquired_in_this_process(&self) -> bool {
                 <$half>::is_acquired_in_this_process(self)
             }
+            fn release_abandoned(&self, holder: crate::HolderId) {
+                InterProcessLock::release_abandoned(&self.mutex, holder)
+            }
         }
     };
 }

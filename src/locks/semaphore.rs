@@ -1,0 +1,535 @@
+//! [`InterProcessSemaphoreV2`] and its [`Lease`]: Curator's counting semaphore, built on the same
+//! layers as the locks.
+//!
+//! Wire protocol (Curator's): an internal mutex at `<path>/locks` serialises acquirers; leases are
+//! `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL). The holder of the internal mutex
+//! creates its lease node, then lists the leases with a children watch and waits — still holding
+//! the internal mutex — until there are at most `max_leases` of them, then releases the internal
+//! mutex. So Curator and Rust acquirers take turns on one semaphore and never exceed the limit
+//! together. The lease wait is [`LockInternals`] with [`LeaseDriver`]'s children-watch verdict, not
+//! a second loop.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tracing::debug;
+use zookeeper_client as zk;
+
+use super::driver::{Contender, LockDriver, Verdict};
+use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+use super::internals::{LockInternals, Wait};
+use super::mutex::InterProcessMutex;
+use crate::error::{Error, Result};
+use crate::framework::paths;
+use crate::CuratorClient;
+
+/// Curator's lease node name.
+pub const LEASE_NODE_NAME: &str = "lease-";
+/// Curator's child path of the internal mutex.
+pub const SEMAPHORE_LOCK_PARENT: &str = "locks";
+/// Curator's child path of the leases.
+pub const SEMAPHORE_LEASE_PARENT: &str = "leases";
+
+/// The lease driver: a lease is granted when the leases (ours included) number at most the
+/// maximum; otherwise wait for any change of the leases (Curator's rule, count-based, not
+/// position-based — only the internal mutex's holder ever asks).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LeaseDriver;
+
+impl LeaseDriver {
+    fn decide(children: &[String], contender: &Contender<'_>) -> Verdict {
+        if !children.iter().any(|child| child == contender.our_name) {
+            Verdict::NotInQueue
+        } else if children.len() <= contender.max_leases {
+            Verdict::Acquired
+        } else {
+            Verdict::WatchChildren
+        }
+    }
+}
+
+impl LockDriver for LeaseDriver {
+    fn lock_name(&self) -> &str {
+        LEASE_NODE_NAME
+    }
+
+    fn verdict(&self, sorted_children: &[String], contender: &Contender<'_>) -> Verdict {
+        Self::decide(sorted_children, contender)
+    }
+
+    fn evaluate(&self, children: Vec<String>, contender: &Contender<'_>) -> Verdict {
+        Self::decide(&children, contender)
+    }
+}
+
+/// A counting semaphore shared across processes, wire-compatible with Curator's
+/// `InterProcessSemaphoreV2`: at most `max_leases` [`Lease`]s are held at once, across every
+/// process and library using the path.
+///
+/// The maximum is fixed ([`new`](Self::new)) or read from a shared counter node that may change at
+/// run time ([`with_shared_count`](Self::with_shared_count), Curator's `SharedCount`).
+///
+/// ```no_run
+/// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// let jobs = zk_curator::InterProcessSemaphoreV2::new(&client, "/throttle/reports", 3)?;
+/// let lease = jobs.acquire().await?; // one of at most 3, across all processes
+/// // ... run the job ...
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct InterProcessSemaphoreV2 {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: String,
+    lock: InterProcessMutex,
+    leases: LockInternals<LeaseDriver>,
+    data: Option<Vec<u8>>,
+}
+
+impl InterProcessSemaphoreV2 {
+    /// A semaphore on `path` with at most `max_leases` leases.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming `path`; [`Error::InvalidArgument`] for zero leases.
+    pub fn new(client: &CuratorClient, path: &str, max_leases: usize) -> Result<Self> {
+        Self::build(client, path, max_leases, None)
+    }
+
+    /// Like [`new`](Self::new), writing `data` into every lease node (Curator's node data).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_data(client: &CuratorClient, path: &str, max_leases: usize, data: impl Into<Vec<u8>>) -> Result<Self> {
+        Self::build(client, path, max_leases, Some(data.into()))
+    }
+
+    fn build(client: &CuratorClient, path: &str, max_leases: usize, data: Option<Vec<u8>>) -> Result<Self> {
+        paths::validate_path(path)?;
+        if max_leases == 0 {
+            return Err(Error::invalid_argument("max_leases", 0, "must be at least 1"));
+        }
+        let lock = InterProcessMutex::new(client, &paths::join(path, SEMAPHORE_LOCK_PARENT))?;
+        let leases = LockInternals::new(client, &paths::join(path, SEMAPHORE_LEASE_PARENT), LeaseDriver, max_leases)?;
+        Ok(Self { shared: Arc::new(Shared { path: path.to_string(), lock, leases, data }) })
+    }
+
+    /// A semaphore whose maximum is the value of the counter node `count_path` (Curator's
+    /// `SharedCount`: a 4-byte big-endian integer), followed as it changes. The node is created
+    /// with `seed` if it does not exist.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) (`seed` must be at least 1); server errors reading the counter.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn with_shared_count(client: &CuratorClient, path: &str, count_path: &str, seed: i32) -> Result<Self> {
+        paths::validate_path(count_path)?;
+        if seed < 1 {
+            return Err(Error::invalid_argument("seed", seed, "must be at least 1"));
+        }
+        let count = SharedCount::new(client, count_path, seed).await?;
+        let semaphore = Self::build(client, path, 1, None)?;
+        semaphore.shared.leases.set_max_leases(count.get().await?.max(0) as usize);
+        let weak = Arc::downgrade(&semaphore.shared);
+        tokio::spawn(follow_count(weak, count));
+        Ok(semaphore)
+    }
+
+    /// The semaphore's path.
+    pub fn path(&self) -> &str {
+        &self.shared.path
+    }
+
+    /// The current maximum number of leases.
+    pub fn max_leases(&self) -> usize {
+        self.shared.leases.max_leases()
+    }
+
+    /// Waits for one lease.
+    ///
+    /// # Errors
+    /// [`Error::Closed`]; server errors after the retry policy gave up.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: no lease node (and no internal-mutex node) outlives a dropped call.
+    pub async fn acquire(&self) -> Result<Lease> {
+        let lease = self.acquire_one(Wait::Forever).await?;
+        lease.ok_or_else(|| Error::Closed { path: self.path().to_string() })
+    }
+
+    /// One lease within `timeout` (strictly), or `Ok(None)`; a zero timeout is one attempt.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
+        self.acquire_one(Wait::from_timeout(timeout)).await
+    }
+
+    /// Waits for `n` leases; on an error, any already taken are given back.
+    ///
+    /// Leases are taken one at a time, as in Curator: two callers that each hold some leases and
+    /// wait for more than are left can wait for each other forever. Prefer
+    /// [`acquire_many_timeout`](Self::acquire_many_timeout) when several callers take more than one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] at once for `n` = 0 or more than the maximum; otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: leases already taken are released in the background.
+    pub async fn acquire_many(&self, n: usize) -> Result<Vec<Lease>> {
+        let leases = self.acquire_many_wait(n, Wait::Forever).await?;
+        leases.ok_or_else(|| Error::Closed { path: self.path().to_string() })
+    }
+
+    /// `n` leases within one `timeout` for all of them, or `Ok(None)` with every lease already
+    /// taken given back (Curator gives each lease the full timeout).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<Lease>>> {
+        self.acquire_many_wait(n, Wait::from_timeout(timeout)).await
+    }
+
+    async fn acquire_many_wait(&self, n: usize, wait: Wait) -> Result<Option<Vec<Lease>>> {
+        if n == 0 {
+            return Err(Error::invalid_argument("n", 0, "must be at least 1"));
+        }
+        if n > self.max_leases() {
+            return Err(Error::invalid_argument("n", n, "is more than the semaphore's maximum number of leases"));
+        }
+        let mut leases = Vec::with_capacity(n);
+        while leases.len() < n {
+            match self.acquire_one(wait).await {
+                Ok(Some(lease)) => leases.push(lease),
+                Ok(None) => {
+                    let _ = return_all(leases).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    let _ = return_all(leases).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(leases))
+    }
+
+    async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
+        // The internal mutex serialises acquirers, as Curator's does: only its holder counts leases.
+        let Some(turn) = self.shared.lock.attempt(wait, &[]).await? else {
+            return Ok(None);
+        };
+        let turn = self.shared.lock.guard(turn);
+        let data = self.shared.data.as_deref().unwrap_or(self.shared.leases.client().default_data());
+        let lease = self.shared.leases.attempt_lock(wait, data, &[]).await;
+        // The next acquirer's turn starts when the server deletes our mutex node; the caller need
+        // not wait for that round trip (the delete is guaranteed, in the background).
+        drop(turn);
+        Ok(lease?.map(|hold| Lease { hold, released: false }))
+    }
+
+    /// The lease nodes, full paths (Curator's `getParticipantNodes`, which gives names).
+    ///
+    /// # Errors
+    /// Server errors after retries.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.shared.leases.participant_nodes(None).await
+    }
+}
+
+/// Gives every lease back; every release is attempted.
+///
+/// # Errors
+/// The first failure (the others are logged); every failed delete stays queued in the background.
+///
+/// # Cancel safety
+/// Cancel safe: leases not yet released are released in the background.
+pub async fn return_all(leases: Vec<Lease>) -> Result<()> {
+    let mut first = None;
+    for lease in leases {
+        if let Err(e) = lease.release().await {
+            debug!(%e, "returning a lease failed; its delete goes on in the background");
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// One lease of an [`InterProcessSemaphoreV2`]: owned, `Send + 'static`, released by
+/// [`release`](Self::release) or, if dropped, in the background (never panics, with or without a
+/// runtime).
+#[must_use = "dropping a lease releases it"]
+#[derive(Debug)]
+pub struct Lease {
+    hold: Arc<Hold>,
+    released: bool,
+}
+
+impl Lease {
+    /// The lease node's full path.
+    pub fn node_path(&self) -> &str {
+        self.hold.path()
+    }
+
+    /// The lease node's name.
+    pub fn node_name(&self) -> &str {
+        self.hold.name()
+    }
+
+    /// The data written into the lease node.
+    pub fn data(&self) -> Vec<u8> {
+        self.hold.data()
+    }
+
+    /// The fencing token of this lease (its node's creation zxid).
+    pub fn fencing_token(&self) -> FencingToken {
+        self.hold.fencing_token()
+    }
+
+    /// The lease's state now.
+    pub fn hold_state(&self) -> HoldState {
+        self.hold.hold_state()
+    }
+
+    /// A receiver of hold-state changes.
+    pub fn watch_state(&self) -> tokio::sync::watch::Receiver<HoldState> {
+        self.hold.watch_state()
+    }
+
+    /// The lease's state changes, ending after [`HoldState::Lost`].
+    pub fn state_changes(&self) -> HoldStateStream {
+        self.hold.state_changes()
+    }
+
+    /// Resolves once the lease is certainly lost.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) {
+        self.hold.lost().await
+    }
+
+    /// The underlying hold.
+    pub fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
+    /// A write applied only while the lease node exists; see [`Hold::guarded_write`].
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if the lease is lost; see [`Hold::guarded_write`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped commit may still be applied (only while the lease is held).
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zk::MultiWriteResult>> {
+        self.hold.guarded_write(write).await
+    }
+
+    /// Gives the lease back: deletes its node and waits (at most the connection timeout).
+    ///
+    /// # Errors
+    /// The delete's error, or [`Error::DeadlineExceeded`]; the node stays queued for deletion.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the lease is released at the first poll; the delete goes on in the background.
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.hold.release().await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.released {
+            self.hold.release_in_background();
+        }
+    }
+}
+
+/// Curator's `SharedCount`: an integer in a node, 4 bytes big-endian.
+#[derive(Debug)]
+pub(crate) struct SharedCount {
+    client: CuratorClient,
+    path: String,
+}
+
+impl SharedCount {
+    pub(crate) async fn new(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
+        match client.create(path, &seed.to_be_bytes(), zk::CreateMode::Persistent).await {
+            Ok(_) | Err(Error::ZooKeeper { source: zk::Error::NodeExists, .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Self { client: client.clone(), path: path.to_string() })
+    }
+
+    fn decode(&self, data: &[u8]) -> Result<i32> {
+        let bytes: [u8; 4] = data
+            .try_into()
+            .map_err(|_| Error::invalid_argument("shared count", self.path.clone(), "is not a 4-byte integer"))?;
+        Ok(i32::from_be_bytes(bytes))
+    }
+
+    pub(crate) async fn get(&self) -> Result<i32> {
+        let fixed = self.client.fix_path(&self.path);
+        let f = fixed.as_str();
+        let (data, _) = self.client.with_retry(&self.path, None, |zk| async move { zk.get_data(f).await }).await?;
+        self.decode(&data)
+    }
+
+    /// The count and a watcher that fires on its next change.
+    async fn get_and_watch(&self) -> Result<(i32, zk::OneshotWatcher)> {
+        let fixed = self.client.fix_path(&self.path);
+        let f = fixed.as_str();
+        let read = self.client.with_retry(&self.path, None, |zk| async move { zk.get_and_watch_data(f).await });
+        let (data, _, watcher) = read.await?;
+        Ok((self.decode(&data)?, watcher))
+    }
+}
+
+/// Keeps a semaphore's maximum equal to its shared count while the semaphore exists.
+async fn follow_count(semaphore: Weak<Shared>, count: SharedCount) {
+    let mut backoff = crate::framework::backoff::Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        if semaphore.strong_count() == 0 || count.client.is_closed() {
+            return;
+        }
+        match count.get_and_watch().await {
+            Ok((value, watcher)) => {
+                let Some(shared) = semaphore.upgrade() else { return };
+                shared.leases.set_max_leases(value.max(0) as usize);
+                drop(shared);
+                let _ = watcher.changed().await;
+            }
+            Err(e) => {
+                debug!(%e, path = %count.path, "reading the shared count failed; retrying");
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+/// A semaphore with one lease (Curator's `InterProcessSemaphoreMutex`): a mutex that is not
+/// re-entrant (a second acquire, even by the same task, waits) and may be released by any task.
+#[derive(Clone, Debug)]
+pub struct InterProcessSemaphoreMutex {
+    semaphore: InterProcessSemaphoreV2,
+    lease: Arc<parking_lot::Mutex<Option<Lease>>>,
+}
+
+impl InterProcessSemaphoreMutex {
+    /// A semaphore mutex on `path` (Curator's layout: `<path>/locks`, `<path>/leases`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming `path`.
+    pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
+        Ok(Self { semaphore: InterProcessSemaphoreV2::new(client, path, 1)?, lease: Default::default() })
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        self.semaphore.path()
+    }
+
+    /// Waits for the lock. Not re-entrant: while this instance holds it, a second acquire waits.
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphoreV2::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind.
+    pub async fn acquire(&self) -> Result<()> {
+        let lease = self.semaphore.acquire().await?;
+        *self.lease.lock() = Some(lease);
+        Ok(())
+    }
+
+    /// Like [`acquire`](Self::acquire) within `timeout` (`Ok(false)` if not acquired), strictly.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind.
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        let Some(lease) = self.semaphore.acquire_timeout(timeout).await? else {
+            return Ok(false);
+        };
+        *self.lease.lock() = Some(lease);
+        Ok(true)
+    }
+
+    /// Releases the lock, from any task.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] if this instance does not hold it; the delete's error otherwise.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: released at the first poll, the delete goes on in the background.
+    pub async fn release(&self) -> Result<()> {
+        let lease = self.lease.lock().take();
+        match lease {
+            Some(lease) => lease.release().await,
+            None => Err(Error::NotOwner { path: self.path().to_string(), reason: "the semaphore mutex is not held" }),
+        }
+    }
+
+    /// True while this instance holds the lock.
+    pub fn is_acquired_in_this_process(&self) -> bool {
+        self.lease.lock().is_some()
+    }
+
+    /// The current hold, if this instance holds the lock.
+    pub fn current_hold(&self) -> Option<Arc<Hold>> {
+        self.lease.lock().as_ref().map(|lease| lease.hold().clone())
+    }
+}
+
+impl super::interprocess_lock::InterProcessLock for InterProcessSemaphoreMutex {
+    fn path(&self) -> &str {
+        InterProcessSemaphoreMutex::path(self)
+    }
+    fn acquire(&self) -> super::interprocess_lock::LockFuture<'_, ()> {
+        Box::pin(InterProcessSemaphoreMutex::acquire(self))
+    }
+    fn acquire_timeout(&self, timeout: Duration) -> super::interprocess_lock::LockFuture<'_, bool> {
+        Box::pin(InterProcessSemaphoreMutex::acquire_timeout(self, timeout))
+    }
+    fn release(&self) -> super::interprocess_lock::LockFuture<'_, ()> {
+        Box::pin(InterProcessSemaphoreMutex::release(self))
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
+    }
+    fn release_abandoned(&self, _holder: crate::HolderId) {
+        // Not task-owned: the lease is released in the background when dropped.
+        drop(self.lease.lock().take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_granted_by_count_not_position() {
+        let kids: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(LeaseDriver::decide(&kids, &Contender::new("c", 3)), Verdict::Acquired);
+        assert_eq!(LeaseDriver::decide(&kids, &Contender::new("a", 2)), Verdict::WatchChildren);
+        assert_eq!(LeaseDriver::decide(&kids, &Contender::new("z", 5)), Verdict::NotInQueue);
+        assert_eq!(LeaseDriver::decide(&kids, &Contender::new("a", 0)), Verdict::WatchChildren);
+    }
+}
