@@ -1,6 +1,7 @@
 //! Interoperability with real Apache Curator 5.4 (Debian's jars in /usr/share/java): a Java peer
 //! (`tests/java/CuratorPeer.java`, one JVM per test, driven line by line over stdin/stdout) and this
-//! crate contend for the same `InterProcessMutex` paths on a real ZooKeeper.
+//! crate contend for the same lock paths on a real ZooKeeper: the mutex, both halves of the
+//! read-write lock, revocation, the semaphore (shared lease limit) and the semaphore mutex.
 //!
 //! What makes these tests fail if interop breaks:
 //! * Curator decides with ITS rules about OUR nodes (`rust_holds_curator_times_out`): if Rust's node
@@ -24,7 +25,10 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use zk_curator::{CuratorClient, InterProcessMutex, InterProcessReadWriteLock, Revoker};
+use zk_curator::{
+    CuratorClient, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
+    Revoker,
+};
 use zookeeper_client as zk;
 
 // ---------------------------------------------------------------------------------------------
@@ -248,6 +252,43 @@ impl CuratorPeer {
     /// Curator's `Revoker.attemptRevoke` on a node.
     async fn revoke(&mut self, node: &str) {
         assert_eq!(self.cmd(&format!("revoke {node}")).await, "REVOKE_SENT");
+    }
+}
+
+impl CuratorPeer {
+    /// A Curator `InterProcessSemaphoreV2` of `leases` leases on `path`, named `name`.
+    async fn semaphore(&mut self, name: &str, path: &str, leases: usize) {
+        assert_eq!(self.cmd(&format!("sem {name} {path} {leases}")).await, "MADE");
+    }
+
+    /// Curator's timed `acquire`: the lease node's path (the peer keeps the lease), or None.
+    async fn sem_acquire(&mut self, name: &str, timeout: Duration) -> Option<String> {
+        let answer = self.cmd(&format!("semacquire {name} {}", timeout.as_millis())).await;
+        parse_acquired(&answer)
+    }
+
+    /// Closes the oldest lease the peer keeps for `name`.
+    async fn sem_release(&mut self, name: &str) {
+        assert_eq!(self.cmd(&format!("semrelease {name}")).await, "RELEASED");
+    }
+
+    /// Starts `threads` Curator threads taking `n` leases each, recording occupancy under
+    /// `markers` (see [`occupy`]); [`CuratorPeer::sem_await`] gives the result.
+    async fn sem_critical(&mut self, name: &str, threads: usize, n: usize, markers: &str, hold: Duration) {
+        let line = format!("semcritical {name} {threads} {n} {markers} {}", hold.as_millis());
+        assert_eq!(self.cmd(&line).await, "SPAWNED");
+    }
+
+    /// The result of `sem_critical`: (most markers Curator saw, times it saw a Rust marker).
+    async fn sem_await(&mut self, name: &str, timeout: Duration) -> (usize, usize) {
+        let answer = self.cmd(&format!("semawait {name} {}", timeout.as_millis())).await;
+        let fields: Vec<usize> = answer
+            .strip_prefix("DONE ")
+            .unwrap_or_else(|| panic!("bad answer {answer}"))
+            .split(' ')
+            .map(|f| f.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or_else(|| panic!("bad {answer}")))
+            .collect();
+        (fields[0], fields[1])
     }
 }
 
@@ -733,4 +774,156 @@ async fn revocation_both_ways() {
     peer.revoke(hold.path()).await;
     tokio::time::timeout(LONG, hold.revocation_requested()).await.expect("Rust reader told");
     rw.read_lock().release().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semaphores, both directions
+// ---------------------------------------------------------------------------------------------
+
+/// Curator's lease node name: `_c_` + UUID + `-lease-` + 10-digit sequence.
+fn assert_lease_name(name: &str) {
+    let ok = name.len() == 3 + 36 + 7 + 10
+        && name.starts_with("_c_")
+        && uuid::Uuid::parse_str(&name[3..39]).is_ok()
+        && &name[39..46] == "-lease-"
+        && name[46..].bytes().all(|b| b.is_ascii_digit());
+    assert!(ok, "{name:?} is not shaped like `_c_<uuid>-lease-<10 digits>`");
+}
+
+/// A 2-lease semaphore shared by Curator and Rust: leases of either library count against the
+/// same limit, a waiter of either library gets in when the other returns one, both use
+/// `<path>/leases` with Curator's names, and Rust lists Curator's leases as participants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_leases_are_shared_with_curator() {
+    let (server, mut peer, client) = setup().await;
+    let path = support::unique_path("interop-sem");
+    let semaphore = InterProcessSemaphoreV2::new(&client, &path, 2).unwrap();
+    peer.semaphore("s", &path, 2).await;
+
+    let curator_lease = peer.sem_acquire("s", LONG).await.expect("Curator's first lease");
+    assert_eq!(curator_lease.rsplit_once('/').map(|(dir, _)| dir), Some(format!("{path}/leases").as_str()));
+    assert_lease_name(support::node_name(&curator_lease));
+    let rust_lease = semaphore.acquire_timeout(LONG).await.unwrap().expect("Rust's lease beside Curator's");
+    assert_lease_name(rust_lease.node_name());
+    let participants = semaphore.participant_nodes().await.unwrap();
+    assert!(participants.contains(&curator_lease), "{participants:?} lacks Curator's {curator_lease}");
+
+    // Full: neither library gets a third lease.
+    assert!(semaphore.acquire_timeout(SHORT).await.unwrap().is_none(), "Rust took a third of 2 leases");
+    assert_eq!(peer.sem_acquire("s", SHORT).await, None, "Curator took a third of 2 leases");
+
+    // Curator returns its lease: a waiting Rust acquirer gets it.
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await.unwrap() }
+    });
+    tokio::time::sleep(SHORT).await;
+    assert!(!waiter.is_finished(), "Rust's waiter got a lease of a full semaphore");
+    peer.sem_release("s").await;
+    let second_rust = support::join("Rust waiter", LONG, waiter).await;
+
+    // Rust holds both: Curator waits until Rust returns one.
+    assert_eq!(peer.sem_acquire("s", SHORT).await, None, "Curator took a third lease beside Rust's two");
+    rust_lease.release().await.unwrap();
+    peer.sem_acquire("s", LONG).await.expect("Curator's lease after Rust returned one");
+    second_rust.release().await.unwrap();
+    peer.sem_release("s").await;
+    let connect = server.connect_string();
+    assert!(support::eventually_no_children(&connect, &format!("{path}/leases"), LONG).await.is_empty());
+    assert!(support::eventually_no_children(&connect, &format!("{path}/locks"), LONG).await.is_empty());
+}
+
+/// One pass of a holder: with a lease held, create an ephemeral-sequential marker `<markers>/rust-`,
+/// list the markers (a lower bound of the holders at that moment: a marker lives only while its
+/// lease does), hold, delete the marker. Returns (markers listed, whether a Curator one was among them).
+async fn occupy(zk: &zk::Client, markers: &str, hold: Duration) -> (usize, bool) {
+    let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let (_, sequence) = zk.create(&format!("{markers}/rust-"), b"", &mode).await.expect("create marker");
+    let marker = format!("{markers}/rust-{sequence}");
+    let (seen, _) = zk.get_children(markers).await.expect("list markers");
+    tokio::time::sleep(hold).await;
+    zk.delete(&marker, None).await.expect("delete marker");
+    (seen.len(), seen.iter().any(|m| m.starts_with("curator-")))
+}
+
+/// Three Curator threads and three Rust sessions take leases of one 3-lease semaphore 20 times
+/// each, at the same time: nobody ever sees more than 3 holders (by markers that do not trust
+/// either library), and holders of both libraries were inside together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_holders_of_both_libraries_never_exceed_the_limit() {
+    const LEASES: usize = 3;
+    const ROUNDS: usize = 20;
+    let (server, mut peer, _client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("interop-sem-limit");
+    // At the root: the semaphore's parents do not exist yet.
+    let markers = format!("/{}-markers", path.trim_start_matches('/').replace('/', "-"));
+    let zk = support::observer(&connect).await;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    zk.create(&markers, b"", &persistent).await.expect("create the markers node");
+
+    peer.semaphore("s", &path, LEASES).await;
+    // Sessions first, so both sides start taking leases at about the same time.
+    let mut holders = Vec::new();
+    for _ in 0..LEASES {
+        let client = support::client(&connect).await;
+        let semaphore = InterProcessSemaphoreV2::new(&client, &path, LEASES).unwrap();
+        holders.push((client, semaphore, support::observer(&connect).await));
+    }
+    peer.sem_critical("s", LEASES, ROUNDS, &markers, Duration::from_millis(10)).await;
+    let mut tasks = Vec::new();
+    for (client, semaphore, zk) in holders {
+        let markers = markers.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut most, mut mixed) = (0, 0);
+            for _ in 0..ROUNDS {
+                let lease = semaphore.acquire_timeout(Duration::from_secs(30)).await.unwrap().expect("a lease in 30 s");
+                let (seen, with_curator) = occupy(&zk, &markers, Duration::from_millis(10)).await;
+                most = most.max(seen);
+                mixed += usize::from(with_curator);
+                lease.release().await.unwrap();
+            }
+            drop(client);
+            (most, mixed)
+        }));
+    }
+    let (mut rust_most, mut rust_mixed) = (0, 0);
+    for task in tasks {
+        let (most, mixed) = support::join("Rust holder", Duration::from_secs(120), task).await;
+        rust_most = rust_most.max(most);
+        rust_mixed += mixed;
+    }
+    let (curator_most, curator_mixed) = peer.sem_await("s", Duration::from_secs(120)).await;
+    assert!(rust_most <= LEASES, "Rust saw {rust_most} holders of a {LEASES}-lease semaphore");
+    assert!(curator_most <= LEASES, "Curator saw {curator_most} holders of a {LEASES}-lease semaphore");
+    assert!(
+        rust_mixed > 0 && curator_mixed > 0,
+        "the libraries never held leases together (Rust saw Curator {rust_mixed} times, Curator saw Rust {curator_mixed})"
+    );
+    assert!(support::eventually_no_children(&connect, &format!("{path}/leases"), LONG).await.is_empty());
+}
+
+/// Curator's `InterProcessSemaphoreMutex` and ours exclude each other in both directions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_mutex_excludes_both_ways() {
+    let (server, mut peer, client) = setup().await;
+    let path = support::unique_path("interop-semmutex");
+    let mutex = InterProcessSemaphoreMutex::new(&client, &path).unwrap();
+    peer.make("m", &path, "semmutex", false).await;
+
+    let node = peer.lock("m", LONG).await.expect("Curator's semaphore mutex");
+    assert_lease_name(support::node_name(&node));
+    assert!(!mutex.acquire_timeout(SHORT).await.unwrap(), "Rust got in past Curator's semaphore mutex");
+    peer.release("m").await;
+
+    assert!(mutex.acquire_timeout(LONG).await.unwrap(), "Rust after Curator released");
+    assert_eq!(peer.lock("m", SHORT).await, None, "Curator got in past Rust's semaphore mutex");
+    peer.spawn_lock("m").await;
+    assert_eq!(peer.await_acquired("m", SHORT).await, None);
+    mutex.release().await.unwrap();
+    peer.await_acquired("m", LONG).await.expect("Curator after Rust released");
+    peer.release("m").await;
+    assert!(support::eventually_no_children(&server.connect_string(), &format!("{path}/leases"), LONG)
+        .await
+        .is_empty());
 }

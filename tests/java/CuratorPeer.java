@@ -13,12 +13,21 @@
 //   await NAME TIMEOUT_MS       -> ACQUIRED <node path> | PENDING | ERROR ...
 //   critical PATH N COUNTER     -> DONE overlaps=<k>
 //   data NAME                   -> DATA <hex of the held node's data>
-//   make NAME PATH KIND REVOCABLE -> MADE   (KIND mutex|read|write: a handle on its own lock
-//                                  instance; REVOCABLE 1 = makeRevocable, the listener releases)
+//   make NAME PATH KIND REVOCABLE -> MADE   (KIND mutex|read|write|semmutex: a handle on its own
+//                                  lock instance; REVOCABLE 1 = makeRevocable, the listener
+//                                  releases; not for semmutex)
 //   lock NAME TIMEOUT_MS        -> ACQUIRED <node path> | NOT_ACQUIRED
 //   spawnlock NAME              -> SPAWNED   (untimed acquire of a made handle; see await)
 //   revoked NAME                -> REVOKED true|false   (the revocation listener ran and released)
 //   revoke NODE_PATH            -> REVOKE_SENT   (Revoker.attemptRevoke)
+//   sem NAME PATH L             -> MADE   (an InterProcessSemaphoreV2 of L leases named NAME)
+//   semacquire NAME TIMEOUT_MS  -> ACQUIRED <lease node path> | NOT_ACQUIRED   (keeps the lease)
+//   semrelease NAME             -> RELEASED   (closes the oldest lease NAME keeps)
+//   semcritical NAME THREADS N MARKERS HOLD_MS -> SPAWNED   (THREADS threads each take a lease of
+//                                  NAME N times and record occupancy under MARKERS, see
+//                                  semCritical; the result comes from semawait)
+//   semawait NAME TIMEOUT_MS    -> DONE max=<most markers seen> mixed=<times a Rust marker was
+//                                  seen beside ours> | PENDING | ERROR ...
 //   quit                        -> BYE, then exit
 //
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
@@ -29,7 +38,9 @@ import java.lang.reflect.Method;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -38,13 +49,18 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
@@ -63,19 +79,29 @@ public class CuratorPeer {
         }
     }
 
-    /** Curator's protected getLockPath() of any InterProcessMutex (read/write halves included). */
-    static String lockPathOf(InterProcessMutex mutex) throws Exception {
-        if (mutex instanceof PeerMutex) {
-            return ((PeerMutex) mutex).lockPath();
+    /**
+     * The held node of a lock: Curator's protected getLockPath() of any InterProcessMutex
+     * (read/write halves included); for a semaphore mutex, its private lease's node under
+     * PATH/leases.
+     */
+    static String lockPathOf(InterProcessLock lock, String path) throws Exception {
+        if (lock instanceof PeerMutex) {
+            return ((PeerMutex) lock).lockPath();
+        }
+        if (lock instanceof InterProcessSemaphoreMutex) {
+            java.lang.reflect.Field field = InterProcessSemaphoreMutex.class.getDeclaredField("lease");
+            field.setAccessible(true);
+            Lease lease = (Lease) field.get(lock);
+            return lease == null ? null : path + "/leases/" + lease.getNodeName();
         }
         Method getter = InterProcessMutex.class.getDeclaredMethod("getLockPath");
         getter.setAccessible(true);
-        return (String) getter.invoke(mutex);
+        return (String) getter.invoke(lock);
     }
 
     static final class Handle {
         final String path;
-        final InterProcessMutex mutex;
+        final InterProcessLock mutex;
         final ExecutorService thread;
         Future<String> pending;
         volatile boolean revoked;
@@ -90,6 +116,7 @@ public class CuratorPeer {
                 case "mutex": this.mutex = new PeerMutex(client, path); break;
                 case "read": this.mutex = new InterProcessReadWriteLock(client, path).readLock(); break;
                 case "write": this.mutex = new InterProcessReadWriteLock(client, path).writeLock(); break;
+                case "semmutex": this.mutex = new InterProcessSemaphoreMutex(client, path); break;
                 default: throw new IllegalArgumentException("unknown lock kind " + kind);
             }
             this.thread = Executors.newSingleThreadExecutor(r -> {
@@ -99,7 +126,7 @@ public class CuratorPeer {
             });
             if (revocable) {
                 // The listener runs on ZooKeeper's event thread; release on the owning thread.
-                mutex.makeRevocable(lock -> thread.submit(() -> {
+                ((InterProcessMutex) mutex).makeRevocable(lock -> thread.submit(() -> {
                     mutex.release();
                     revoked = true;
                     return null;
@@ -120,8 +147,27 @@ public class CuratorPeer {
         }
     }
 
+    /** One InterProcessSemaphoreV2 instance and the leases taken through it. */
+    static final class SemHandle {
+        final String path;
+        final InterProcessSemaphoreV2 semaphore;
+        final Deque<Lease> leases = new ArrayDeque<>();
+        Future<String> pending;
+
+        SemHandle(CuratorFramework client, String path, int maxLeases) {
+            this.path = path;
+            this.semaphore = new InterProcessSemaphoreV2(client, path, maxLeases);
+        }
+    }
+
     private final CuratorFramework client;
     private final Map<String, Handle> handles = new HashMap<>();
+    private final Map<String, SemHandle> semaphores = new HashMap<>();
+    private final ExecutorService background = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "peer-background");
+        t.setDaemon(true);
+        return t;
+    });
 
     CuratorPeer(CuratorFramework client) {
         this.client = client;
@@ -197,7 +243,7 @@ public class CuratorPeer {
                 Handle h = handle(cmd[1], cmd[1]);
                 long ms = Long.parseLong(cmd[2]);
                 return h.run(() -> h.mutex.acquire(ms, TimeUnit.MILLISECONDS)
-                        ? "ACQUIRED " + lockPathOf(h.mutex)
+                        ? "ACQUIRED " + lockPathOf(h.mutex, h.path)
                         : "NOT_ACQUIRED");
             }
             case "release": {
@@ -221,7 +267,7 @@ public class CuratorPeer {
                 }
                 h.pending = h.thread.submit(() -> {
                     h.mutex.acquire();
-                    return "ACQUIRED " + lockPathOf(h.mutex);
+                    return "ACQUIRED " + lockPathOf(h.mutex, h.path);
                 });
                 return "SPAWNED";
             }
@@ -252,7 +298,7 @@ public class CuratorPeer {
             case "data": {
                 arity(cmd, 2);
                 Handle h = existing(cmd[1]);
-                String node = h.run(() -> lockPathOf(h.mutex));
+                String node = h.run(() -> lockPathOf(h.mutex, h.path));
                 if (node == null) {
                     throw new IllegalStateException("handle " + cmd[1] + " holds nothing");
                 }
@@ -275,7 +321,7 @@ public class CuratorPeer {
                 Handle h = existing(cmd[1]);
                 long ms = Long.parseLong(cmd[2]);
                 return h.run(() -> h.mutex.acquire(ms, TimeUnit.MILLISECONDS)
-                        ? "ACQUIRED " + lockPathOf(h.mutex)
+                        ? "ACQUIRED " + lockPathOf(h.mutex, h.path)
                         : "NOT_ACQUIRED");
             }
             case "spawnlock": {
@@ -286,7 +332,7 @@ public class CuratorPeer {
                 }
                 h.pending = h.thread.submit(() -> {
                     h.mutex.acquire();
-                    return "ACQUIRED " + lockPathOf(h.mutex);
+                    return "ACQUIRED " + lockPathOf(h.mutex, h.path);
                 });
                 return "SPAWNED";
             }
@@ -299,9 +345,126 @@ public class CuratorPeer {
                 Revoker.attemptRevoke(client, cmd[1]);
                 return "REVOKE_SENT";
             }
+            case "sem": {
+                arity(cmd, 4);
+                if (semaphores.containsKey(cmd[1])) {
+                    throw new IllegalArgumentException("semaphore " + cmd[1] + " exists");
+                }
+                semaphores.put(cmd[1], new SemHandle(client, cmd[2], Integer.parseInt(cmd[3])));
+                return "MADE";
+            }
+            case "semacquire": {
+                arity(cmd, 3);
+                SemHandle h = existingSem(cmd[1]);
+                Lease lease = h.semaphore.acquire(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                if (lease == null) {
+                    return "NOT_ACQUIRED";
+                }
+                synchronized (h.leases) {
+                    h.leases.addLast(lease);
+                }
+                return "ACQUIRED " + h.path + "/leases/" + lease.getNodeName();
+            }
+            case "semrelease": {
+                arity(cmd, 2);
+                SemHandle h = existingSem(cmd[1]);
+                Lease lease;
+                synchronized (h.leases) {
+                    lease = h.leases.pollFirst();
+                }
+                if (lease == null) {
+                    throw new IllegalStateException("semaphore " + cmd[1] + " keeps no lease");
+                }
+                lease.close();
+                return "RELEASED";
+            }
+            case "semcritical": {
+                arity(cmd, 6);
+                SemHandle h = existingSem(cmd[1]);
+                if (h.pending != null && !h.pending.isDone()) {
+                    throw new IllegalStateException("semaphore " + cmd[1] + " is already busy");
+                }
+                int threads = Integer.parseInt(cmd[2]);
+                int n = Integer.parseInt(cmd[3]);
+                String markers = cmd[4];
+                long holdMs = Long.parseLong(cmd[5]);
+                h.pending = background.submit(() -> semCritical(h.semaphore, threads, n, markers, holdMs));
+                return "SPAWNED";
+            }
+            case "semawait": {
+                arity(cmd, 3);
+                SemHandle h = existingSem(cmd[1]);
+                if (h.pending == null) {
+                    throw new IllegalStateException("semaphore " + cmd[1] + " has nothing running");
+                }
+                try {
+                    String result = h.pending.get(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                    h.pending = null;
+                    return result;
+                } catch (TimeoutException e) {
+                    return "PENDING";
+                } catch (ExecutionException e) {
+                    h.pending = null;
+                    return "ERROR " + e.getCause();
+                }
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
         }
+    }
+
+    private SemHandle existingSem(String name) {
+        SemHandle h = semaphores.get(name);
+        if (h == null) {
+            throw new IllegalArgumentException("no semaphore " + name);
+        }
+        return h;
+    }
+
+    /**
+     * THREADS threads, each N times: take a lease, create an EPHEMERAL_SEQUENTIAL marker
+     * MARKERS/curator-, list MARKERS (the count is a lower bound of the holders at that moment,
+     * since a marker lives only while its lease is held), hold HOLD_MS, delete the marker and
+     * return the lease. Counts how often a Rust marker (rust-) was listed beside ours.
+     */
+    private String semCritical(InterProcessSemaphoreV2 semaphore, int threads, int n, String markers, long holdMs)
+            throws Exception {
+        try {
+            client.create().creatingParentsIfNeeded().forPath(markers);
+        } catch (KeeperException.NodeExistsException e) {
+            // the other side created it first
+        }
+        AtomicInteger max = new AtomicInteger();
+        AtomicInteger mixed = new AtomicInteger();
+        List<Future<Void>> running = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            running.add(background.submit(() -> {
+                for (int i = 0; i < n; i++) {
+                    Lease lease = semaphore.acquire(30, TimeUnit.SECONDS);
+                    if (lease == null) {
+                        throw new IllegalStateException("no lease within 30 s");
+                    }
+                    try {
+                        String marker = client.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL)
+                                .forPath(markers + "/curator-");
+                        List<String> seen = client.getChildren().forPath(markers);
+                        max.accumulateAndGet(seen.size(), Math::max);
+                        if (seen.stream().anyMatch(m -> m.startsWith("rust-"))) {
+                            mixed.incrementAndGet();
+                        }
+                        Thread.sleep(holdMs);
+                        client.delete().forPath(marker);
+                    } finally {
+                        lease.close();
+                    }
+                }
+                return null;
+            }));
+        }
+        for (Future<Void> f : running) {
+            f.get();
+        }
+        return "DONE max=" + max.get() + " mixed=" + mixed.get();
     }
 
     /**
@@ -313,7 +476,7 @@ public class CuratorPeer {
      *     (the increment is then written blindly, so a lost update also shows in the final count).
      * Returns the number of overlaps seen.
      */
-    private int critical(InterProcessMutex mutex, int n, String counter) throws Exception {
+    private int critical(InterProcessLock mutex, int n, String counter) throws Exception {
         String marker = counter + "-inside";
         try {
             client.create().creatingParentsIfNeeded().forPath(counter, "0".getBytes(StandardCharsets.UTF_8));
