@@ -9,7 +9,10 @@
 //!   mutex-uncontended N            one session, N x InterProcessMutex acquire + release
 //!   mutex-contended C N            C sessions race for N acquisitions in total
 //!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
-//!   hold PATH SECONDS mutex        acquire, print ACQUIRED/TOKEN, report hold-state changes, release
+//!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
+//!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
+//!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex: acquire, print
+//!                                  ACQUIRED/TOKEN, report hold-state changes, release
 //! ```
 //!
 //! Every bench prints one `RESULT rust.<bench>.<metric>=<value>` line per metric (latencies in µs,
@@ -36,7 +39,8 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::zookeeper_client as zk;
 use zk_curator::{
-    CuratorClient, Error, GuardedWrite, HoldState, InterProcessMutex, InterProcessReadWriteLock, LockDriver, MutexGuard,
+    CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -70,8 +74,10 @@ enum Mode {
     MutexManyWaiters { waiters: usize, sessions: Option<usize> },
     /// C sessions, one reader task each, take the read lock N times in total, holding it HOLD_MS.
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
-    /// Acquire PATH (KIND mutex, read or write), hold it SECONDS while reporting hold-state
-    /// changes, release.
+    /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
+    Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
+    /// Acquire PATH (KIND mutex, read, write, sem:L or semmutex), hold it SECONDS while reporting
+    /// hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
 }
 
@@ -83,6 +89,7 @@ impl Mode {
             Mode::MutexContended { .. } => "mutex_contended",
             Mode::MutexManyWaiters { .. } => "mutex_many_waiters",
             Mode::RwlockReaders { .. } => "rwlock_readers",
+            Mode::Semaphore { .. } => "semaphore",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -210,8 +217,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if let Mode::Hold { kind, .. } = &cli.mode {
-        if !["mutex", "read", "write"].contains(&kind.as_str()) {
-            eprintln!("lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write)");
+        let known =
+            matches!(kind.as_str(), "mutex" | "read" | "write") || semaphore_leases(kind).is_ok_and(|l| l.is_some());
+        if !known {
+            eprintln!(
+                "lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write, sem:L with L >= 1, semmutex)"
+            );
             return ExitCode::from(2);
         }
     }
@@ -266,6 +277,9 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Mode::RwlockReaders { clients, n, hold_ms } => {
             rwlock_readers(&report, &connect, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
+        }
+        Mode::Semaphore { leases, clients, n, hold_ms } => {
+            semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
@@ -614,6 +628,82 @@ async fn rwlock_readers(report: &Report, connect: &str, clients: usize, n: usize
 }
 
 // ----------------------------------------------------------------------------------------------
+// semaphore
+
+async fn semaphore(
+    report: &Report,
+    connect: &str,
+    leases: usize,
+    clients: usize,
+    n: usize,
+    hold: Duration,
+) -> BenchResult<()> {
+    if clients == 0 {
+        return Err("semaphore needs at least one client".into());
+    }
+    let path = unique_path("semaphore");
+    let sessions =
+        futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await?;
+    let mut semaphores = Vec::with_capacity(clients);
+    for client in &sessions {
+        let semaphore = InterProcessSemaphoreV2::new(client, &path, leases)?;
+        semaphore.acquire().await?.release().await?;
+        semaphores.push(semaphore);
+    }
+    for _ in 0..WARMUP.min(n) {
+        semaphores[0].acquire().await?.release().await?;
+    }
+    let tickets = Arc::new(AtomicUsize::new(n));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let mut tasks = Vec::with_capacity(clients);
+    for semaphore in semaphores {
+        let (tickets, inside, max_inside, violations, start_line) =
+            (tickets.clone(), inside.clone(), max_inside.clone(), violations.clone(), start_line.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            start_line.wait().await;
+            while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
+                let t0 = Instant::now();
+                let lease = semaphore.acquire().await?;
+                latencies.push(t0.elapsed());
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max_inside.fetch_max(now, Ordering::SeqCst);
+                if now > leases {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                inside.fetch_sub(1, Ordering::SeqCst);
+                lease.release().await?;
+            }
+            Ok::<_, Error>(latencies)
+        }));
+    }
+    start_line.wait().await;
+    let started = Instant::now();
+    let collected = collect_latencies(tasks).await;
+    let elapsed = started.elapsed();
+    for client in &sessions {
+        client.close().await;
+    }
+    let (acquire, _) = collected.map_err(|e| format!("a lease holder failed: {e}"))?;
+    report.rate("ops_per_s", acquire.len(), elapsed);
+    report.us("acquire_p50_us", pct(&acquire, 0.50));
+    report.us("acquire_p99_us", pct(&acquire, 0.99));
+    report.metric("max_concurrent_holders", max_inside.load(Ordering::SeqCst));
+    report.metric("over_limit_violations", violations.load(Ordering::SeqCst));
+    report.metric("leases", leases);
+    report.metric("clients", clients);
+    report.metric("n", n);
+    report.metric("hold_ms", hold.as_millis());
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
 // mutex-many-waiters
 
 async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sessions: usize) -> BenchResult<()> {
@@ -778,34 +868,94 @@ async fn hold(connect: &str, path: &str, seconds: f64, kind: &str) -> BenchResul
     let hold_for = Duration::try_from_secs_f64(seconds.max(0.0)).map_err(|e| format!("bad SECONDS: {e}"))?;
 
     let client = connect_client(connect, session_timeout).await?;
-    let rw = InterProcessReadWriteLock::new(&client, path)?;
-    let mutex = InterProcessMutex::new(&client, path)?;
-    let held = match (kind, acquire_timeout) {
-        ("read", Some(t)) => hold_guard(rw.read_lock().try_lock_for(t).await?, hold_for, &guarded_path).await,
-        ("read", None) => hold_guard(Some(rw.read_lock().lock().await?), hold_for, &guarded_path).await,
-        ("write", Some(t)) => hold_guard(rw.write_lock().try_lock_for(t).await?, hold_for, &guarded_path).await,
-        ("write", None) => hold_guard(Some(rw.write_lock().lock().await?), hold_for, &guarded_path).await,
-        (_, Some(t)) => hold_guard(mutex.try_lock_for(t).await?, hold_for, &guarded_path).await,
-        (_, None) => hold_guard(Some(mutex.lock().await?), hold_for, &guarded_path).await,
-    };
+    let held = hold_kind(&client, path, kind, acquire_timeout, hold_for, &guarded_path).await;
     client.close().await;
     held
 }
 
-/// Prints what a holder sees (`ACQUIRED`, `TOKEN`, state changes, `RELEASED`) or `NOT_ACQUIRED`.
-async fn hold_guard<D: LockDriver>(
-    guard: Option<MutexGuard<D>>,
+async fn hold_kind(
+    client: &CuratorClient,
+    path: &str,
+    kind: &str,
+    acquire_timeout: Option<Duration>,
     hold_for: Duration,
     guarded_path: &Option<String>,
 ) -> BenchResult<()> {
-    let Some(guard) = guard else {
+    if let Some(leases) = semaphore_leases(kind)? {
+        let semaphore = InterProcessSemaphoreV2::new(client, path, leases)?;
+        let lease = match acquire_timeout {
+            Some(t) => semaphore.acquire_timeout(t).await?,
+            None => Some(semaphore.acquire().await?),
+        };
+        return hold_for_a_while(lease, hold_for, guarded_path).await;
+    }
+    let rw = InterProcessReadWriteLock::new(client, path)?;
+    let mutex = InterProcessMutex::new(client, path)?;
+    match (kind, acquire_timeout) {
+        ("read", Some(t)) => hold_for_a_while(rw.read_lock().try_lock_for(t).await?, hold_for, guarded_path).await,
+        ("read", None) => hold_for_a_while(Some(rw.read_lock().lock().await?), hold_for, guarded_path).await,
+        ("write", Some(t)) => hold_for_a_while(rw.write_lock().try_lock_for(t).await?, hold_for, guarded_path).await,
+        ("write", None) => hold_for_a_while(Some(rw.write_lock().lock().await?), hold_for, guarded_path).await,
+        ("mutex", Some(t)) => hold_for_a_while(mutex.try_lock_for(t).await?, hold_for, guarded_path).await,
+        ("mutex", None) => hold_for_a_while(Some(mutex.lock().await?), hold_for, guarded_path).await,
+        (other, _) => Err(format!("unknown KIND {other} (mutex, read, write, sem:L or semmutex)").into()),
+    }
+}
+
+/// The lease count of a semaphore KIND (`sem:L`, or `semmutex`: a semaphore mutex is a one-lease
+/// semaphore on the wire, as in Curator); None for the lock kinds.
+fn semaphore_leases(kind: &str) -> Result<Option<usize>, String> {
+    if kind == "semmutex" {
+        return Ok(Some(1));
+    }
+    match kind.strip_prefix("sem:") {
+        Some(l) => match l.parse::<usize>() {
+            Ok(leases) if leases >= 1 => Ok(Some(leases)),
+            _ => Err(format!("bad KIND {kind}: the lease count must be a whole number >= 1")),
+        },
+        None => Ok(None),
+    }
+}
+
+/// What `hold` holds: a lock guard or a semaphore lease.
+trait Held {
+    fn hold(&self) -> &Arc<Hold>;
+    fn release(self) -> impl std::future::Future<Output = zk_curator::Result<()>> + Send;
+}
+
+impl<D: LockDriver> Held for MutexGuard<D> {
+    fn hold(&self) -> &Arc<Hold> {
+        MutexGuard::hold(self)
+    }
+    fn release(self) -> impl std::future::Future<Output = zk_curator::Result<()>> + Send {
+        MutexGuard::release(self)
+    }
+}
+
+impl Held for Lease {
+    fn hold(&self) -> &Arc<Hold> {
+        Lease::hold(self)
+    }
+    fn release(self) -> impl std::future::Future<Output = zk_curator::Result<()>> + Send {
+        Lease::release(self)
+    }
+}
+
+/// Prints what a holder sees (`ACQUIRED`, `TOKEN`, state changes, `RELEASED`) or `NOT_ACQUIRED`.
+async fn hold_for_a_while(
+    held: Option<impl Held>,
+    hold_for: Duration,
+    guarded_path: &Option<String>,
+) -> BenchResult<()> {
+    let Some(held) = held else {
         say("NOT_ACQUIRED");
         return Ok(());
     };
-    say(format_args!("ACQUIRED {}", guard.node_path()));
-    say(format_args!("TOKEN {}", guard.fencing_token()));
+    let hold = held.hold().clone();
+    say(format_args!("ACQUIRED {}", hold.path()));
+    say(format_args!("TOKEN {}", hold.fencing_token()));
 
-    let mut states = guard.watch_state();
+    let mut states = hold.watch_state();
     let mut last = HoldState::Held;
     let end = tokio::time::Instant::now() + hold_for;
     loop {
@@ -824,10 +974,10 @@ async fn hold_guard<D: LockDriver>(
     }
 
     if let Some(p) = &guarded_path {
-        say(guarded_write(&guard, p).await);
+        say(guarded_write(&hold, p).await);
     }
     // A lost hold has nothing left to delete; a disconnected one leaves the delete queued.
-    match tokio::time::timeout(Duration::from_secs(5), guard.release()).await {
+    match tokio::time::timeout(Duration::from_secs(5), held.release()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("lock_bench: release: {e} (the delete goes on in the background)"),
         Err(_) => eprintln!("lock_bench: release still pending after 5 s (the delete goes on in the background)"),
@@ -837,14 +987,14 @@ async fn hold_guard<D: LockDriver>(
 }
 
 /// A set-data of `path` guarded by our lock node, or a create if `path` does not exist yet.
-async fn guarded_write<D: LockDriver>(guard: &MutexGuard<D>, path: &str) -> &'static str {
-    let data = format!("token={}", guard.fencing_token()).into_bytes();
+async fn guarded_write(hold: &Hold, path: &str) -> &'static str {
+    let data = format!("token={}", hold.fencing_token()).into_bytes();
     let attempt = async {
         let set = GuardedWrite::new().set_data(path, &data, None)?;
-        match guard.guarded_write(set).await {
+        match hold.guarded_write(set).await {
             Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {
                 let create = GuardedWrite::new().create(path, &data, zk::CreateMode::Persistent)?;
-                guard.guarded_write(create).await
+                hold.guarded_write(create).await
             }
             other => other,
         }
