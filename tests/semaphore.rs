@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
+use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{
-    ErrorKind, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex,
-    InterProcessSemaphoreV2, LockFuture,
+    ErrorKind, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockFuture,
 };
 
 /// Holders in and out, and the most seen at once.
@@ -128,6 +129,18 @@ async fn many_leases_all_or_none_and_typed_errors() {
         InterProcessSemaphoreV2::new(&client, "bad", 1).map(|_| ()).map_err(|e| e.kind()),
         Err(ErrorKind::BadArgument)
     );
+    for seed in [0, -1] {
+        let e = InterProcessSemaphoreV2::with_shared_count(&client, &path, &format!("{path}-count"), seed)
+            .await
+            .unwrap_err();
+        assert!(e.kind() == ErrorKind::BadArgument && e.to_string().contains(&seed.to_string()), "{e}");
+    }
+    // A counter node that is not Curator's 4-byte integer: a typed error naming it.
+    let garbage = format!("{path}-garbage");
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    obs.create(&garbage, b"two", &persistent).await.unwrap();
+    let e = InterProcessSemaphoreV2::with_shared_count(&client, &path, &garbage, 2).await.unwrap_err();
+    assert!(e.kind() == ErrorKind::BadArgument && e.to_string().contains(&garbage), "{e}");
     assert!(support::eventually_no_children(&connect, &leases_path, Duration::from_secs(5)).await.is_empty());
 }
 
@@ -324,4 +337,68 @@ async fn multi_lock_all_or_nothing() {
     }
     assert!(!good.is_acquired_in_this_process(), "the good lock was released despite the others");
     assert!(InterProcessMultiLock::new(Vec::new()).map(|_| ()).map_err(|e| e.kind()) == Err(ErrorKind::BadArgument));
+}
+
+/// The connection of a waiting acquirer breaks (cut, then replies dropped while it creates its
+/// nodes) without its session expiring: once the connection is back it gets its lease, and its
+/// live session keeps exactly one lease node and no internal-mutex node — nothing duplicated or
+/// forgotten by a retried create (CURATOR-462), nothing left after the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_leaves_no_orphan_on_a_live_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let holder = support::client(&connect).await;
+    let path = support::unique_path("semaphore-connection-loss");
+    let (leases_path, locks_path) = (format!("{path}/leases"), format!("{path}/locks"));
+    for mode in [ProxyMode::Cut, ProxyMode::DropReplies] {
+        let client =
+            support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(30), Duration::from_secs(3))
+                .await;
+        let session = client.session_id();
+        let held = InterProcessSemaphoreV2::new(&holder, &path, 1).unwrap().acquire().await.unwrap();
+        let semaphore = InterProcessSemaphoreV2::new(&client, &path, 1).unwrap();
+        let waiter = match mode {
+            ProxyMode::Cut => {
+                // Cut while it waits, holding the internal mutex, with its lease node queued.
+                let waiter = tokio::spawn(async move { semaphore.acquire().await });
+                support::eventually_queued(&obs, &leases_path, 2, "the waiter's lease node").await;
+                proxy.set_mode(mode);
+                waiter
+            }
+            _ => {
+                // Replies dropped while it sends its creates: the nodes exist, the client never
+                // heard of them.
+                proxy.set_mode(mode);
+                tokio::spawn(async move { semaphore.acquire().await })
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        proxy.set_mode(ProxyMode::Pass);
+        support::eventually(Duration::from_secs(20), "reconnected", || async { client.is_connected() }).await;
+        assert_eq!(client.session_id(), session, "{mode:?}: the session survived");
+        held.release().await.unwrap();
+        let lease = support::join("the waiter's lease", Duration::from_secs(20), waiter).await.unwrap();
+        assert_eq!(lease.hold_state(), HoldState::Held);
+        let leases = support::sorted_children(&obs, &leases_path).await;
+        assert_eq!(leases, vec![lease.node_name().to_string()], "{mode:?}: one lease node, ours");
+        let mut ours_in_locks = 0;
+        for _ in 0..50 {
+            ours_in_locks = 0;
+            for child in support::sorted_children(&obs, &locks_path).await {
+                let stat = support::stat(&obs, &format!("{locks_path}/{child}")).await;
+                ours_in_locks += usize::from(stat.is_some_and(|s| s.ephemeral_owner == session));
+            }
+            if ours_in_locks == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(ours_in_locks, 0, "{mode:?}: an internal-mutex node of the live session was left behind");
+        lease.release().await.unwrap();
+        assert!(support::eventually_no_children(&connect, &leases_path, Duration::from_secs(10)).await.is_empty());
+        client.close().await;
+    }
 }
