@@ -123,14 +123,24 @@ pub enum Error {
     },
 
     /// The first connection could not be established.
-    #[error("could not connect to {connect}: {source}")]
+    #[error("could not connect to {connect}{}: {source}", auth_note(schemes))]
     Connect {
         /// The connect string.
         connect: String,
+        /// The schemes of the client's authorizations (never the credentials).
+        schemes: Vec<String>,
         /// The underlying error.
         #[source]
         source: zookeeper_client::Error,
     },
+}
+
+fn auth_note(schemes: &[String]) -> String {
+    if schemes.is_empty() {
+        String::new()
+    } else {
+        format!(" (authorizations: {})", schemes.join(", "))
+    }
 }
 
 impl Error {

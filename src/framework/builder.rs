@@ -29,6 +29,20 @@ pub(crate) struct ClientConfig {
     pub max_close_wait: Duration,
 }
 
+/// One `authorization(scheme, auth)` of the builder. Its `Debug` shows the scheme only: the
+/// credential never reaches a log.
+#[derive(Clone)]
+pub(crate) struct Credential {
+    pub scheme: String,
+    pub auth: Vec<u8>,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:<redacted>", self.scheme)
+    }
+}
+
 /// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`).
 #[derive(Debug)]
 pub struct CuratorClientBuilder {
@@ -42,6 +56,7 @@ pub struct CuratorClientBuilder {
     use_containers: bool,
     can_be_read_only: bool,
     max_close_wait: Duration,
+    credentials: Vec<Credential>,
 }
 
 impl CuratorClientBuilder {
@@ -57,6 +72,7 @@ impl CuratorClientBuilder {
             use_containers: true,
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
+            credentials: Vec::new(),
         }
     }
 
@@ -118,13 +134,26 @@ impl CuratorClientBuilder {
         self
     }
 
+    /// Authenticates every session of the client with `scheme` and `auth` (Curator's
+    /// `authorization(scheme, auth)`); may be called several times. The credentials are sent in
+    /// the session's handshake, before any request, on the first session, on every reconnection
+    /// and on every replacement session. For the `digest` scheme `auth` is `b"user:password"`.
+    ///
+    /// The credential is kept for the client's life and never printed (`Debug` shows the scheme).
+    pub fn authorization(mut self, scheme: &str, auth: impl Into<Vec<u8>>) -> Self {
+        self.credentials.push(Credential { scheme: scheme.to_string(), auth: auth.into() });
+        self
+    }
+
     /// Connects the first session and starts the client.
     ///
     /// Must be called inside a tokio runtime; the client's background tasks run on it.
     ///
     /// # Errors
     /// * [`Error::InvalidArgument`] / [`Error::InvalidPath`] for a bad connect string, timeout or namespace.
-    /// * [`Error::Connect`] when no session could be established within the connection timeout.
+    /// * [`Error::Connect`] when no session could be established within the connection timeout,
+    ///   or the server refused an [`authorization`](Self::authorization) (`AuthFailed`; the error
+    ///   names the schemes, never the credentials).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made session, which closes it.
@@ -137,6 +166,13 @@ impl CuratorClientBuilder {
         }
         if self.connection_timeout.is_zero() {
             return Err(Error::invalid_argument("connection_timeout", "0s", "must be positive"));
+        }
+        if let Some(bad) = self.credentials.iter().find(|c| c.scheme.trim().is_empty()) {
+            return Err(Error::invalid_argument(
+                "authorization scheme",
+                format!("{:?}", bad.scheme),
+                "must not be empty",
+            ));
         }
         if self.acls.as_ref().is_some_and(Vec::is_empty) {
             return Err(Error::invalid_argument("acls", "[]", "must not be empty"));
@@ -154,6 +190,7 @@ impl CuratorClientBuilder {
             session_timeout: self.session_timeout,
             connection_timeout: self.connection_timeout,
             can_be_read_only: self.can_be_read_only,
+            credentials: self.credentials,
         };
         CuratorClient::start(config, session).await
     }

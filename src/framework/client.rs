@@ -78,7 +78,8 @@ impl CuratorClient {
 
     pub(crate) async fn start(config: ClientConfig, session: SessionConfig) -> Result<CuratorClient> {
         let connect = session.connect_string.clone();
-        let sessions = Sessions::open(session).await.map_err(|source| Error::Connect { connect, source })?;
+        let schemes = session.credentials.iter().map(|c| c.scheme.clone()).collect();
+        let sessions = Sessions::open(session).await.map_err(|source| Error::Connect { connect, schemes, source })?;
         let (deletes, worker) = DeleteQueue::new();
         let inner = Arc::new(Inner { config, sessions, deletes });
         let weak = Arc::downgrade(&inner);

@@ -89,6 +89,7 @@ pub(crate) struct SessionConfig {
     pub session_timeout: Duration,
     pub connection_timeout: Duration,
     pub can_be_read_only: bool,
+    pub credentials: Vec<super::builder::Credential>,
 }
 
 struct Slot {
@@ -256,6 +257,9 @@ async fn open_session(config: &SessionConfig) -> std::result::Result<zk::Client,
         .with_session_timeout(config.session_timeout)
         .with_connection_timeout(config.session_timeout / ZK_CONNECTION_TIMEOUT_DIVISOR)
         .with_readonly(config.can_be_read_only);
+    // In the connector, not added to a session later: zookeeper-client sends them in every
+    // handshake of this session, and each replacement session gets its own connector.
+    let connector = config.credentials.iter().fold(connector, |connector, c| connector.with_auth(&c.scheme, &c.auth));
     match tokio::time::timeout(config.connection_timeout, connector.connect(&config.connect_string)).await {
         Ok(result) => result,
         Err(_) => Err(zk::Error::Timeout),
