@@ -927,3 +927,45 @@ async fn semaphore_mutex_excludes_both_ways() {
         .await
         .is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The `zk-curator lock -- COMMAND` tool against Curator
+// ---------------------------------------------------------------------------------------------
+
+/// A Curator holder keeps a `zk-curator lock` run out (the command does not run, the conflict
+/// status comes back); once Curator releases, the run goes through; and a run holding the lock
+/// keeps Curator out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_curator_holder_keeps_a_lock_run_out_and_the_reverse() {
+    const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
+    let (server, mut peer, _client) = setup().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("interop-cli");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let lock_run = |options: &[&str], command: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--connect", &connect, "lock", &path]).args(options).arg("--").args(command);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        cmd
+    };
+
+    peer.acquire(&path, LONG).await.expect("Curator holds");
+    let out = lock_run(&["--timeout", "0.5"], &["touch", marker.to_str().unwrap()]).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!marker.exists(), "the command ran while Curator held the lock");
+    peer.release(&path).await;
+    let out = lock_run(&["--timeout", "10"], &["touch", marker.to_str().unwrap()]).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(marker.exists());
+
+    let started = dir.path().join("started");
+    let script = format!("touch {}; sleep 2", started.display());
+    let running = lock_run(&[], &["sh", "-c", &script]).spawn().unwrap();
+    support::eventually(Duration::from_secs(20), "the command started", || async { started.exists() }).await;
+    assert_eq!(peer.acquire(&path, SHORT).await, None, "Curator got in while a `lock` command ran");
+    let out = tokio::time::timeout(LONG, running.wait_with_output()).await.unwrap().unwrap();
+    assert!(out.status.success());
+    assert!(peer.acquire(&path, LONG).await.is_some(), "Curator after the command ended");
+    peer.release(&path).await;
+}
