@@ -28,7 +28,11 @@ pub enum ErrorKind {
     Closed,
     /// The caller's deadline passed before the operation could finish.
     DeadlineExceeded,
-    /// Anything else the server refused (no auth, bad version, not empty, ...).
+    /// The server refused for lack of permission (`NoAuth`: the node's ACL does not grant it to
+    /// this client's identities) or rejected the client's credentials (`AuthFailed`). Not
+    /// retried: the same call fails again until the ACL or the credentials change.
+    NotAuthorized,
+    /// Anything else the server refused (bad version, not empty, ...).
     Other,
 }
 
@@ -209,7 +213,8 @@ pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
         Zk::ConnectionLoss | Zk::Timeout | Zk::SessionMoved | Zk::Throttled | Zk::NoHosts | Zk::Custom(_) => {
             ErrorKind::Retryable
         }
-        Zk::SessionExpired | Zk::AuthFailed => ErrorKind::SessionLost,
+        Zk::SessionExpired => ErrorKind::SessionLost,
+        Zk::NoAuth | Zk::AuthFailed => ErrorKind::NotAuthorized,
         Zk::ClientClosed => ErrorKind::Closed,
         Zk::BadArguments(_) | Zk::InvalidAcl => ErrorKind::BadArgument,
         Zk::RuntimeInconsistent => ErrorKind::LockLost,
@@ -228,7 +233,8 @@ mod tests {
         assert_eq!(classify(&Zk::SessionMoved), ErrorKind::Retryable);
         assert_eq!(classify(&Zk::SessionExpired), ErrorKind::SessionLost);
         assert_eq!(classify(&Zk::NoNode), ErrorKind::Other);
-        assert_eq!(classify(&Zk::NoAuth), ErrorKind::Other);
+        assert_eq!(classify(&Zk::NoAuth), ErrorKind::NotAuthorized);
+        assert_eq!(classify(&Zk::AuthFailed), ErrorKind::NotAuthorized);
         assert_eq!(Error::zk("/a", Zk::ClientClosed).kind(), ErrorKind::Closed);
         let e = Error::InvalidPath { path: "a".into(), reason: "must start with '/'" };
         assert_eq!(e.kind(), ErrorKind::BadArgument);

@@ -43,6 +43,7 @@ mod locks;
 pub mod testing;
 
 pub use error::{Error, ErrorKind, Result};
+pub use framework::acl_provider::{AclProvider, DefaultAclProvider};
 pub use framework::builder::{
     CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
 };

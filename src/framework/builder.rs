@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use super::acl_provider::{AclProvider, DefaultAclProvider, FixedAcls};
 use super::client::CuratorClient;
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
@@ -24,7 +25,7 @@ pub(crate) struct ClientConfig {
     pub namespace: Namespace,
     pub retry_policy: Arc<dyn RetryPolicy>,
     pub default_data: Vec<u8>,
-    pub acls: Option<Vec<zk::Acl>>,
+    pub acl_provider: Arc<dyn AclProvider>,
     pub use_containers: bool,
     pub max_close_wait: Duration,
 }
@@ -52,7 +53,8 @@ pub struct CuratorClientBuilder {
     namespace: String,
     retry_policy: Arc<dyn RetryPolicy>,
     default_data: Option<Vec<u8>>,
-    acls: Option<Vec<zk::Acl>>,
+    acl_provider: Option<Arc<dyn AclProvider>>,
+    empty_acls: bool,
     use_containers: bool,
     can_be_read_only: bool,
     max_close_wait: Duration,
@@ -68,7 +70,8 @@ impl CuratorClientBuilder {
             namespace: String::new(),
             retry_policy: Arc::new(ExponentialBackoffRetry::new(Duration::from_millis(100), 3)),
             default_data: None,
-            acls: None,
+            acl_provider: None,
+            empty_acls: false,
             use_containers: true,
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
@@ -109,8 +112,19 @@ impl CuratorClientBuilder {
     }
 
     /// ACLs for every node this client creates. Default: open (`world:anyone`, all permissions).
+    ///
+    /// The same list for every node; see [`acl_provider`](Self::acl_provider) for a choice per path.
     pub fn acls(mut self, acls: Vec<zk::Acl>) -> Self {
-        self.acls = Some(acls);
+        self.empty_acls = acls.is_empty();
+        self.acl_provider = Some(Arc::new(FixedAcls(acls)));
+        self
+    }
+
+    /// Chooses the ACL of each node this client creates (Curator's `aclProvider`); replaces
+    /// [`acls`](Self::acls). Default: [`DefaultAclProvider`] (open to everyone).
+    pub fn acl_provider(mut self, provider: impl AclProvider) -> Self {
+        self.empty_acls = false;
+        self.acl_provider = Some(Arc::new(provider));
         self
     }
 
@@ -174,14 +188,14 @@ impl CuratorClientBuilder {
                 "must not be empty",
             ));
         }
-        if self.acls.as_ref().is_some_and(Vec::is_empty) {
+        if self.empty_acls {
             return Err(Error::invalid_argument("acls", "[]", "must not be empty"));
         }
         let config = ClientConfig {
             namespace: Namespace::new(&self.namespace)?,
             retry_policy: self.retry_policy,
             default_data: self.default_data.unwrap_or_else(local_address_data),
-            acls: self.acls,
+            acl_provider: self.acl_provider.unwrap_or_else(|| Arc::new(DefaultAclProvider)),
             use_containers: self.use_containers,
             max_close_wait: self.max_close_wait,
         };

@@ -200,8 +200,8 @@ impl CuratorClient {
     pub async fn create(&self, path: &str, data: &[u8], mode: zk::CreateMode) -> Result<String> {
         paths::validate_path(path)?;
         let fixed = self.fix_path(path);
-        let acls = self.acls();
-        let options = &mode.with_acls(acls);
+        let acls = self.acls_for(&fixed);
+        let options = &mode.with_acls(zk::Acls::new(&acls));
         let fixed = fixed.as_str();
         let sequential = matches!(mode, zk::CreateMode::PersistentSequential | zk::CreateMode::EphemeralSequential);
         // Parents are containers the server may reap again before our create: a few rounds.
@@ -287,10 +287,14 @@ impl CuratorClient {
         self.inner.config.namespace.unfix(path)
     }
 
-    pub(crate) fn acls(&self) -> zk::Acls<'_> {
-        match &self.inner.config.acls {
-            Some(acls) => zk::Acls::new(acls),
-            None => zk::Acls::anyone_all(),
+    /// The ACL of the node at `fixed_path` (namespace included), from the ACL provider.
+    pub(crate) fn acls_for(&self, fixed_path: &str) -> Vec<zk::Acl> {
+        let provider = &self.inner.config.acl_provider;
+        let acls = provider.acl_for_path(fixed_path);
+        if acls.is_empty() {
+            provider.default_acl()
+        } else {
+            acls
         }
     }
 
@@ -379,9 +383,9 @@ impl CuratorClient {
         }
         let mode =
             if self.inner.config.use_containers { zk::CreateMode::Container } else { zk::CreateMode::Persistent };
-        let options = mode.with_acls(self.acls());
         for dir in missing.iter().rev() {
-            let options = &options;
+            let acls = self.acls_for(dir);
+            let options = &mode.with_acls(zk::Acls::new(&acls));
             let made = self.with_retry(dir, deadline, |zk| async move { zk.create(dir, &[], options).await }).await;
             match made {
                 Ok(_) | Err(Error::ZooKeeper { source: zk::Error::NodeExists, .. }) => {}

@@ -88,7 +88,8 @@ impl CuratorClient {
         let fixed_base = paths::join(&fixed_parent, &format!("{prefix}{name}"));
         let sequential = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential);
         let ephemeral = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::Ephemeral);
-        let options = mode.with_acls(self.acls());
+        let acls = self.acls_for(&fixed_base);
+        let options = mode.with_acls(zk::Acls::new(&acls));
         let mut cleanup =
             self.delete_on_drop(DeleteTarget::Protected { parent: fixed_parent.clone(), prefix: prefix.clone() });
         let mut retrying = self.retrying(parent, deadline);

@@ -303,11 +303,13 @@ impl Hold {
             return Err(self.lost_error("the lock's session ended"));
         }
         let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
-        let acls = self.client.acls();
         for op in &write.ops {
             let fixed = self.client.fix_path(op.path());
             let added = match op {
-                GuardedOp::Create { data, mode, .. } => writer.add_create(&fixed, data, &mode.with_acls(acls)),
+                GuardedOp::Create { data, mode, .. } => {
+                    let acls = self.client.acls_for(&fixed);
+                    writer.add_create(&fixed, data, &mode.with_acls(zk::Acls::new(&acls)))
+                }
                 GuardedOp::SetData { data, version, .. } => writer.add_set_data(&fixed, data, *version),
                 GuardedOp::Delete { version, .. } => writer.add_delete(&fixed, *version),
                 GuardedOp::Check { version, .. } => writer.add_check_version(&fixed, *version),
