@@ -172,6 +172,31 @@ impl CuratorClientBuilder {
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made session, which closes it.
     pub async fn connect(self) -> Result<CuratorClient> {
+        let (config, session) = self.validate()?;
+        CuratorClient::start(config, session).await
+    }
+
+    /// Builds the client and returns it at once, connecting in the background (Curator's
+    /// `build()` + `start()`): a ZooKeeper that is down now and comes up later is used without a
+    /// restart. Until the first session exists the state is
+    /// [`ConnectionState::Latent`](crate::ConnectionState::Latent); recipe calls wait for the
+    /// session within their own deadlines (an untimed one, within the connection timeout, under
+    /// the retry policy); [`CuratorClient::block_until_connected`] waits for it.
+    ///
+    /// # Errors
+    /// The argument errors of [`connect`](Self::connect), and [`Error::InvalidArgument`] when
+    /// called outside a tokio runtime (the client's background tasks need one). Connection
+    /// failures are not errors here: the client keeps trying (with back-off, up to 1 s apart)
+    /// until it is closed.
+    pub fn start(self) -> Result<CuratorClient> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::invalid_argument("runtime", "none", "start() must be called within a tokio runtime"));
+        }
+        let (config, session) = self.validate()?;
+        Ok(CuratorClient::start_in_background(config, session))
+    }
+
+    fn validate(self) -> Result<(ClientConfig, SessionConfig)> {
         if self.connect_string.trim().is_empty() {
             return Err(Error::invalid_argument("connect_string", "\"\"", "must name at least one host"));
         }
@@ -206,7 +231,7 @@ impl CuratorClientBuilder {
             can_be_read_only: self.can_be_read_only,
             credentials: self.credentials,
         };
-        CuratorClient::start(config, session).await
+        Ok((config, session))
     }
 }
 

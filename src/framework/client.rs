@@ -80,6 +80,15 @@ impl CuratorClient {
         let connect = session.connect_string.clone();
         let schemes = session.credentials.iter().map(|c| c.scheme.clone()).collect();
         let sessions = Sessions::open(session).await.map_err(|source| Error::Connect { connect, schemes, source })?;
+        Ok(Self::assemble(config, sessions))
+    }
+
+    /// The client of [`CuratorClientBuilder::start`]: no session yet, one being opened.
+    pub(crate) fn start_in_background(config: ClientConfig, session: SessionConfig) -> CuratorClient {
+        Self::assemble(config, Sessions::open_in_background(session))
+    }
+
+    fn assemble(config: ClientConfig, sessions: Arc<Sessions>) -> CuratorClient {
         let (deletes, worker) = DeleteQueue::new();
         let inner = Arc::new(Inner { config, sessions, deletes });
         let weak = Arc::downgrade(&inner);
@@ -87,7 +96,36 @@ impl CuratorClient {
             let inner = weak.upgrade()?;
             Some(async move { CuratorClient { inner }.delete_target(target).await })
         }));
-        Ok(CuratorClient { inner })
+        CuratorClient { inner }
+    }
+
+    /// Waits until the client is connected (Curator's `blockUntilConnected`): true once it is,
+    /// false if `timeout` passed first or the client was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn example() -> zk_curator::Result<()> {
+    /// use std::time::Duration;
+    /// use zk_curator::CuratorClient;
+    ///
+    /// // Starts even if ZooKeeper is down; connects when it comes up.
+    /// let client = CuratorClient::builder("127.0.0.1:2181").start()?;
+    /// if !client.block_until_connected(Duration::from_secs(5)).await {
+    ///     eprintln!("ZooKeeper not reachable yet; requests will wait for it");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn block_until_connected(&self, timeout: Duration) -> bool {
+        let mut status = self.inner.sessions.status();
+        let waited = tokio::time::timeout(timeout, async {
+            status.wait_for(|s| s.connected || s.closed).await.map(|s| s.connected && !s.closed).unwrap_or(false)
+        })
+        .await;
+        waited.unwrap_or(false)
     }
 
     /// The current connection state.

@@ -121,22 +121,46 @@ impl Sessions {
         } else {
             ConnectionState::Connected
         };
-        let (status, _) = watch::channel(Status { state, connected: true, session, closed: false });
-        let (events, _) = broadcast::channel(STATE_BUFFER);
         let watcher = zk.state_watcher();
         info!(connect = %config.connect_string, session = %zk.session_id(), "zk-curator client connected");
-        let sessions = Arc::new(Sessions {
+        let sessions = Self::new(config, Some(zk), session, state, true);
+        let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher));
+        *sessions.supervisor.lock() = Some(supervisor);
+        Ok(sessions)
+    }
+
+    /// Starts without a session (`Latent`); a background task keeps trying to open the first one,
+    /// then supervises it. Must be called within a tokio runtime.
+    pub(crate) fn open_in_background(config: SessionConfig) -> Arc<Sessions> {
+        let sessions = Self::new(config, None, SessionIdentity { epoch: 0, id: 0 }, ConnectionState::Latent, false);
+        let weak = Arc::downgrade(&sessions);
+        let supervisor = tokio::spawn(async move {
+            if let Some(watcher) = replace_session(&weak).await {
+                supervise(weak, watcher).await;
+            }
+        });
+        *sessions.supervisor.lock() = Some(supervisor);
+        sessions
+    }
+
+    fn new(
+        config: SessionConfig,
+        zk: Option<zk::Client>,
+        session: SessionIdentity,
+        state: ConnectionState,
+        connected: bool,
+    ) -> Arc<Sessions> {
+        let (status, _) = watch::channel(Status { state, connected, session, closed: false });
+        let (events, _) = broadcast::channel(STATE_BUFFER);
+        Arc::new(Sessions {
             config,
-            slot: RwLock::new(Slot { zk: Some(zk), session }),
+            slot: RwLock::new(Slot { zk, session }),
             status,
             events,
             publishing: Mutex::new(()),
             closing: AtomicBool::new(false),
             supervisor: Mutex::new(None),
-        });
-        let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher));
-        *sessions.supervisor.lock() = Some(supervisor);
-        Ok(sessions)
+        })
     }
 
     /// The current handle and the identity of its session, read together.
@@ -327,7 +351,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-/// Abandons the current session and opens a new one, retrying until it works or the client closes.
+/// Abandons the current session (if any) and opens a new one, retrying until it works or the
+/// client closes.
 async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
@@ -357,7 +382,9 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
                 };
                 info!(epoch = session.epoch, session = format!("{:#x}", session.id), "new zookeeper session");
                 this.status.send_modify(|s| s.session = session);
-                this.publish(ConnectionState::Reconnected, true);
+                // The first session of a client started in the background is its CONNECTED.
+                let state = if session.epoch == 1 { ConnectionState::Connected } else { ConnectionState::Reconnected };
+                this.publish(state, true);
                 return Some(watcher);
             }
             Err(err) => {

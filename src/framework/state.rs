@@ -8,6 +8,10 @@ use tokio::sync::broadcast;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConnectionState {
+    /// Not connected yet: a client made with
+    /// [`CuratorClientBuilder::start`](crate::CuratorClientBuilder::start) is still establishing
+    /// its first session (Curator's `LATENT` client). Requests wait for it within their deadlines.
+    Latent,
     /// The first successful connection of this client (sent once).
     Connected,
     /// The connection was lost. The session may still be alive: a lock holder can no longer be
@@ -34,6 +38,7 @@ impl ConnectionState {
 impl fmt::Display for ConnectionState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self {
+            ConnectionState::Latent => "LATENT",
             ConnectionState::Connected => "CONNECTED",
             ConnectionState::Suspended => "SUSPENDED",
             ConnectionState::Reconnected => "RECONNECTED",
