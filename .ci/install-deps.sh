@@ -9,6 +9,8 @@ need=()
 [ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+# A C compiler: the linker for Rust, and aws-lc-sys (rustls, feature `tls`) builds C code with it.
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

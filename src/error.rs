@@ -127,16 +127,30 @@ pub enum Error {
     },
 
     /// The first connection could not be established.
-    #[error("could not connect to {connect}{}: {source}", auth_note(schemes))]
+    #[error("could not connect to {connect}{}: {source}{}", auth_note(schemes), tls_note(*tls, source))]
     Connect {
         /// The connect string.
         connect: String,
         /// The schemes of the client's authorizations (never the credentials).
         schemes: Vec<String>,
+        /// Whether the client connects over TLS.
+        tls: bool,
         /// The underlying error.
         #[source]
         source: zookeeper_client::Error,
     },
+}
+
+fn tls_note(tls: bool, source: &zookeeper_client::Error) -> &'static str {
+    // zookeeper-client reports a failed TLS handshake only as "no hosts" or a timeout.
+    let unreachable = matches!(source, zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts);
+    if tls && unreachable {
+        " (no TLS session could be established: is the server's certificate signed by a CA given to \
+         `tls()`, does it name the host as written in the connect string, and does the server accept \
+         the client certificate?)"
+    } else {
+        ""
+    }
 }
 
 fn auth_note(schemes: &[String]) -> String {

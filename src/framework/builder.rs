@@ -59,6 +59,20 @@ pub struct CuratorClientBuilder {
     can_be_read_only: bool,
     max_close_wait: Duration,
     credentials: Vec<Credential>,
+    #[cfg(feature = "tls")]
+    tls: Option<Tls>,
+}
+
+/// The TLS options of a client; `Debug` shows no key material.
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+pub(crate) struct Tls(pub zk::TlsOptions);
+
+#[cfg(feature = "tls")]
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TlsOptions(<redacted>)")
+    }
 }
 
 impl CuratorClientBuilder {
@@ -76,6 +90,8 @@ impl CuratorClientBuilder {
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
             credentials: Vec::new(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -159,6 +175,20 @@ impl CuratorClientBuilder {
         self
     }
 
+    /// Connects over TLS (feature `tls`; zookeeper-client's rustls support), with `options`
+    /// giving the CA to trust, and the client certificate and key if the server asks for one:
+    /// `TlsOptions::new().with_pem_ca(ca)?.with_pem_identity(cert, key)?`. Every host of the
+    /// connect string is then reached over TLS unless written `tcp://host:port`; the server's
+    /// certificate must name the host as written in the connect string (a DNS name or an IP
+    /// address), as ZooKeeper's `zookeeper.ssl.hostnameVerification` does.
+    /// Curator: `zkClientConfig` with `zookeeper.client.secure=true` and the `zookeeper.ssl.*`
+    /// properties.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, options: zk::TlsOptions) -> Self {
+        self.tls = Some(Tls(options));
+        self
+    }
+
     /// Connects the first session and starts the client.
     ///
     /// Must be called inside a tokio runtime; the client's background tasks run on it.
@@ -230,6 +260,8 @@ impl CuratorClientBuilder {
             connection_timeout: self.connection_timeout,
             can_be_read_only: self.can_be_read_only,
             credentials: self.credentials,
+            #[cfg(feature = "tls")]
+            tls: self.tls,
         };
         Ok((config, session))
     }

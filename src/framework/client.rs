@@ -79,7 +79,12 @@ impl CuratorClient {
     pub(crate) async fn start(config: ClientConfig, session: SessionConfig) -> Result<CuratorClient> {
         let connect = session.connect_string.clone();
         let schemes = session.credentials.iter().map(|c| c.scheme.clone()).collect();
-        let sessions = Sessions::open(session).await.map_err(|source| Error::Connect { connect, schemes, source })?;
+        #[cfg(feature = "tls")]
+        let tls = session.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        let tls = false;
+        let sessions =
+            Sessions::open(session).await.map_err(|source| Error::Connect { connect, schemes, tls, source })?;
         Ok(Self::assemble(config, sessions))
     }
 

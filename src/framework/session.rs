@@ -90,6 +90,8 @@ pub(crate) struct SessionConfig {
     pub connection_timeout: Duration,
     pub can_be_read_only: bool,
     pub credentials: Vec<super::builder::Credential>,
+    #[cfg(feature = "tls")]
+    pub tls: Option<super::builder::Tls>,
 }
 
 struct Slot {
@@ -284,6 +286,14 @@ async fn open_session(config: &SessionConfig) -> std::result::Result<zk::Client,
     // In the connector, not added to a session later: zookeeper-client sends them in every
     // handshake of this session, and each replacement session gets its own connector.
     let connector = config.credentials.iter().fold(connector, |connector, c| connector.with_auth(&c.scheme, &c.auth));
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let connect = connector.with_tls(tls.0.clone()).secure_connect(&config.connect_string);
+        return match tokio::time::timeout(config.connection_timeout, connect).await {
+            Ok(result) => result,
+            Err(_) => Err(zk::Error::Timeout),
+        };
+    }
     match tokio::time::timeout(config.connection_timeout, connector.connect(&config.connect_string)).await {
         Ok(result) => result,
         Err(_) => Err(zk::Error::Timeout),

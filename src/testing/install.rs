@@ -134,6 +134,14 @@ fn find_classpath(env: &dyn Fn(&str) -> Option<OsString>, debian_dir: &Path) -> 
         )));
     }
     let mut entries: Vec<PathBuf> = required.iter().map(|jar| debian_dir.join(jar)).collect();
+    // Netty's server connection factory (TLS) also needs netty-codec and netty-resolver, which
+    // the manifest of Debian's zookeeper.jar does not list.
+    for netty in ["netty-codec.jar", "netty-resolver.jar"] {
+        let jar = debian_dir.join(netty);
+        if jar.is_file() {
+            entries.push(jar);
+        }
+    }
     let api = debian_dir.join("slf4j-api.jar");
     if api.is_file() {
         entries.push(api);

@@ -52,7 +52,7 @@ use std::time::Duration;
 
 pub use cluster::TestingCluster;
 pub use proxy::{FaultProxy, ProxyMode};
-pub use server::{TestingServer, TestingServerBuilder};
+pub use server::{ServerTls, TestingServer, TestingServerBuilder};
 pub use session::{expire_session, zk_connect_override};
 
 /// Why a harness operation failed.

@@ -288,6 +288,29 @@ pub struct TestingServerBuilder {
     settings: ServerSettings,
     port: Option<u16>,
     owned: bool,
+    tls: Option<ServerTls>,
+}
+
+/// TLS for a [`TestingServer`]: a second, TLS-only client port (`secureClientPort`, served by
+/// Netty's connection factory) using these PEM texts. The plain client port stays open.
+#[derive(Clone, Default)]
+pub struct ServerTls {
+    /// The server's private key (PKCS#8) followed by its certificate chain, PEM: ZooKeeper's PEM
+    /// key store. The certificate should name `127.0.0.1` (an IP address SAN), the host of
+    /// [`TestingServer::secure_connect_string`].
+    pub key_and_certificate_pem: String,
+    /// When set, the server requires a client certificate signed by one of these CAs (PEM);
+    /// otherwise it asks for none.
+    pub client_ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("key_and_certificate_pem", &"<redacted>")
+            .field("client_ca_pem", &self.client_ca_pem.is_some())
+            .finish()
+    }
 }
 
 impl TestingServerBuilder {
@@ -326,6 +349,14 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Also serves TLS on a second port (see [`ServerTls`] and
+    /// [`TestingServer::secure_connect_string`]). Implies [`owned`](Self::owned).
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.tls = Some(tls);
+        self.owned = true;
+        self
+    }
+
     /// Uses this client port instead of a free one chosen by the harness.
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
@@ -357,11 +388,14 @@ impl TestingServerBuilder {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            let ports = free_ports(2)?;
             let port = match self.port {
                 Some(port) => port,
-                None => free_ports(1)?.first().copied().unwrap_or_default(),
+                None => ports.first().copied().unwrap_or_default(),
             };
-            let mut local = LocalServer::create(&install, &self.settings, port)?;
+            let secure_port = ports.get(1).copied().unwrap_or_default();
+            let tls = self.tls.as_ref().map(|tls| (tls, secure_port));
+            let mut local = LocalServer::create(&install, &self.settings, port, tls)?;
             match local.start().await {
                 Ok(()) => return Ok(TestingServer { kind: Kind::Local(Box::new(local)) }),
                 Err(TestingError::ServerExited { log_tail, .. })
@@ -388,17 +422,27 @@ struct LocalServer {
     // Field order matters: the supervisor (and its JVM) goes before the directory.
     supervisor: Supervisor,
     port: u16,
+    secure_port: Option<u16>,
     running: bool,
     dir: tempfile::TempDir,
 }
 
 impl LocalServer {
-    fn create(install: &Installation, settings: &ServerSettings, port: u16) -> TestingResult<LocalServer> {
+    fn create(
+        install: &Installation,
+        settings: &ServerSettings,
+        port: u16,
+        tls: Option<(&ServerTls, u16)>,
+    ) -> TestingResult<LocalServer> {
         let dir = temp_dir("server")?;
-        write_file(dir.path(), CONFIG_FILE, &settings.base_config(dir.path(), port))?;
+        let mut config = settings.base_config(dir.path(), port);
+        if let Some((tls, secure_port)) = tls {
+            config.push_str(&tls_config(dir.path(), tls, secure_port)?);
+        }
+        write_file(dir.path(), CONFIG_FILE, &config)?;
         let spec = settings.jvm_spec(install, dir.path(), STANDALONE_MAIN);
         let supervisor = Supervisor::new(&format!("server-{port}"), spec)?;
-        Ok(LocalServer { supervisor, port, running: false, dir })
+        Ok(LocalServer { supervisor, port, secure_port: tls.map(|(_, p)| p), running: false, dir })
     }
 
     fn what(&self) -> String {
@@ -411,6 +455,28 @@ impl LocalServer {
         let what = self.what();
         wait_ready(&self.supervisor, self.port, self.dir.path(), &what, Readiness::Serving, STARTUP_TIMEOUT).await
     }
+}
+
+/// Writes the PEM files into `dir` and returns the `zoo.cfg` lines of a TLS client port.
+/// ZooKeeper turns unknown `zoo.cfg` keys into `zookeeper.`-prefixed system properties, which is
+/// where its TLS settings live.
+fn tls_config(dir: &Path, tls: &ServerTls, secure_port: u16) -> TestingResult<String> {
+    write_file(dir, "keystore.pem", &tls.key_and_certificate_pem)?;
+    let mut cfg = String::new();
+    let _ = writeln!(cfg, "secureClientPort={secure_port}");
+    cfg.push_str("secureClientPortAddress=127.0.0.1\n");
+    cfg.push_str("serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n");
+    let _ = writeln!(cfg, "ssl.keyStore.location={}", dir.join("keystore.pem").display());
+    cfg.push_str("ssl.keyStore.type=PEM\n");
+    match &tls.client_ca_pem {
+        Some(ca) => {
+            write_file(dir, "truststore.pem", ca)?;
+            let _ = writeln!(cfg, "ssl.trustStore.location={}", dir.join("truststore.pem").display());
+            cfg.push_str("ssl.trustStore.type=PEM\nssl.clientAuth=need\n");
+        }
+        None => cfg.push_str("ssl.clientAuth=none\n"),
+    }
+    Ok(cfg)
 }
 
 enum Kind {
@@ -464,6 +530,15 @@ impl TestingServer {
         match &self.kind {
             Kind::Local(local) => format!("127.0.0.1:{}", local.port),
             Kind::External { connect, .. } => connect.clone(),
+        }
+    }
+
+    /// The TLS connect string, `tcp+tls://127.0.0.1:PORT`, of a server started with
+    /// [`TestingServerBuilder::tls`]; None otherwise.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Local(local) => local.secure_port.map(|port| format!("tcp+tls://127.0.0.1:{port}")),
+            Kind::External { .. } => None,
         }
     }
 
