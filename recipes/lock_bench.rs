@@ -40,7 +40,7 @@ use zk_curator::testing::TestingServer;
 use zk_curator::zookeeper_client as zk;
 use zk_curator::{
     CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard,
+    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard, ReadLock,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -566,65 +566,30 @@ async fn mutex_contended(report: &Report, connect: &str, clients: usize, n: usiz
 // rwlock-readers
 
 async fn rwlock_readers(report: &Report, connect: &str, clients: usize, n: usize, hold: Duration) -> BenchResult<()> {
-    if clients == 0 {
-        return Err("rwlock-readers needs at least one client".into());
-    }
     let path = unique_path("rwlock-readers");
-    let sessions =
-        futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await?;
+    let sessions = connect_clients(connect, clients).await?;
     let mut readers = Vec::with_capacity(clients);
     for client in &sessions {
-        let read = InterProcessReadWriteLock::new(client, &path)?.read_lock().clone();
-        read.acquire().await?;
-        read.release().await?;
-        readers.push(read);
+        readers.push(InterProcessReadWriteLock::new(client, &path)?.read_lock().clone());
     }
-    for _ in 0..WARMUP.min(n) {
-        readers[0].acquire().await?;
-        readers[0].release().await?;
-    }
-    let tickets = Arc::new(AtomicUsize::new(n));
-    let inside = Arc::new(AtomicUsize::new(0));
-    let max_inside = Arc::new(AtomicUsize::new(0));
-    let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
-    let mut tasks = Vec::with_capacity(clients);
-    for read in readers {
-        let (tickets, inside, max_inside, start_line) =
-            (tickets.clone(), inside.clone(), max_inside.clone(), start_line.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            start_line.wait().await;
-            while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
-                let t0 = Instant::now();
-                read.acquire().await?;
-                latencies.push(t0.elapsed());
-                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                max_inside.fetch_max(now, Ordering::SeqCst);
-                if !hold.is_zero() {
-                    tokio::time::sleep(hold).await;
-                }
-                inside.fetch_sub(1, Ordering::SeqCst);
-                read.release().await?;
-            }
-            Ok::<_, Error>(latencies)
-        }));
-    }
-    start_line.wait().await;
-    let started = Instant::now();
-    let collected = collect_latencies(tasks).await;
-    let elapsed = started.elapsed();
-    for client in &sessions {
-        client.close().await;
-    }
-    let (acquire, _) = collected.map_err(|e| format!("a reader failed: {e}"))?;
-    report.rate("ops_per_s", acquire.len(), elapsed);
-    report.us("acquire_p50_us", pct(&acquire, 0.50));
-    report.us("acquire_p99_us", pct(&acquire, 0.99));
-    report.metric("max_concurrent_readers", max_inside.load(Ordering::SeqCst));
+    let turns = take_turns(&sessions, readers, n, hold, usize::MAX, take_read, give_back_read).await;
+    let turns = turns.map_err(|e| format!("a reader failed: {e}"))?;
+    report.rate("ops_per_s", turns.acquire.len(), turns.elapsed);
+    report.us("acquire_p50_us", pct(&turns.acquire, 0.50));
+    report.us("acquire_p99_us", pct(&turns.acquire, 0.99));
+    report.metric("max_concurrent_readers", turns.most_inside);
     report.metric("clients", clients);
     report.metric("n", n);
     report.metric("hold_ms", hold.as_millis());
     Ok(())
+}
+
+fn take_read(read: &ReadLock) -> BoxedResult<'_, ()> {
+    Box::pin(read.acquire())
+}
+
+fn give_back_read(read: &ReadLock, (): ()) -> BoxedResult<'_, ()> {
+    Box::pin(read.release())
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -638,47 +603,104 @@ async fn semaphore(
     n: usize,
     hold: Duration,
 ) -> BenchResult<()> {
-    if clients == 0 {
-        return Err("semaphore needs at least one client".into());
-    }
     let path = unique_path("semaphore");
-    let sessions =
-        futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await?;
+    let sessions = connect_clients(connect, clients).await?;
     let mut semaphores = Vec::with_capacity(clients);
     for client in &sessions {
-        let semaphore = InterProcessSemaphoreV2::new(client, &path, leases)?;
-        semaphore.acquire().await?.release().await?;
-        semaphores.push(semaphore);
+        semaphores.push(InterProcessSemaphoreV2::new(client, &path, leases)?);
     }
-    for _ in 0..WARMUP.min(n) {
-        semaphores[0].acquire().await?.release().await?;
+    let turns = take_turns(&sessions, semaphores, n, hold, leases, take_lease, give_back_lease).await;
+    let turns = turns.map_err(|e| format!("a lease holder failed: {e}"))?;
+    report.rate("ops_per_s", turns.acquire.len(), turns.elapsed);
+    report.us("acquire_p50_us", pct(&turns.acquire, 0.50));
+    report.us("acquire_p99_us", pct(&turns.acquire, 0.99));
+    report.metric("max_concurrent_holders", turns.most_inside);
+    report.metric("over_limit_violations", turns.over_limit);
+    report.metric("leases", leases);
+    report.metric("clients", clients);
+    report.metric("n", n);
+    report.metric("hold_ms", hold.as_millis());
+    Ok(())
+}
+
+fn take_lease(semaphore: &InterProcessSemaphoreV2) -> BoxedResult<'_, Lease> {
+    Box::pin(semaphore.acquire())
+}
+
+fn give_back_lease(_: &InterProcessSemaphoreV2, lease: Lease) -> BoxedResult<'_, ()> {
+    Box::pin(lease.release())
+}
+
+// ----------------------------------------------------------------------------------------------
+// shared holders: several sessions take turns on something more than one may hold
+
+type BoxedResult<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send + 'a>>;
+
+async fn connect_clients(connect: &str, clients: usize) -> BenchResult<Vec<CuratorClient>> {
+    if clients == 0 {
+        return Err("at least one client is needed".into());
     }
+    futures::future::try_join_all((0..clients).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT))).await
+}
+
+/// What [`take_turns`] measured.
+struct Turns {
+    /// Acquire latencies, sorted.
+    acquire: Vec<Duration>,
+    elapsed: Duration,
+    /// The most holders inside at once, by a counter that does not trust the library.
+    most_inside: usize,
+    /// How often more than the limit were inside.
+    over_limit: usize,
+}
+
+/// Each of `holders` (one per session) is warmed up, then they take `n` turns in total from one
+/// start line: take, hold for `hold`, give back. The sessions are closed at the end.
+async fn take_turns<H: Send + Sync + 'static, T: Send + 'static>(
+    sessions: &[CuratorClient],
+    holders: Vec<H>,
+    n: usize,
+    hold: Duration,
+    limit: usize,
+    take: for<'a> fn(&'a H) -> BoxedResult<'a, T>,
+    give_back: for<'a> fn(&'a H, T) -> BoxedResult<'a, ()>,
+) -> Result<Turns, String> {
+    let warm_up = async {
+        for holder in &holders {
+            give_back(holder, take(holder).await?).await?;
+        }
+        for _ in 0..WARMUP.min(n) {
+            give_back(&holders[0], take(&holders[0]).await?).await?;
+        }
+        Ok::<_, Error>(())
+    };
+    warm_up.await.map_err(|e| format!("warming up: {e}"))?;
     let tickets = Arc::new(AtomicUsize::new(n));
     let inside = Arc::new(AtomicUsize::new(0));
-    let max_inside = Arc::new(AtomicUsize::new(0));
-    let violations = Arc::new(AtomicUsize::new(0));
-    let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
-    let mut tasks = Vec::with_capacity(clients);
-    for semaphore in semaphores {
-        let (tickets, inside, max_inside, violations, start_line) =
-            (tickets.clone(), inside.clone(), max_inside.clone(), violations.clone(), start_line.clone());
+    let most_inside = Arc::new(AtomicUsize::new(0));
+    let over_limit = Arc::new(AtomicUsize::new(0));
+    let start_line = Arc::new(tokio::sync::Barrier::new(holders.len() + 1));
+    let mut tasks = Vec::with_capacity(holders.len());
+    for holder in holders {
+        let (tickets, inside, most_inside, over_limit, start_line) =
+            (tickets.clone(), inside.clone(), most_inside.clone(), over_limit.clone(), start_line.clone());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             start_line.wait().await;
             while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
                 let t0 = Instant::now();
-                let lease = semaphore.acquire().await?;
+                let taken = take(&holder).await?;
                 latencies.push(t0.elapsed());
                 let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                max_inside.fetch_max(now, Ordering::SeqCst);
-                if now > leases {
-                    violations.fetch_add(1, Ordering::SeqCst);
+                most_inside.fetch_max(now, Ordering::SeqCst);
+                if now > limit {
+                    over_limit.fetch_add(1, Ordering::SeqCst);
                 }
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
-                lease.release().await?;
+                give_back(&holder, taken).await?;
             }
             Ok::<_, Error>(latencies)
         }));
@@ -687,20 +709,16 @@ async fn semaphore(
     let started = Instant::now();
     let collected = collect_latencies(tasks).await;
     let elapsed = started.elapsed();
-    for client in &sessions {
+    for client in sessions {
         client.close().await;
     }
-    let (acquire, _) = collected.map_err(|e| format!("a lease holder failed: {e}"))?;
-    report.rate("ops_per_s", acquire.len(), elapsed);
-    report.us("acquire_p50_us", pct(&acquire, 0.50));
-    report.us("acquire_p99_us", pct(&acquire, 0.99));
-    report.metric("max_concurrent_holders", max_inside.load(Ordering::SeqCst));
-    report.metric("over_limit_violations", violations.load(Ordering::SeqCst));
-    report.metric("leases", leases);
-    report.metric("clients", clients);
-    report.metric("n", n);
-    report.metric("hold_ms", hold.as_millis());
-    Ok(())
+    let (acquire, _) = collected?;
+    Ok(Turns {
+        acquire,
+        elapsed,
+        most_inside: most_inside.load(Ordering::SeqCst),
+        over_limit: over_limit.load(Ordering::SeqCst),
+    })
 }
 
 // ----------------------------------------------------------------------------------------------
