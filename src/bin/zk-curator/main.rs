@@ -35,7 +35,7 @@ pub(crate) struct Connection {
     /// Client namespace (Curator's `namespace`): lock paths are relative to it.
     #[arg(long, default_value = "", global = true)]
     namespace: String,
-    /// Session timeout in seconds (fractions allowed).
+    /// Session timeout in seconds (fractions allowed; default 15).
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, global = true)]
     session_timeout: Option<Duration>,
     /// Session timeout in milliseconds (older spelling of --session-timeout).
