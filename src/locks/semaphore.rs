@@ -133,9 +133,11 @@ impl InterProcessSemaphoreV2 {
         }
         let count = SharedCount::new(client, count_path, seed).await?;
         let semaphore = Self::build(client, path, 1, None)?;
-        semaphore.shared.leases.set_max_leases(count.get().await?.max(0) as usize);
+        // One read sets the maximum and arms the watch the follower starts from.
+        let (value, watcher) = count.get_and_watch().await?;
+        semaphore.shared.leases.set_max_leases(value.max(0) as usize);
         let weak = Arc::downgrade(&semaphore.shared);
-        tokio::spawn(follow_count(weak, count));
+        tokio::spawn(follow_count(weak, count, watcher));
         Ok(semaphore)
     }
 
@@ -383,13 +385,6 @@ impl SharedCount {
         Ok(i32::from_be_bytes(bytes))
     }
 
-    pub(crate) async fn get(&self) -> Result<i32> {
-        let fixed = self.client.fix_path(&self.path);
-        let f = fixed.as_str();
-        let (data, _) = self.client.with_retry(&self.path, None, |zk| async move { zk.get_data(f).await }).await?;
-        self.decode(&data)
-    }
-
     /// The count and a watcher that fires on its next change.
     async fn get_and_watch(&self) -> Result<(i32, zk::OneshotWatcher)> {
         let fixed = self.client.fix_path(&self.path);
@@ -400,9 +395,11 @@ impl SharedCount {
     }
 }
 
-/// Keeps a semaphore's maximum equal to its shared count while the semaphore exists.
-async fn follow_count(semaphore: Weak<Shared>, count: SharedCount) {
+/// Keeps a semaphore's maximum equal to its shared count while the semaphore exists, starting
+/// from the watch armed by the read that set the first maximum.
+async fn follow_count(semaphore: Weak<Shared>, count: SharedCount, first: zk::OneshotWatcher) {
     let mut backoff = crate::framework::backoff::Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    let _ = first.changed().await;
     loop {
         if semaphore.strong_count() == 0 || count.client.is_closed() {
             return;

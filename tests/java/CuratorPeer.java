@@ -277,16 +277,11 @@ public class CuratorPeer {
                 if (h.pending == null) {
                     throw new IllegalStateException("handle " + cmd[1] + " has no pending acquire");
                 }
-                try {
-                    String result = h.pending.get(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                String result = awaitPending(h.pending, cmd[2]);
+                if (!result.equals("PENDING")) {
                     h.pending = null;
-                    return result;
-                } catch (TimeoutException e) {
-                    return "PENDING";
-                } catch (ExecutionException e) {
-                    h.pending = null;
-                    return "ERROR " + e.getCause();
                 }
+                return result;
             }
             case "critical": {
                 arity(cmd, 4);
@@ -397,19 +392,25 @@ public class CuratorPeer {
                 if (h.pending == null) {
                     throw new IllegalStateException("semaphore " + cmd[1] + " has nothing running");
                 }
-                try {
-                    String result = h.pending.get(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                String result = awaitPending(h.pending, cmd[2]);
+                if (!result.equals("PENDING")) {
                     h.pending = null;
-                    return result;
-                } catch (TimeoutException e) {
-                    return "PENDING";
-                } catch (ExecutionException e) {
-                    h.pending = null;
-                    return "ERROR " + e.getCause();
                 }
+                return result;
             }
             default:
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
+        }
+    }
+
+    /** Waits up to MS for a pending result: the result, "PENDING", or "ERROR <cause>". */
+    private static String awaitPending(Future<String> pending, String ms) throws InterruptedException {
+        try {
+            return pending.get(Long.parseLong(ms), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            return "PENDING";
+        } catch (ExecutionException e) {
+            return "ERROR " + e.getCause();
         }
     }
 
