@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 
 /// Curator's default session timeout (`curator-default-session-timeout`).
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest session timeout ZooKeeper's protocol can carry (an `i32` of milliseconds).
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// Curator's default connection timeout (`curator-default-connection-timeout`).
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
@@ -95,7 +98,8 @@ impl CuratorClientBuilder {
         }
     }
 
-    /// Requested session timeout (the server negotiates it within its bounds). Default 60 s.
+    /// Requested session timeout (the server negotiates it within its bounds). Default 60 s; at
+    /// most 24 days (ZooKeeper's 32-bit milliseconds), checked when the client is built.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
@@ -232,6 +236,13 @@ impl CuratorClientBuilder {
         }
         if self.session_timeout.is_zero() {
             return Err(Error::invalid_argument("session_timeout", "0s", "must be positive"));
+        }
+        if self.session_timeout > MAX_SESSION_TIMEOUT {
+            return Err(Error::invalid_argument(
+                "session_timeout",
+                format!("{:?}", self.session_timeout),
+                "must be at most 24 days (ZooKeeper counts it in 32-bit milliseconds)",
+            ));
         }
         if self.connection_timeout.is_zero() {
             return Err(Error::invalid_argument("connection_timeout", "0s", "must be positive"));

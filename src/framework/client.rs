@@ -315,7 +315,7 @@ impl CuratorClient {
         if !self.inner.sessions.begin_close() {
             return;
         }
-        self.inner.deletes.wait_idle(Instant::now() + self.inner.config.max_close_wait).await;
+        self.inner.deletes.wait_idle(super::deadline_after(self.inner.config.max_close_wait)).await;
         self.inner.sessions.finish_close().await;
         info!("zk-curator client closed");
     }

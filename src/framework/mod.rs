@@ -12,3 +12,11 @@ pub(crate) mod protected;
 pub(crate) mod retry;
 pub(crate) mod session;
 pub(crate) mod state;
+
+/// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`) saturates
+/// to a date a century away rather than overflowing (and panicking).
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+    let now = std::time::Instant::now();
+    now.checked_add(timeout).or_else(|| now.checked_add(CENTURY)).unwrap_or(now)
+}

@@ -109,8 +109,17 @@ impl CuratorClient {
                 }
             };
             if need_lookup {
-                // Did the create whose reply we lost actually happen? Look for our prefix.
-                match self.find_protected(&zk, session, &fixed_parent, &prefix, ephemeral).await {
+                // Did the create whose reply we lost actually happen? Look for our prefix, within
+                // the deadline (a silent connection must not hold the call past it).
+                let lookup = self.find_protected(&zk, session, &fixed_parent, &prefix, ephemeral);
+                let found = match deadline {
+                    Some(d) => tokio::time::timeout_at(d.into(), lookup).await.unwrap_or(Err(zk::Error::Timeout)),
+                    None => lookup.await,
+                };
+                match found {
+                    Err(zk::Error::Timeout) if retrying.expired() => {
+                        return Err(retrying.deadline_exceeded("looking for our node under"));
+                    }
                     Ok(Some((node, children))) => {
                         cleanup.disarm();
                         return Ok((node, list_after.then_some(children)));
@@ -132,9 +141,14 @@ impl CuratorClient {
             match created {
                 Ok((stat, seq)) => {
                     let name = if sequential { format!("{prefix}{name}{seq}") } else { format!("{prefix}{name}") };
-                    let children = match listing {
-                        Some(listing) => listing.await.ok(),
-                        None => None,
+                    // The listing rides in the same pipeline, but a silent connection may still
+                    // hold its reply: never past the deadline (the caller lists again if need be).
+                    let children = match (listing, deadline) {
+                        (Some(listing), Some(d)) => {
+                            tokio::time::timeout_at(d.into(), listing).await.ok().and_then(|listed| listed.ok())
+                        }
+                        (Some(listing), None) => listing.await.ok(),
+                        (None, _) => None,
                     };
                     let node = CreatedNode {
                         path: paths::join(parent, &name),

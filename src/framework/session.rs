@@ -252,7 +252,7 @@ impl Sessions {
         deadline: Option<Instant>,
     ) -> Result<(zk::Client, SessionIdentity)> {
         let mut status = self.status();
-        let limit = Instant::now() + self.config.connection_timeout;
+        let limit = super::deadline_after(self.config.connection_timeout);
         let limit = deadline.map_or(limit, |d| d.min(limit));
         loop {
             let connected = {

@@ -254,12 +254,19 @@ impl Hold {
     /// the session and must still be deleted. The name is unique (protected), so this can never
     /// delete another contender's node.
     pub(crate) async fn release(&self) -> Result<()> {
+        self.release_by(None).await
+    }
+
+    /// [`release`](Self::release), waiting at most until `deadline` too (a timed call giving back
+    /// what it took keeps its own deadline).
+    pub(crate) async fn release_by(&self, deadline: Option<Instant>) -> Result<()> {
         let session_gone = self.client.session() != self.node.session;
         self.mark_released();
         if session_gone {
             debug!(node = %self.node.path, "release after session loss: deleting in case the node outlived it");
         }
-        let budget = Instant::now() + self.client.connection_timeout();
+        let budget = super::internals::deadline_after(self.client.connection_timeout());
+        let budget = deadline.map_or(budget, |deadline| deadline.min(budget));
         self.client.delete_fixed_guaranteed(&self.fixed, Some(budget)).await
     }
 

@@ -20,8 +20,9 @@ use tracing::{debug, Instrument};
 use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
-use super::hold::Hold;
+use super::hold::{Hold, HoldState};
 use crate::error::{Error, ErrorKind, Result};
+pub(crate) use crate::framework::deadline_after;
 use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
 use crate::framework::paths;
 use crate::{CuratorClient, SessionIdentity};
@@ -29,7 +30,7 @@ use crate::{CuratorClient, SessionIdentity};
 /// After its deadline, how long a failed or timed-out acquire still waits for the delete of its
 /// node (so a caller told "not acquired" normally finds no node of ours). A delete that takes longer
 /// goes on in the background; the call has returned by then.
-const CLEANUP_SLACK: Duration = Duration::from_millis(20);
+pub(crate) const CLEANUP_SLACK: Duration = Duration::from_millis(20);
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,10 +49,7 @@ impl Wait {
         if timeout.is_zero() {
             return Wait::OneAttempt;
         }
-        match Instant::now().checked_add(timeout) {
-            Some(deadline) => Wait::Until(deadline),
-            None => Wait::Forever,
-        }
+        Wait::Until(deadline_after(timeout))
     }
 
     pub(crate) fn deadline(self) -> Option<Instant> {
@@ -88,6 +86,52 @@ enum WaitOutcome {
     SessionChanged,
     DeadlinePassed,
     Closed,
+    /// The hold the attempt stands on is no longer `Held`.
+    BasisLost,
+}
+
+/// What a waiter watches besides its watch event.
+struct Watching<'a> {
+    /// Our node's session: its end ends the wait.
+    session: SessionIdentity,
+    deadline: Option<Instant>,
+    /// A change of the lease count means look again.
+    max_leases: &'a mut tokio::sync::watch::Receiver<usize>,
+}
+
+/// A hold an attempt stands on: its node is created on this hold's session and granted only while
+/// this hold is `Held`. Once the hold is lost the attempt ends with [`Error::LockLost`] naming it
+/// (and leaves no node): a node on another session, or granted after its basis was lost, would
+/// let two holders in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Basis<'a> {
+    /// The attempt stands alone.
+    None,
+    /// A downgrade: the caller holds this node of the same lock path, and the new node takes its
+    /// place in line (the driver sees it as [`Contender::caller_holds`]).
+    InQueue(&'a Hold),
+    /// The caller holds this other lock while it waits (a semaphore's internal mutex).
+    Elsewhere(&'a Hold),
+}
+
+impl<'a> Basis<'a> {
+    fn hold(self) -> Option<&'a Hold> {
+        match self {
+            Basis::None => None,
+            Basis::InQueue(hold) | Basis::Elsewhere(hold) => Some(hold),
+        }
+    }
+
+    fn caller_holds(self) -> Vec<String> {
+        match self {
+            Basis::InQueue(hold) => vec![hold.name().to_string()],
+            Basis::None | Basis::Elsewhere(_) => Vec::new(),
+        }
+    }
+
+    fn lost(hold: &Hold) -> Error {
+        Error::LockLost { node: hold.path().to_string(), reason: "the hold this call stands on was lost" }
+    }
 }
 
 /// What [`LockInternals::grant`] decided.
@@ -173,24 +217,20 @@ impl<D: LockDriver> LockInternals<D> {
     }
 
     /// Tries to get a lease: `Ok(Some(hold))` when held, `Ok(None)` when the wait ended first.
-    /// `caller_holds` names nodes under this path the caller already holds (see [`Contender`]).
+    /// `basis` is a hold the attempt stands on (see [`Basis`]).
     ///
     /// # Errors
-    /// [`Error::Closed`] once the client is closing; server errors after the retry policy gave up
-    /// (including a lost session when the policy refuses to queue again). Our node is deleted first.
+    /// [`Error::Closed`] once the client is closing; [`Error::LockLost`] naming the basis once it
+    /// is lost; server errors after the retry policy gave up (including a lost session when the
+    /// policy refuses to queue again). Our node is deleted first.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call's node (created, or with its create in flight) is deleted in the
     /// background.
-    pub(crate) async fn attempt_lock(
-        &self,
-        wait: Wait,
-        data: &[u8],
-        caller_holds: &[String],
-    ) -> Result<Option<Arc<Hold>>> {
+    pub(crate) async fn attempt_lock(&self, wait: Wait, data: &[u8], basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
         let start = Instant::now();
         let span = tracing::debug_span!("acquire", path = %self.base, lock = self.driver.lock_name());
-        let result = self.attempt_lock_inner(wait, data, caller_holds).instrument(span.clone()).await;
+        let result = self.attempt_lock_inner(wait, data, basis).instrument(span.clone()).await;
         let _enter = span.enter();
         let waited_us = start.elapsed().as_micros() as u64;
         match &result {
@@ -201,7 +241,7 @@ impl<D: LockDriver> LockInternals<D> {
         result
     }
 
-    async fn attempt_lock_inner(&self, wait: Wait, data: &[u8], caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
+    async fn attempt_lock_inner(&self, wait: Wait, data: &[u8], basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.base.clone() });
         }
@@ -211,13 +251,24 @@ impl<D: LockDriver> LockInternals<D> {
         }
         // The one attempt still gets an operation's normal bound for its round trip.
         let deadline = match wait {
-            Wait::OneAttempt => Some(Instant::now() + self.client.connection_timeout()),
+            Wait::OneAttempt => Some(deadline_after(self.client.connection_timeout())),
             _ => wait.deadline(),
         };
         let mut retrying = self.client.retrying(&self.base, deadline);
+        let caller_holds = basis.caller_holds();
+        let caller_holds = caller_holds.as_slice();
+        // Subscribed before the first look, so a change of the maximum after that look is never
+        // missed by the wait that follows it.
+        let mut max_leases = self.max_leases.subscribe();
         loop {
             if self.client.is_closed() {
                 return Err(Error::Closed { path: self.base.clone() });
+            }
+            if let Some(hold) = basis.hold() {
+                // Wait out a suspended basis; a lost one ends the call before anything is created.
+                if !hold.wait_held(deadline).await? {
+                    return Ok(None);
+                }
             }
             let spec = self.driver.node_spec(caller_holds);
             let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true).await;
@@ -228,6 +279,11 @@ impl<D: LockDriver> LockInternals<D> {
             };
             let fixed_node = paths::join(&self.fixed_base, &node.name);
             let mut cleanup = self.client.delete_on_drop(DeleteTarget::Node(fixed_node.clone()));
+            if let Some(hold) = basis.hold().filter(|hold| hold.session() != node.session) {
+                // The session was replaced between the check and the create: the basis is gone.
+                self.give_up(cleanup, deadline).await;
+                return Err(Basis::lost(hold));
+            }
             let mut listing = listing.map(|children| (children, node.session.id, None));
             let mut watch_children = false;
             let outcome = loop {
@@ -242,21 +298,31 @@ impl<D: LockDriver> LockInternals<D> {
                     // Another session's view says nothing about our node.
                     break Ok(WaitOutcome::SessionChanged);
                 }
-                let contender = Contender { our_name: &node.name, max_leases: self.max_leases(), caller_holds };
+                let max = *max_leases.borrow_and_update();
+                let contender = Contender { our_name: &node.name, max_leases: max, caller_holds };
                 // The listing is consumed here: a long queue's names are not kept alive while we wait.
                 let waited = match self.driver.evaluate(children, &contender) {
                     Verdict::Acquired => Ok(WaitOutcome::Acquired),
                     Verdict::NotInQueue => Ok(WaitOutcome::SessionChanged),
                     _ if wait == Wait::OneAttempt => Ok(WaitOutcome::DeadlinePassed),
                     Verdict::Watch { node: watched, acquired_when_deleted } => {
-                        self.wait_for_node(&watched, acquired_when_deleted, node.session, deadline).await
+                        let watching = Watching { session: node.session, deadline, max_leases: &mut max_leases };
+                        self.wait_for_node(&watched, acquired_when_deleted, watching).await
                     }
                     Verdict::WatchChildren => match children_watcher {
                         // Any change of the children means look again (a deleted base path too).
-                        Some(watcher) => Ok(match self.wait_for_event(watcher, node.session, deadline).await {
-                            WaitOutcome::Acquired => WaitOutcome::Relist,
-                            other => other,
-                        }),
+                        Some(watcher) => Ok(
+                            match self
+                                .wait_for_event(
+                                    watcher,
+                                    Watching { session: node.session, deadline, max_leases: &mut max_leases },
+                                )
+                                .await
+                            {
+                                WaitOutcome::Acquired => WaitOutcome::Relist,
+                                other => other,
+                            },
+                        ),
                         None => {
                             // Look again, this time setting the children watch with the listing.
                             watch_children = true;
@@ -267,6 +333,9 @@ impl<D: LockDriver> LockInternals<D> {
                 match waited {
                     Ok(WaitOutcome::Relist) => continue,
                     Ok(WaitOutcome::Acquired) => match self.grant(node.session, deadline).await {
+                        Grant::Held if basis.hold().is_some_and(|hold| hold.hold_state() != HoldState::Held) => {
+                            break Ok(WaitOutcome::BasisLost);
+                        }
                         Grant::Held => {
                             cleanup.disarm();
                             return Ok(Some(Hold::new(&self.client, node, fixed_node, data)));
@@ -283,6 +352,10 @@ impl<D: LockDriver> LockInternals<D> {
                 Ok(WaitOutcome::Closed) => {
                     self.give_up(cleanup, deadline).await;
                     return Err(Error::Closed { path: self.base.clone() });
+                }
+                Ok(WaitOutcome::BasisLost) => {
+                    self.give_up(cleanup, deadline).await;
+                    return Err(basis.hold().map_or_else(|| Error::Closed { path: self.base.clone() }, Basis::lost));
                 }
                 Ok(_) | Err(Error::DeadlineExceeded { .. }) => {
                     self.give_up(cleanup, deadline).await;
@@ -362,9 +435,9 @@ impl<D: LockDriver> LockInternals<D> {
         &self,
         node: &str,
         acquired_when_deleted: bool,
-        our_session: SessionIdentity,
-        deadline: Option<Instant>,
+        watching: Watching<'_>,
     ) -> Result<WaitOutcome> {
+        let (our_session, deadline) = (watching.session, watching.deadline);
         let fixed = paths::join(&self.fixed_base, node);
         let path = paths::join(&self.base, node);
         if self.client.status_now().has_ended(our_session) {
@@ -396,7 +469,7 @@ impl<D: LockDriver> LockInternals<D> {
             Err(Error::Closed { .. }) => return Ok(WaitOutcome::Closed),
             Err(e) => return Err(e),
         };
-        Ok(match self.wait_for_event(watcher, our_session, deadline).await {
+        Ok(match self.wait_for_event(watcher, watching).await {
             WaitOutcome::Acquired if !acquired_when_deleted => WaitOutcome::Relist,
             other => other,
         })
@@ -404,17 +477,11 @@ impl<D: LockDriver> LockInternals<D> {
 
     /// Waits for a watch to fire (a deletion counts as `Acquired`, anything else as `Relist`), a
     /// change of the lease count (`Relist`), the deadline, or the end of our session.
-    async fn wait_for_event(
-        &self,
-        watcher: zk::OneshotWatcher,
-        our_session: SessionIdentity,
-        deadline: Option<Instant>,
-    ) -> WaitOutcome {
+    async fn wait_for_event(&self, watcher: zk::OneshotWatcher, watching: Watching<'_>) -> WaitOutcome {
         let mut status = self.client.status();
-        let session_ended = status.wait_for(|s| s.has_ended(our_session));
-        let mut max_leases = self.max_leases.subscribe();
+        let session_ended = status.wait_for(|s| s.has_ended(watching.session));
         tokio::select! {
-            _ = max_leases.changed() => WaitOutcome::Relist,
+            _ = watching.max_leases.changed() => WaitOutcome::Relist,
             event = watcher.changed() => {
                 if event.event_type == zk::EventType::NodeDeleted {
                     WaitOutcome::Acquired
@@ -426,7 +493,7 @@ impl<D: LockDriver> LockInternals<D> {
                 Ok(s) if !s.closed => WaitOutcome::SessionChanged,
                 _ => WaitOutcome::Closed,
             },
-            _ = sleep_until_opt(deadline) => WaitOutcome::DeadlinePassed,
+            _ = sleep_until_opt(watching.deadline) => WaitOutcome::DeadlinePassed,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::internals::{deadline_after, CLEANUP_SLACK};
 use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::InterProcessMutex;
 use super::reentrancy::HolderId;
@@ -78,7 +79,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// Cancel safe: locks already taken are given back (in the background).
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_until(None).await.map(|_| ())
+        self.acquire_until(Deadline::Never).await.map(|_| ())
     }
 
     /// Every lock within one `timeout` for the whole set, strictly, or `Ok(false)` with the locks
@@ -90,24 +91,34 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_until(Some(Instant::now().checked_add(timeout).unwrap_or_else(far_future))).await
+        if timeout.is_zero() {
+            // One attempt at each lock, as each part's own zero timeout means.
+            return self.acquire_until(Deadline::OneAttempt).await;
+        }
+        self.acquire_until(Deadline::At(deadline_after(timeout))).await
     }
 
-    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<bool> {
+    async fn acquire_until(&self, deadline: Deadline) -> Result<bool> {
         let mut taken = Taken { locks: &self.locks, holder: HolderId::current(), count: 0 };
         for lock in &self.locks {
             let acquired = match deadline {
-                None => lock.acquire().await.map(|()| true),
-                Some(d) => lock.acquire_timeout(d.saturating_duration_since(Instant::now())).await,
+                Deadline::Never => lock.acquire().await.map(|()| true),
+                Deadline::OneAttempt => lock.acquire_timeout(Duration::ZERO).await,
+                Deadline::At(d) => match d.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
+                    Some(left) => lock.acquire_timeout(left).await,
+                    // A used-up deadline means "not acquired", never a fresh one-attempt call
+                    // (a zero timeout) that could acquire after the deadline.
+                    None => Ok(false),
+                },
             };
             match acquired {
                 Ok(true) => taken.count += 1,
                 Ok(false) => {
-                    self.give_back(&mut taken).await;
+                    self.give_back(&mut taken, deadline).await;
                     return Ok(false);
                 }
                 Err(e) => {
-                    self.give_back(&mut taken).await;
+                    self.give_back(&mut taken, deadline).await;
                     return Err(e);
                 }
             }
@@ -116,11 +127,27 @@ impl InterProcessMultiLock {
         Ok(true)
     }
 
-    async fn give_back(&self, taken: &mut Taken<'_>) {
+    /// Releases what was taken, in reverse order; a timed call waits for the deletes until its
+    /// deadline at most (a few ms of slack), then leaves them to the background queue.
+    async fn give_back(&self, taken: &mut Taken<'_>, deadline: Deadline) {
+        let limit = match deadline {
+            Deadline::Never => None,
+            Deadline::OneAttempt => Some(Instant::now() + CLEANUP_SLACK),
+            Deadline::At(d) => Some(d.max(Instant::now()) + CLEANUP_SLACK),
+        };
         while taken.count > 0 {
             taken.count -= 1;
-            // Best effort: a failed delete stays queued in the background.
-            let _ = self.locks[taken.count].release().await;
+            let lock = &self.locks[taken.count];
+            match limit {
+                // Every part's release is cancel safe: cut short, its delete goes on in the
+                // background. Best effort: a failed delete stays queued too.
+                Some(limit) => {
+                    let _ = tokio::time::timeout_at(limit.into(), lock.release()).await;
+                }
+                None => {
+                    let _ = lock.release().await;
+                }
+            }
         }
     }
 
@@ -130,11 +157,15 @@ impl InterProcessMultiLock {
     /// The one failure, or [`Error::Multiple`] listing every failure.
     ///
     /// # Cancel safety
-    /// Not cancel safe: locks not yet released when the future is dropped stay held.
+    /// Cancel safe: locks not yet released when the future is dropped are released in the
+    /// background.
     pub async fn release(&self) -> Result<()> {
         let mut errors = Vec::new();
-        for lock in self.locks.iter().rev() {
-            if let Err(e) = lock.release().await {
+        // Until the loop is done, a dropped call gives back the locks it had not reached yet.
+        let mut pending = Taken { locks: &self.locks, holder: HolderId::current(), count: self.locks.len() };
+        while pending.count > 0 {
+            pending.count -= 1;
+            if let Err(e) = self.locks[pending.count].release().await {
                 errors.push(e);
             }
         }
@@ -147,8 +178,13 @@ impl InterProcessMultiLock {
     }
 }
 
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365)
+/// The deadline of one multi-lock acquire.
+#[derive(Clone, Copy, Debug)]
+enum Deadline {
+    Never,
+    /// A zero timeout: one attempt at each lock.
+    OneAttempt,
+    At(Instant),
 }
 
 impl InterProcessLock for InterProcessMultiLock {

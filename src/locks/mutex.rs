@@ -9,7 +9,7 @@ use tracing::{debug, Instrument};
 
 use super::driver::{LockDriver, StandardLockDriver};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-use super::internals::{LockInternals, Wait};
+use super::internals::{deadline_after, Basis, LockInternals, Wait};
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
 use crate::error::{Error, Result};
 use crate::CuratorClient;
@@ -145,7 +145,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_reentrant(Wait::Forever, &[]).await.map(|_| ())
+        self.acquire_reentrant(Wait::Forever, Basis::None).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), giving up after `timeout`: `Ok(false)` if not acquired, with
@@ -159,11 +159,11 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_reentrant(Wait::from_timeout(timeout), &[]).await.map(|hold| hold.is_some())
+        self.acquire_reentrant(Wait::from_timeout(timeout), Basis::None).await.map(|hold| hold.is_some())
     }
 
-    /// Curator-style acquire of the calling holder; `caller_holds` as for [`Contender`](crate::Contender).
-    pub(crate) async fn acquire_reentrant(&self, wait: Wait, caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
+    /// Curator-style acquire of the calling holder, standing on `basis` (see [`Basis`]).
+    pub(crate) async fn acquire_reentrant(&self, wait: Wait, basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
         let holder = HolderId::current();
         let deadline = match wait {
             Wait::OneAttempt => Some(Instant::now()),
@@ -181,7 +181,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
             None => wait_turn.await,
         };
         turn.held = Some(held);
-        self.acquire_turn(holder, wait, deadline, caller_holds).await
+        self.acquire_turn(holder, wait, deadline, basis).await
     }
 
     async fn acquire_turn(
@@ -189,7 +189,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         holder: HolderId,
         wait: Wait,
         deadline: Option<Instant>,
-        caller_holds: &[String],
+        basis: Basis<'_>,
     ) -> Result<Option<Arc<Hold>>> {
         if let Some((hold, _)) = self.shared.holders.get(holder) {
             // Re-enter only a hold that is Held: wait out Suspended, refuse Lost.
@@ -200,7 +200,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 return Ok(Some(hold));
             }
         }
-        let Some(hold) = self.attempt(wait, caller_holds).await? else {
+        let Some(hold) = self.attempt(wait, basis).await? else {
             return Ok(None);
         };
         // No await between winning and recording: a cancelled caller cannot lose a won node.
@@ -213,14 +213,14 @@ impl<D: LockDriver> InterProcessMutex<D> {
     }
 
     /// One new hold (no reentrancy), for a guard or a first Curator-style hold.
-    pub(crate) async fn attempt(&self, wait: Wait, caller_holds: &[String]) -> Result<Option<Arc<Hold>>> {
+    pub(crate) async fn attempt(&self, wait: Wait, basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
         let revocable = self.shared.revocable.load(Ordering::SeqCst);
         let data = match &self.shared.data {
             _ if revocable => &[][..],
             Some(data) => data.as_slice(),
             None => self.shared.internals.client().default_data(),
         };
-        let hold = self.shared.internals.attempt_lock(wait, data, caller_holds).await?;
+        let hold = self.shared.internals.attempt_lock(wait, data, basis).await?;
         if revocable {
             // Watch our node from the start, so a request made while we waited is seen at once.
             if let Some(hold) = &hold {
@@ -295,7 +295,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
-        self.shared.internals.participant_nodes(Wait::from_timeout(timeout).deadline().or(Some(Instant::now()))).await
+        self.shared.internals.participant_nodes(Some(deadline_after(timeout))).await
     }
 
     /// Waits for the lock and returns a guard that owns the hold.
@@ -323,7 +323,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<MutexGuard<D>> {
-        let hold = self.attempt(Wait::Forever, &[]).await?;
+        let hold = self.attempt(Wait::Forever, Basis::None).await?;
         Ok(self.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 
@@ -337,7 +337,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
-        Ok(self.attempt(Wait::from_timeout(timeout), &[]).await?.map(|hold| self.guard(hold)))
+        Ok(self.attempt(Wait::from_timeout(timeout), Basis::None).await?.map(|hold| self.guard(hold)))
     }
 
     /// One attempt (a create and a listing): the guard if the lock was free, else `Ok(None)`.

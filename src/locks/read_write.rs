@@ -14,7 +14,7 @@ use zookeeper_client::CreateMode;
 use super::driver::{ahead_of, evaluate_by_key, java_cmp, standard_sort_key, standard_verdict, Contender};
 use super::driver::{LockDriver, NodeSpec, Verdict};
 use super::hold::Hold;
-use super::internals::Wait;
+use super::internals::{Basis, Wait};
 use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::{InterProcessMutex, MutexGuard};
 use crate::error::{Error, Result};
@@ -292,34 +292,38 @@ macro_rules! half_methods {
 impl ReadLock {
     half_methods!(ReadLockDriver, "read");
 
-    /// The write node the calling task holds Curator-style, if any: a writer takes the read lock
-    /// at its own place in line.
-    fn caller_holds(&self) -> Vec<String> {
-        self.write.current_hold().map(|hold| vec![hold.name().to_string()]).unwrap_or_default()
+    /// Curator-style acquire of the calling task: a task that holds the write lock Curator-style
+    /// takes the read lock standing on that hold (a downgrade, at the writer's place in line).
+    async fn acquire_wait(&self, wait: Wait) -> Result<bool> {
+        let writer = self.write.current_hold();
+        let basis = writer.as_deref().map_or(Basis::None, Basis::InQueue);
+        Ok(self.mutex.acquire_reentrant(wait, basis).await?.is_some())
     }
 
     /// Waits until the calling task holds the read lock (re-entrant). A task that holds the write
-    /// lock Curator-style gets it at once (downgrade).
+    /// lock Curator-style gets it at once (downgrade) — only while that write hold is `Held`.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// [`Error::LockLost`] naming the write node when the calling task holds the write lock but
+    /// that hold is lost (its session ended, also while this call ran): a downgrade only ever
+    /// starts from a write hold that is held, and no node is left. Otherwise as
+    /// [`InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
     pub async fn acquire(&self) -> Result<()> {
-        self.mutex.acquire_reentrant(Wait::Forever, &self.caller_holds()).await.map(|_| ())
+        self.acquire_wait(Wait::Forever).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), giving up after `timeout` (`Ok(false)`), strictly.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// As [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        let hold = self.mutex.acquire_reentrant(Wait::from_timeout(timeout), &self.caller_holds()).await?;
-        Ok(hold.is_some())
+        self.acquire_wait(Wait::from_timeout(timeout)).await
     }
 
     /// Waits for the read lock and returns a guard that owns the hold (shared with other readers).
@@ -360,10 +364,12 @@ impl ReadLock {
 
     /// Downgrade with guards: takes the read lock at once, at `writer`'s place in line, while
     /// `writer` is still held; release `writer` afterwards. A writer queued behind stays behind.
+    /// Waits while `writer` is suspended.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] if `writer` is not a guard of this lock; [`Error::LockLost`] if
-    /// its hold is not `Held`; otherwise as [`lock`](Self::lock).
+    /// [`Error::InvalidArgument`] if `writer` is not a guard of this lock; [`Error::LockLost`]
+    /// naming the write node if its hold is lost (before or during the call, e.g. its session was
+    /// replaced); otherwise as [`lock`](Self::lock).
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; `writer` is untouched.
@@ -371,11 +377,7 @@ impl ReadLock {
         if paths::parent(writer.node_path()) != self.path() {
             return Err(Error::invalid_argument("writer", writer.node_path(), "is not a write lock of this lock path"));
         }
-        if writer.hold_state() != crate::HoldState::Held {
-            return Err(Error::LockLost { node: writer.node_path().to_string(), reason: "the write lock is not held" });
-        }
-        let writer_node = vec![writer.hold().name().to_string()];
-        let hold = self.mutex.attempt(Wait::Forever, &writer_node).await?;
+        let hold = self.mutex.attempt(Wait::Forever, Basis::InQueue(writer.hold())).await?;
         Ok(self.mutex.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 }

@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-use super::internals::{LockInternals, Wait};
+use super::internals::{Basis, LockInternals, Wait};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::paths;
@@ -131,8 +131,9 @@ impl InterProcessSemaphoreV2 {
         if seed < 1 {
             return Err(Error::invalid_argument("seed", seed, "must be at least 1"));
         }
-        let count = SharedCount::new(client, count_path, seed).await?;
+        // Every argument is checked before anything is written.
         let semaphore = Self::build(client, path, 1, None)?;
+        let count = SharedCount::new(client, count_path, seed).await?;
         // One read sets the maximum and arms the watch the follower starts from.
         let (value, watcher) = count.get_and_watch().await?;
         semaphore.shared.leases.set_max_leases(value.max(0) as usize);
@@ -210,35 +211,50 @@ impl InterProcessSemaphoreV2 {
         if n > self.max_leases() {
             return Err(Error::invalid_argument("n", n, "is more than the semaphore's maximum number of leases"));
         }
-        let mut leases = Vec::with_capacity(n);
+        // Grows as leases come: `n` may be as large as the maximum (even `usize::MAX`).
+        let mut leases = Vec::new();
         while leases.len() < n {
-            match self.acquire_one(wait).await {
-                Ok(Some(lease)) => leases.push(lease),
-                Ok(None) => {
-                    let _ = return_all(leases).await;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    let _ = return_all(leases).await;
-                    return Err(e);
-                }
+            let outcome = self.acquire_one(wait).await;
+            if let Ok(Some(lease)) = outcome {
+                leases.push(lease);
+                continue;
             }
+            // Give back what was taken, within the call's deadline: deletes that cannot finish
+            // by then go on in the background (guaranteed), never past the deadline.
+            let _ = return_all_by(leases, wait.deadline()).await;
+            return outcome.map(|_| None);
         }
         Ok(Some(leases))
     }
 
     async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
-        // The internal mutex serialises acquirers, as Curator's does: only its holder counts leases.
-        let Some(turn) = self.shared.lock.attempt(wait, &[]).await? else {
-            return Ok(None);
-        };
-        let turn = self.shared.lock.guard(turn);
         let data = self.shared.data.as_deref().unwrap_or(self.shared.leases.client().default_data());
-        let lease = self.shared.leases.attempt_lock(wait, data, &[]).await;
-        // The next acquirer's turn starts when the server deletes our mutex node; the caller need
-        // not wait for that round trip (the delete is guaranteed, in the background).
-        drop(turn);
-        Ok(lease?.map(|hold| Lease { hold, released: false }))
+        loop {
+            // The internal mutex serialises acquirers, as Curator's does: only its holder counts
+            // leases.
+            let Some(turn) = self.shared.lock.attempt(wait, Basis::None).await? else {
+                return Ok(None);
+            };
+            let turn = self.shared.lock.guard(turn);
+            // The lease stands on the internal mutex: it is created on the mutex's session and
+            // granted only while the mutex is held. A lease counted under a turn that died with
+            // its session would count against the limit next to the new turn holder's lease.
+            let lease = self.shared.leases.attempt_lock(wait, data, Basis::Elsewhere(turn.hold())).await;
+            let turn_node = turn.node_path().to_string();
+            // The next acquirer's turn starts when the server deletes our mutex node; the caller
+            // need not wait for that round trip (the delete is guaranteed, in the background).
+            drop(turn);
+            match lease {
+                Ok(lease) => return Ok(lease.map(|hold| Lease { hold, released: false })),
+                // Our turn died (its session ended): give it up and start over, as Curator does
+                // when its node is gone — within the same deadline; one attempt stays one.
+                Err(Error::LockLost { node, .. }) if node == turn_node && wait != Wait::OneAttempt => {
+                    debug!(path = %self.shared.path, "the semaphore's internal lock was lost while waiting; starting over");
+                }
+                Err(Error::LockLost { node, .. }) if node == turn_node => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The lease nodes, full paths (Curator's `getParticipantNodes`, which gives names).
@@ -261,9 +277,16 @@ impl InterProcessSemaphoreV2 {
 /// # Cancel safety
 /// Cancel safe: leases not yet released are released in the background.
 pub async fn return_all(leases: Vec<Lease>) -> Result<()> {
+    return_all_by(leases, None).await
+}
+
+/// [`return_all`], waiting for the deletes until `deadline` at most (each at most the connection
+/// timeout); what is not done by then goes on in the background.
+async fn return_all_by(leases: Vec<Lease>, deadline: Option<std::time::Instant>) -> Result<()> {
     let mut first = None;
-    for lease in leases {
-        if let Err(e) = lease.release().await {
+    for mut lease in leases {
+        lease.released = true;
+        if let Err(e) = lease.hold.release_by(deadline).await {
             debug!(%e, "returning a lease failed; its delete goes on in the background");
             first.get_or_insert(e);
         }
