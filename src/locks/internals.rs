@@ -370,6 +370,10 @@ impl<D: LockDriver> LockInternals<D> {
             // again with a new node, as Curator does, if the retry policy and the deadline allow.
             // We lose our place. The old node is deleted in the background (harmless if gone).
             drop(cleanup);
+            if let Some(hold) = basis.hold().filter(|hold| hold.hold_state() == HoldState::Lost) {
+                // Our node died with the basis's session: nothing to queue again for.
+                return Err(Basis::lost(hold));
+            }
             debug!(node = %node.path, "our lock node is dead or unconfirmed; queueing again with a new node");
             // Classified as a session loss so the retry policy decides, as Curator's NoNode path does.
             let err = Error::ZooKeeper { path: node.path.clone(), source: zk::Error::SessionExpired };
