@@ -86,7 +86,7 @@ enum WaitOutcome {
     SessionChanged,
     DeadlinePassed,
     Closed,
-    /// The hold the attempt stands on is no longer `Held`.
+    /// The hold the attempt stands on is `Lost` (released, deleted, or its session ended).
     BasisLost,
 }
 
@@ -99,8 +99,9 @@ struct Watching<'a> {
     max_leases: &'a mut tokio::sync::watch::Receiver<usize>,
 }
 
-/// A hold an attempt stands on: its node is created on this hold's session and granted only while
-/// this hold is `Held`. Once the hold is lost the attempt ends with [`Error::LockLost`] naming it
+/// A hold an attempt stands on: its node is created on this hold's session (a suspended basis is
+/// waited out first) and granted on that session only while this hold is not `Lost` (the grant
+/// itself needs the session connected). Once the hold is lost the attempt ends with [`Error::LockLost`] naming it
 /// (and leaves no node): a node on another session, or granted after its basis was lost, would
 /// let two holders in.
 #[derive(Clone, Copy, Debug)]
@@ -333,7 +334,7 @@ impl<D: LockDriver> LockInternals<D> {
                 match waited {
                     Ok(WaitOutcome::Relist) => continue,
                     Ok(WaitOutcome::Acquired) => match self.grant(node.session, deadline).await {
-                        Grant::Held if basis.hold().is_some_and(|hold| hold.hold_state() != HoldState::Held) => {
+                        Grant::Held if basis.hold().is_some_and(|hold| hold.hold_state() == HoldState::Lost) => {
                             break Ok(WaitOutcome::BasisLost);
                         }
                         Grant::Held => {
