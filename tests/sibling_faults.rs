@@ -490,6 +490,16 @@ impl std::ops::AddAssign for Stats {
     }
 }
 
+/// How long one acquire may wait: half the time so short (< 30 ms) that it gives up or is
+/// cancelled midway, otherwise long enough to get its turn.
+fn random_wait(rng: &mut StdRng) -> Duration {
+    if rng.gen_bool(0.5) {
+        Duration::from_micros(rng.gen_range(0..30_000))
+    } else {
+        Duration::from_millis(rng.gen_range(1_000..5_000))
+    }
+}
+
 /// A client with the given session timeout, a 2 s connection timeout and 10 retries 100 ms apart.
 async fn fault_client(connect: &str, session: Duration) -> CuratorClient {
     CuratorClient::builder(connect)
@@ -588,9 +598,13 @@ macro_rules! take {
                         }
                     })
                 };
-                tokio::time::sleep($wait).await;
+                let mut rx = rx;
+                let early = tokio::select! {
+                    guard = &mut rx => guard.ok(),
+                    () = tokio::time::sleep($wait) => None,
+                };
                 task.abort();
-                match rx.await {
+                match early.map_or_else(|| rx.try_recv().ok(), Some).ok_or(()) {
                     Ok(guard) => Ok(Some($wrap(guard))),
                     Err(_) => {
                         if let Err(e) = task.await {
@@ -627,7 +641,7 @@ async fn rw_contender(
     while s.attempts < min_rounds * 10 && (s.attempts < min_rounds || !stop.load(Ordering::SeqCst)) {
         s.attempts += 1;
         let write = rng.gen_range(0..3) == 0;
-        let wait = Duration::from_micros(rng.gen_range(0..30_000));
+        let wait = random_wait(&mut rng);
         let hold_for = Duration::from_micros(rng.gen_range(0..3_000));
         let mode = rng.gen_range(0..4);
         let taken = if write {
@@ -747,6 +761,7 @@ async fn read_write_lock_fault_run() {
         })
     };
     tokio::time::timeout(Duration::from_secs(30), v_holds_rx).await.expect("V holds").expect("V's task");
+    println!("rw: V holds after {:?}", began.elapsed());
     let (b_acquired_tx, b_acquired_rx) = oneshot::channel::<()>();
     let (b_finish_tx, b_finish_rx) = oneshot::channel::<()>();
     let b_task = {
@@ -781,6 +796,8 @@ async fn read_write_lock_fault_run() {
     // B holds while V tries its downgrade; B finishes once V's attempt answered (or 1.5 s passed).
     let granted = tokio::time::timeout(Duration::from_millis(1500), downgrade_rx).await;
     println!("rw: V's downgrade granted while B held: {granted:?}");
+    // (V reads the data node's version before B writes)
+    tokio::time::sleep(Duration::from_millis(200)).await;
     b_finish_tx.send(()).unwrap();
     join("B", Duration::from_secs(20), b_task).await;
     join("V", Duration::from_secs(20), v_task).await;
@@ -808,11 +825,13 @@ async fn read_write_lock_fault_run() {
     guard.release().await.expect("C's release");
 
     // The load ends; everybody's holds are checked.
+    println!("rw: faults done after {:?}", began.elapsed());
     stop.store(true, Ordering::SeqCst);
     let mut stats = Stats::default();
     for (i, task) in contenders.into_iter().enumerate() {
         stats += join(&format!("contender {i}"), Duration::from_secs(60), task).await;
     }
+    println!("rw: Rust contenders done after {:?}", began.elapsed());
     let curator = peer.loop_result("rw", Duration::from_secs(60), &clock).await;
     for interval in &curator.intervals {
         ctx.log.push(interval.clone());
@@ -828,8 +847,11 @@ async fn read_write_lock_fault_run() {
     );
     let mut violations = ctx.violations.all();
     violations.extend(curator.violations.iter().cloned());
-    assert!(violations.is_empty(), "rw: the server proved violations: {violations:#?}");
-    ctx.log.assert_exclusive("read-write lock fault run");
+    let exclusion = check_exclusion(&intervals);
+    assert!(
+        violations.is_empty() && exclusion.is_ok(),
+        "rw: (a) by the hold intervals: {exclusion:?}\n(b) proven by the server: {violations:#?}"
+    );
     assert!(curator.holds >= 10 && stats.won >= 100, "too few holds to mean anything: {stats:?}, {curator:?}");
     assert!(stats.cancelled + stats.timed_out >= 10, "the cancellations did not happen: {stats:?}");
     assert_nothing_left(&connect, &path, "read-write lock fault run").await;
@@ -856,7 +878,7 @@ async fn sem_contender(
     let mut s = Stats::default();
     while s.attempts < min_rounds * 10 && (s.attempts < min_rounds || !stop.load(Ordering::SeqCst)) {
         s.attempts += 1;
-        let wait = Duration::from_micros(rng.gen_range(0..30_000));
+        let wait = random_wait(&mut rng);
         let hold_for = Duration::from_micros(rng.gen_range(0..3_000));
         let lease = match rng.gen_range(0..4) {
             0 => semaphore.acquire_timeout(wait).await.expect("acquire_timeout"),
@@ -876,9 +898,13 @@ async fn sem_contender(
                         let _ = tx.send(lease);
                     })
                 };
-                tokio::time::sleep(wait).await;
+                let mut rx = rx;
+                let early = tokio::select! {
+                    lease = &mut rx => lease.ok(),
+                    () = tokio::time::sleep(wait) => None,
+                };
                 task.abort();
-                match rx.await {
+                match early.map_or_else(|| rx.try_recv().ok(), Some).ok_or(()) {
                     Ok(lease) => Some(lease),
                     Err(_) => {
                         if let Err(e) = task.await {
@@ -917,9 +943,10 @@ async fn sem_contender(
     s
 }
 
-/// Whether the session `owner` has a node under `<path>/locks` or `<path>/leases`.
-async fn owns_a_node(obs: &zkc::Client, path: &str, owner: i64) -> bool {
-    for dir in ["locks", "leases"] {
+/// Whether the session `owner` has a node under `<path>/<dir>` for one of `dirs` (`locks`: the
+/// internal mutex, `leases`).
+async fn owns_a_node(obs: &zkc::Client, path: &str, dirs: &[&str], owner: i64) -> bool {
+    for dir in dirs {
         let dir = format!("{path}/{dir}");
         for child in support::sorted_children(obs, &dir).await {
             if let Ok(Some(stat)) = obs.check_stat(&format!("{dir}/{child}")).await {
@@ -930,6 +957,24 @@ async fn owns_a_node(obs: &zkc::Client, path: &str, owner: i64) -> bool {
         }
     }
     false
+}
+
+/// A waiter: an untimed acquire (a stall fails the test after 25 s), a short hold, a release;
+/// returns when it acquired.
+fn spawn_waiter(w: CuratorClient, path: String, who: &'static str, ctx: SemCtx) -> tokio::task::JoinHandle<Instant> {
+    tokio::spawn(async move {
+        let semaphore = InterProcessSemaphoreV2::new(&w, &path, LEASES).unwrap();
+        let lease = tokio::time::timeout(Duration::from_secs(25), semaphore.acquire())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{who}: no lease within 25 s after its session was replaced while it waited (a stall)")
+            })
+            .unwrap_or_else(|e| panic!("{who}: acquire: {e}"));
+        let acquired = Instant::now();
+        ctx.hold(&w, who, &lease, acquired, tokio::time::sleep(Duration::from_millis(5))).await;
+        lease.release().await.unwrap_or_else(|e| panic!("{who}: release: {e}"));
+        acquired
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -955,15 +1000,6 @@ async fn semaphore_fault_run() {
         most_markers: Arc::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
-
-    // The load: three Rust lease takers and a Curator thread.
-    peer.sem_loop("sem", &path, 120, &markers, Duration::from_millis(4), seed).await;
-    let mut contenders = Vec::new();
-    for i in 0..3u64 {
-        let client = support::client(&connect).await;
-        let task = sem_contender(client, path.clone(), format!("rust{i}"), ctx.clone(), stop.clone(), seed + i, 60);
-        contenders.push(tokio::spawn(task));
-    }
 
     // Two pinned holders fill the semaphore: P on its own session, V through the proxy.
     let mut pins = Vec::new();
@@ -997,34 +1033,46 @@ async fn semaphore_fault_run() {
         tokio::time::timeout(Duration::from_secs(25), pinned_rx.recv()).await.expect("both pins hold").unwrap();
     }
 
-    // Fault 1: a waiter's session is expired while it waits (the semaphore is full).
-    let w = support::client(&connect).await;
-    let w_session = w.session();
-    let w_task = {
-        let (w, ctx, path) = (w.clone(), ctx.clone(), path.clone());
-        tokio::spawn(async move {
-            let semaphore = InterProcessSemaphoreV2::new(&w, &path, LEASES).unwrap();
-            let lease = tokio::time::timeout(Duration::from_secs(25), semaphore.acquire())
-                .await
-                .expect("W: no lease within 25 s after its session was replaced while it waited (a stall)")
-                .expect("W: acquire");
-            let acquired = Instant::now();
-            ctx.hold(&w, "W", &lease, acquired, tokio::time::sleep(Duration::from_millis(5))).await;
-            lease.release().await.expect("W: release");
-            acquired
+    // Waiter W1 takes the internal mutex, creates its lease node and waits for a lease to free
+    // (the semaphore is full); then the load starts and queues behind it on the internal mutex.
+    let w1 = support::client(&connect).await;
+    let w1_task = spawn_waiter(w1.clone(), path.clone(), "W1", ctx.clone());
+    support::eventually(Duration::from_secs(10), "W1 waits for a lease (its lease node exists)", || async {
+        owns_a_node(&obs, &path, &["leases"], w1.session().id).await
+    })
+    .await;
+
+    // The load: three Rust lease takers and a Curator thread.
+    peer.sem_loop("sem", &path, 120, &markers, Duration::from_millis(4), seed).await;
+    let mut contenders = Vec::new();
+    for i in 0..3u64 {
+        let client = support::client(&connect).await;
+        let task = sem_contender(client, path.clone(), format!("rust{i}"), ctx.clone(), stop.clone(), seed + i, 60);
+        contenders.push(tokio::spawn(task));
+    }
+    // Waiter W2 queues on the internal mutex behind W1 and the load.
+    let w2 = support::client(&connect).await;
+    let w2_task = spawn_waiter(w2.clone(), path.clone(), "W2", ctx.clone());
+    support::eventually(Duration::from_secs(10), "W2 is queued on the internal mutex", || async {
+        owns_a_node(&obs, &path, &["locks"], w2.session().id).await
+    })
+    .await;
+
+    // Fault 1: both waiters' sessions are expired while they wait (W1 for a lease, holding the
+    // internal mutex; W2 for the internal mutex).
+    let mut expired = Vec::new();
+    for (who, w) in [("W1", &w1), ("W2", &w2)] {
+        let old = w.session();
+        let waiting_for_lease = owns_a_node(&obs, &path, &["leases"], old.id).await;
+        let info = w.zookeeper().unwrap().session().clone();
+        expire_session(&connect, &info).await.unwrap_or_else(|e| panic!("expire {who}'s session: {e}"));
+        expired.push(Instant::now());
+        println!("sem: {who}'s session expired while it waited (with a lease node: {waiting_for_lease})");
+        support::eventually(Duration::from_secs(10), &format!("{who}'s client is on a new session"), || async {
+            w.session().epoch > old.epoch && w.is_connected()
         })
-    };
-    support::eventually(Duration::from_secs(10), "W waits (a node of its session)", || async {
-        owns_a_node(&obs, &path, w_session.id).await
-    })
-    .await;
-    let info = w.zookeeper().unwrap().session().clone();
-    expire_session(&connect, &info).await.expect("expire W's session");
-    let w_expired = Instant::now();
-    support::eventually(Duration::from_secs(10), "W's client is on a new session", || async {
-        w.session().epoch > w_session.epoch && w.is_connected()
-    })
-    .await;
+        .await;
+    }
 
     // Fault 2: a holder's session is expired by the server (blackholed): V observes Lost before
     // anyone else takes its lease.
@@ -1037,20 +1085,25 @@ async fn semaphore_fault_run() {
     pin_done.remove(0).send(()).unwrap();
     let p_lost = join("P", Duration::from_secs(15), pins.pop().unwrap()).await;
     assert!(!p_lost, "P's lease was lost");
-    let w_acquired = join("W", Duration::from_secs(30), w_task).await;
-    println!("sem: W acquired {:?} after its session was expired", w_acquired - w_expired);
+    for ((who, task), at) in [("W1", w1_task), ("W2", w2_task)].into_iter().zip(expired) {
+        let acquired = join(who, Duration::from_secs(30), task).await;
+        println!("sem: {who} acquired {:?} after its session was expired", acquired - at);
+    }
+    println!("sem: faults done after {:?}", began.elapsed());
 
     stop.store(true, Ordering::SeqCst);
     let mut stats = Stats::default();
     for (i, task) in contenders.into_iter().enumerate() {
         stats += join(&format!("contender {i}"), Duration::from_secs(60), task).await;
     }
+    println!("sem: Rust contenders done after {:?}", began.elapsed());
     let curator = peer.loop_result("sem", Duration::from_secs(60), &clock).await;
     for interval in &curator.intervals {
         ctx.log.push(interval.clone());
     }
     let intervals = ctx.log.intervals();
-    let most = check_at_most(&intervals, LEASES).unwrap_or_else(|e| panic!("sem: by the hold intervals: {e}"));
+    let at_most = check_at_most(&intervals, LEASES);
+    let most = at_most.clone().unwrap_or(LEASES + 1);
     println!(
         "sem: Rust {stats:?}; Curator {} holds, {} timeouts, saw at most {} markers; Rust saw at most {} markers; \
          at most {most} holds at once of {} checked; took {:?}",
@@ -1063,7 +1116,10 @@ async fn semaphore_fault_run() {
     );
     let mut violations = ctx.violations.all();
     violations.extend(curator.violations.iter().cloned());
-    assert!(violations.is_empty(), "sem: more holders than leases, by the markers: {violations:#?}");
+    assert!(
+        violations.is_empty() && at_most.is_ok(),
+        "sem: more holders than leases: by the hold intervals: {at_most:?}\nby the markers: {violations:#?}"
+    );
     assert!(curator.max <= LEASES && ctx.most_markers.load(Ordering::SeqCst) <= LEASES);
     assert!(curator.holds >= 10 && stats.won >= 60, "too few holds to mean anything: {stats:?}, {curator:?}");
     assert!(stats.cancelled + stats.timed_out >= 10, "the cancellations did not happen: {stats:?}");
