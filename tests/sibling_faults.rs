@@ -961,15 +961,30 @@ async fn owns_a_node(obs: &zkc::Client, path: &str, dirs: &[&str], owner: i64) -
 
 /// A waiter: an untimed acquire (a stall fails the test after 25 s), a short hold, a release;
 /// returns when it acquired.
-fn spawn_waiter(w: CuratorClient, path: String, who: &'static str, ctx: SemCtx) -> tokio::task::JoinHandle<Instant> {
+/// `faulty`: its client goes through a partition, during which an acquire may fail (and is retried).
+fn spawn_waiter(
+    w: CuratorClient,
+    path: String,
+    who: &'static str,
+    ctx: SemCtx,
+    faulty: bool,
+) -> tokio::task::JoinHandle<Instant> {
     tokio::spawn(async move {
         let semaphore = InterProcessSemaphoreV2::new(&w, &path, LEASES).unwrap();
-        let lease = tokio::time::timeout(Duration::from_secs(25), semaphore.acquire())
-            .await
-            .unwrap_or_else(|_| {
+        let deadline = Instant::now() + Duration::from_secs(25);
+        let lease = loop {
+            let attempt = tokio::time::timeout_at(deadline.into(), semaphore.acquire()).await.unwrap_or_else(|_| {
                 panic!("{who}: no lease within 25 s after its session was replaced while it waited (a stall)")
-            })
-            .unwrap_or_else(|e| panic!("{who}: acquire: {e}"));
+            });
+            match attempt {
+                Ok(lease) => break lease,
+                Err(e) if faulty && FAULT_RELEASE.contains(&e.kind()) => {
+                    println!("{who}: acquire failed during the partition: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("{who}: acquire: {e}"),
+            }
+        };
         let acquired = Instant::now();
         ctx.hold(&w, who, &lease, acquired, tokio::time::sleep(Duration::from_millis(5))).await;
         lease.release().await.unwrap_or_else(|e| panic!("{who}: release: {e}"));
@@ -1036,7 +1051,7 @@ async fn semaphore_fault_run() {
     // Waiter W1 takes the internal mutex, creates its lease node and waits for a lease to free
     // (the semaphore is full); then the load starts and queues behind it on the internal mutex.
     let w1 = support::client(&connect).await;
-    let w1_task = spawn_waiter(w1.clone(), path.clone(), "W1", ctx.clone());
+    let w1_task = spawn_waiter(w1.clone(), path.clone(), "W1", ctx.clone(), false);
     support::eventually(Duration::from_secs(10), "W1 waits for a lease (its lease node exists)", || async {
         owns_a_node(&obs, &path, &["leases"], w1.session().id).await
     })
@@ -1052,11 +1067,17 @@ async fn semaphore_fault_run() {
     }
     // Waiter W2 queues on the internal mutex behind W1 and the load.
     let w2 = support::client(&connect).await;
-    let w2_task = spawn_waiter(w2.clone(), path.clone(), "W2", ctx.clone());
-    support::eventually(Duration::from_secs(10), "W2 is queued on the internal mutex", || async {
-        owns_a_node(&obs, &path, &["locks"], w2.session().id).await
-    })
-    .await;
+    let w2_task = spawn_waiter(w2.clone(), path.clone(), "W2", ctx.clone(), false);
+    // Waiter W3, behind the proxy that will blackhole V: its session expires with V's.
+    let w3 = fault_client(&expiring.connect_string(), SHORT_SESSION).await;
+    let w3_session = w3.session();
+    let w3_task = spawn_waiter(w3.clone(), path.clone(), "W3", ctx.clone(), true);
+    for (who, w) in [("W2", &w2), ("W3", &w3)] {
+        support::eventually(Duration::from_secs(10), &format!("{who} is queued"), || async {
+            owns_a_node(&obs, &path, &["locks", "leases"], w.session().id).await
+        })
+        .await;
+    }
 
     // Fault 1: both waiters' sessions are expired while they wait (W1 for a lease, holding the
     // internal mutex; W2 for the internal mutex).
@@ -1079,13 +1100,19 @@ async fn semaphore_fault_run() {
     v.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("V reaches the server");
     expiring.set_mode(ProxyMode::Blackhole);
     // (V's pin ends by itself once Lost; its release then fails or deletes nothing)
+    let blackholed = Instant::now();
     let v_lost = join("V", Duration::from_secs(15), pins.pop().unwrap()).await;
     assert!(v_lost, "V's hold can only end by Lost");
+    support::eventually(Duration::from_secs(10), "the server expired W3's session", || async {
+        !owns_a_node(&obs, &path, &["locks", "leases"], w3_session.id).await
+    })
+    .await;
     expiring.set_mode(ProxyMode::Pass);
+    expired.push(blackholed);
     pin_done.remove(0).send(()).unwrap();
     let p_lost = join("P", Duration::from_secs(15), pins.pop().unwrap()).await;
     assert!(!p_lost, "P's lease was lost");
-    for ((who, task), at) in [("W1", w1_task), ("W2", w2_task)].into_iter().zip(expired) {
+    for ((who, task), at) in [("W1", w1_task), ("W2", w2_task), ("W3", w3_task)].into_iter().zip(expired) {
         let acquired = join(who, Duration::from_secs(30), task).await;
         println!("sem: {who} acquired {:?} after its session was expired", acquired - at);
     }
