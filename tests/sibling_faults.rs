@@ -556,8 +556,14 @@ impl Taken {
     /// Releases (or, if `drop_it`, drops a guard: released in the background).
     async fn release(self, rw: &InterProcessReadWriteLock, drop_it: bool) -> zk_curator::Result<()> {
         match self {
-            Taken::Read(g) if drop_it => Ok(drop(g)),
-            Taken::Write(g) if drop_it => Ok(drop(g)),
+            Taken::Read(g) if drop_it => {
+                drop(g);
+                Ok(())
+            }
+            Taken::Write(g) if drop_it => {
+                drop(g);
+                Ok(())
+            }
             Taken::Read(g) => g.release().await,
             Taken::Write(g) => g.release().await,
             Taken::CuratorStyle { write: true, .. } => rw.write_lock().release().await,
@@ -1052,10 +1058,11 @@ async fn semaphore_fault_run() {
     // (the semaphore is full); then the load starts and queues behind it on the internal mutex.
     let w1 = support::client(&connect).await;
     let w1_task = spawn_waiter(w1.clone(), path.clone(), "W1", ctx.clone(), false);
-    support::eventually(Duration::from_secs(10), "W1 waits for a lease (its lease node exists)", || async {
-        owns_a_node(&obs, &path, &["leases"], w1.session().id).await
+    let w1_waits = support::poll_until(Duration::from_secs(10), || async {
+        owns_a_node(&obs, &path, &["leases"], w1.session().id).await && !w1_task.is_finished()
     })
     .await;
+    assert!(w1_waits, "W1 did not wait for a lease of a full semaphore; by the markers: {:?}", ctx.violations.all());
 
     // The load: three Rust lease takers and a Curator thread.
     peer.sem_loop("sem", &path, 120, &markers, Duration::from_millis(4), seed).await;
