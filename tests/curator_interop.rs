@@ -18,161 +18,23 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::Command;
 use zk_curator::{
     CuratorClient, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
     Revoker,
 };
 use zookeeper_client as zk;
 
+use support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
+
 // ---------------------------------------------------------------------------------------------
-// The Java peer
+// The Java peer's commands used here
 // ---------------------------------------------------------------------------------------------
-
-/// Jars of the peer's classpath (the manifest of zookeeper.jar pulls netty, metrics, ...).
-const CLASSPATH_JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-    "slf4j-nop",
-];
-const JAR_DIR: &str = "/usr/share/java";
-const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorPeer.java");
-const PEER_CLASSES: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-peer");
-/// Upper bound for one peer command (the `critical` loop included).
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn classpath() -> String {
-    let missing: Vec<String> =
-        CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).filter(|p| !Path::new(p).exists()).collect();
-    assert!(
-        missing.is_empty(),
-        "Curator jars missing: {missing:?}; install them with `apt-get install -y libcurator-recipes-java zookeeper slf4j-nop`"
-    );
-    CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).collect::<Vec<_>>().join(":")
-}
-
-/// `JAVA_HOME/bin/<tool>`, else `<tool>` on PATH.
-fn java_tool(tool: &str) -> PathBuf {
-    let candidates = std::env::var_os("JAVA_HOME").map(|h| PathBuf::from(h).join("bin").join(tool)).into_iter().chain(
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).map(|d| d.join(tool)).collect::<Vec<_>>()),
-    );
-    for candidate in candidates {
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("`{tool}` not found (JAVA_HOME or PATH); install a JDK: `apt-get install -y default-jdk-headless`")
-}
-
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
-/// Compiles the peer once per test binary (skipped when the class file is newer than the source);
-/// returns the class directory.
-fn compiled_peer() -> &'static Path {
-    static CLASSES: OnceLock<PathBuf> = OnceLock::new();
-    CLASSES.get_or_init(|| {
-        let dir = PathBuf::from(PEER_CLASSES);
-        let class = dir.join("CuratorPeer.class");
-        let fresh = match (modified(&class), modified(Path::new(PEER_SOURCE))) {
-            (Some(c), Some(s)) => c > s,
-            _ => false,
-        };
-        if !fresh {
-            // Compile into a private directory, then move the class files in (each rename is
-            // atomic), so a JVM started by a concurrent test run never loads a half-written class.
-            let staging = dir.join(format!(".javac-{}", std::process::id()));
-            std::fs::create_dir_all(&staging).expect("create the peer's class dir");
-            let out = std::process::Command::new(java_tool("javac"))
-                .arg("-cp")
-                .arg(classpath())
-                .arg("-d")
-                .arg(&staging)
-                .arg(PEER_SOURCE)
-                .output()
-                .expect("run javac");
-            assert!(
-                out.status.success(),
-                "javac {PEER_SOURCE} failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            // The main class last: its mtime is what marks the directory as fresh.
-            let mut classes: Vec<_> = std::fs::read_dir(&staging).unwrap().map(|e| e.unwrap().file_name()).collect();
-            classes.sort_by_key(|name| name == "CuratorPeer.class");
-            for name in classes {
-                std::fs::rename(staging.join(&name), dir.join(&name)).expect("install the peer's classes");
-            }
-            let _ = std::fs::remove_dir(&staging);
-        }
-        dir
-    })
-}
-
-/// One JVM running `CuratorPeer` with one Curator client; killed on drop.
-struct CuratorPeer {
-    _child: Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
-}
 
 impl CuratorPeer {
-    async fn start(connect: &str) -> Self {
-        let classes = tokio::task::spawn_blocking(compiled_peer).await.expect("compile the peer");
-        let mut child = Command::new(java_tool("java"))
-            .arg("-Xmx256m")
-            .arg("-XX:+UseSerialGC")
-            .arg("-XX:TieredStopAtLevel=1")
-            .arg("-cp")
-            .arg(format!("{}:{}", classpath(), classes.display()))
-            .arg("CuratorPeer")
-            .arg(connect)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the Curator peer JVM");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut peer = CuratorPeer { _child: child, stdin, stdout };
-        let ready = peer.read_line("startup", Duration::from_secs(30)).await;
-        assert_eq!(ready, "READY", "the Curator peer did not start");
-        peer
-    }
-
-    async fn read_line(&mut self, what: &str, timeout: Duration) -> String {
-        match tokio::time::timeout(timeout, self.stdout.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            Ok(Ok(None)) => panic!("the Curator peer exited during `{what}`"),
-            Ok(Err(e)) => panic!("reading the Curator peer's answer to `{what}`: {e}"),
-            Err(_) => panic!("the Curator peer did not answer `{what}` within {timeout:?}"),
-        }
-    }
-
-    /// Sends one command, returns its one-line answer; an `ERROR` answer fails the test.
-    async fn cmd(&mut self, line: &str) -> String {
-        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("write to the Curator peer");
-        self.stdin.flush().await.expect("flush to the Curator peer");
-        let answer = self.read_line(line, COMMAND_TIMEOUT).await;
-        assert!(!answer.starts_with("ERROR"), "Curator peer: `{line}` -> {answer}");
-        answer
-    }
-
     /// Curator `acquire(timeout)` with a handle named `path`: the node path, or None.
     async fn acquire(&mut self, path: &str, timeout: Duration) -> Option<String> {
         let answer = self.cmd(&format!("acquire {path} {}", timeout.as_millis())).await;
@@ -289,13 +151,6 @@ impl CuratorPeer {
             .map(|f| f.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or_else(|| panic!("bad {answer}")))
             .collect();
         (fields[0], fields[1])
-    }
-}
-
-fn parse_acquired(answer: &str) -> Option<String> {
-    match answer {
-        "NOT_ACQUIRED" => None,
-        a => Some(a.strip_prefix("ACQUIRED ").unwrap_or_else(|| panic!("bad answer {a}")).to_string()),
     }
 }
 

@@ -28,6 +28,16 @@
 //                                  semCritical; the result comes from semawait)
 //   semawait NAME TIMEOUT_MS    -> DONE max=<most markers seen> mixed=<times a Rust marker was
 //                                  seen beside ours> | PENDING | ERROR ...
+//   rwloop NAME PATH ROUNDS DATA HOLD_MS SEED -> SPAWNED   (one thread takes the read or the write
+//                                  lock of PATH ROUNDS times, see rwLoop; the result comes from
+//                                  loopawait)
+//   semloop NAME PATH LEASES ROUNDS MARKERS HOLD_MS SEED -> SPAWNED   (one thread takes a lease of
+//                                  an InterProcessSemaphoreV2 of LEASES leases ROUNDS times, see
+//                                  semLoop; the result comes from loopawait)
+//   loopawait NAME TIMEOUT_MS   -> DONE holds=<n> timeouts=<n> violations=<n> max=<n> log=<hold>;...
+//                                  | PENDING | ERROR ...   (a hold is KIND:TOKEN:START_US:END_US,
+//                                  KIND R|W|L, wall-clock epoch microseconds; violations are
+//                                  listed after the log as " violation: ...")
 //   quit                        -> BYE, then exit
 //
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
@@ -42,6 +52,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.HashMap;
+import java.util.Random;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -55,6 +66,7 @@ import java.util.concurrent.TimeoutException;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.api.transaction.CuratorOp;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -163,6 +175,7 @@ public class CuratorPeer {
     private final CuratorFramework client;
     private final Map<String, Handle> handles = new HashMap<>();
     private final Map<String, SemHandle> semaphores = new HashMap<>();
+    private final Map<String, Future<String>> loops = new HashMap<>();
     private final ExecutorService background = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "peer-background");
         t.setDaemon(true);
@@ -398,6 +411,39 @@ public class CuratorPeer {
                 }
                 return result;
             }
+            case "rwloop": {
+                arity(cmd, 7);
+                String path = cmd[2];
+                int rounds = Integer.parseInt(cmd[3]);
+                String data = cmd[4];
+                long holdMs = Long.parseLong(cmd[5]);
+                long seed = Long.parseLong(cmd[6]);
+                startLoop(cmd[1], () -> rwLoop(path, rounds, data, holdMs, seed));
+                return "SPAWNED";
+            }
+            case "semloop": {
+                arity(cmd, 8);
+                String path = cmd[2];
+                int leases = Integer.parseInt(cmd[3]);
+                int rounds = Integer.parseInt(cmd[4]);
+                String markers = cmd[5];
+                long holdMs = Long.parseLong(cmd[6]);
+                long seed = Long.parseLong(cmd[7]);
+                startLoop(cmd[1], () -> semLoop(path, leases, rounds, markers, holdMs, seed));
+                return "SPAWNED";
+            }
+            case "loopawait": {
+                arity(cmd, 3);
+                Future<String> pending = loops.get(cmd[1]);
+                if (pending == null) {
+                    throw new IllegalStateException("no loop " + cmd[1]);
+                }
+                String result = awaitPending(pending, cmd[2]);
+                if (!result.equals("PENDING")) {
+                    loops.remove(cmd[1]);
+                }
+                return result;
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
         }
@@ -516,5 +562,133 @@ public class CuratorPeer {
             }
         }
         return overlaps;
+    }
+
+    private void startLoop(String name, Callable<String> loop) {
+        Future<String> running = loops.get(name);
+        if (running != null && !running.isDone()) {
+            throw new IllegalStateException("loop " + name + " is already running");
+        }
+        loops.put(name, background.submit(loop));
+    }
+
+    /** Wall-clock time in epoch microseconds: comparable with the test's clock (same machine). */
+    private static long epochMicros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    /** What a loop reports: its holds (with wall-clock bounds) and what it found wrong. */
+    static final class LoopLog {
+        int holds;
+        int timeouts;
+        int max;
+        final StringBuilder log = new StringBuilder();
+        final List<String> violations = new ArrayList<>();
+
+        void hold(String kind, long token, long start, long end) {
+            holds++;
+            log.append(log.length() == 0 ? "" : ";").append(kind).append(':').append(token).append(':')
+                    .append(start).append(':').append(end);
+        }
+
+        String result() {
+            StringBuilder out = new StringBuilder("DONE holds=" + holds + " timeouts=" + timeouts + " violations="
+                    + violations.size() + " max=" + max + " log=" + log);
+            for (String v : violations) {
+                out.append(" violation: ").append(v);
+            }
+            return out.toString();
+        }
+    }
+
+    /** A timeout for one acquire: mostly long, sometimes so short that the acquire gives up midway. */
+    private static long acquireTimeoutMs(Random rnd) {
+        return rnd.nextInt(4) == 0 ? rnd.nextInt(30) : 20_000;
+    }
+
+    /**
+     * ROUNDS times on one thread: take the read lock (2 in 3) or the write lock of PATH with a
+     * random timeout; while holding, read the version of the node DATA, hold up to HOLD_MS, then
+     * prove to the server that the hold was respected, in one transaction that also checks that our
+     * lock node still exists: a writer sets DATA with the version it read (so any other write in
+     * between fails with BadVersion), a reader checks DATA's version (so any write during the read
+     * hold fails the check). A BadVersion is a violation; the holds are reported with wall-clock
+     * bounds (start after the acquire returned, end after the transaction, before the release).
+     */
+    private String rwLoop(String path, int rounds, String data, long holdMs, long seed) throws Exception {
+        InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
+        Random rnd = new Random(seed);
+        LoopLog out = new LoopLog();
+        for (int i = 0; i < rounds; i++) {
+            boolean write = rnd.nextInt(3) == 0;
+            InterProcessMutex lock = write ? rw.writeLock() : rw.readLock();
+            if (!lock.acquire(acquireTimeoutMs(rnd), TimeUnit.MILLISECONDS)) {
+                out.timeouts++;
+                continue;
+            }
+            long start = epochMicros();
+            try {
+                String node = lockPathOf(lock, path);
+                long token = client.checkExists().forPath(node).getCzxid();
+                Stat stat = new Stat();
+                client.getData().storingStatIn(stat).forPath(data);
+                Thread.sleep(rnd.nextInt((int) holdMs + 1));
+                CuratorOp held = client.transactionOp().check().forPath(node);
+                CuratorOp proof = write
+                        ? client.transactionOp().setData().withVersion(stat.getVersion())
+                                .forPath(data, ("curator " + i).getBytes(StandardCharsets.UTF_8))
+                        : client.transactionOp().check().withVersion(stat.getVersion()).forPath(data);
+                try {
+                    client.transaction().forOperations(held, proof);
+                } catch (KeeperException.BadVersionException e) {
+                    out.violations.add("curator " + (write ? "writer" : "reader") + " round " + i + " (" + node
+                            + "): a write landed on " + data + " during the hold (read version " + stat.getVersion()
+                            + ")");
+                }
+                out.hold(write ? "W" : "R", token, start, epochMicros());
+            } finally {
+                lock.release();
+            }
+        }
+        return out.result();
+    }
+
+    /**
+     * ROUNDS times on one thread: take a lease with a random timeout; while holding, create an
+     * EPHEMERAL_SEQUENTIAL marker MARKERS/curator- in this session and list MARKERS (a marker lives
+     * only while its lease is held, so more than LEASES markers is a violation that trusts neither
+     * library), hold up to HOLD_MS, delete the marker, report the hold, return the lease.
+     */
+    private String semLoop(String path, int leases, int rounds, String markers, long holdMs, long seed)
+            throws Exception {
+        InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, path, leases);
+        Random rnd = new Random(seed);
+        LoopLog out = new LoopLog();
+        for (int i = 0; i < rounds; i++) {
+            Lease lease = semaphore.acquire(acquireTimeoutMs(rnd), TimeUnit.MILLISECONDS);
+            if (lease == null) {
+                out.timeouts++;
+                continue;
+            }
+            long start = epochMicros();
+            try {
+                String node = path + "/leases/" + lease.getNodeName();
+                long token = client.checkExists().forPath(node).getCzxid();
+                String marker = client.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(markers + "/curator-");
+                List<String> seen = client.getChildren().forPath(markers);
+                out.max = Math.max(out.max, seen.size());
+                if (seen.size() > leases) {
+                    out.violations.add("curator round " + i + ": " + seen.size() + " holders of " + leases + " leases: "
+                            + seen);
+                }
+                Thread.sleep(rnd.nextInt((int) holdMs + 1));
+                client.delete().forPath(marker);
+                out.hold("L", token, start, epochMicros());
+            } finally {
+                lease.close();
+            }
+        }
+        return out.result();
     }
 }

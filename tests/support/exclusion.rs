@@ -32,6 +32,11 @@ impl HoldLog {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
     }
 
+    /// Records a hold as given (shared or not, ended by `Lost` or not).
+    pub fn push(&self, interval: Interval) {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
+    }
+
     pub fn intervals(&self) -> Vec<Interval> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
