@@ -447,21 +447,26 @@ mod lock_command {
             "trap 'exit 0' TERM; (trap '' TERM; while :; do sleep 0.05; done) & echo $! > {}; while :; do sleep 0.05; done",
             member.display()
         );
-        let run = spawn(&connect, &path, &["--kill-after", "0.5"], &["sh", "-c", &script]);
+        // stderr to a file: a surviving member must not keep a pipe of ours open.
+        let messages = dir.path().join("stderr");
+        let mut run = lock_command(&connect, &path, &["--kill-after", "0.5"], &["sh", "-c", &script]);
+        run.stdout(std::process::Stdio::null()).stderr(std::fs::File::create(&messages).unwrap());
+        let mut run = run.spawn().expect("spawn zk-curator lock");
         wait_for_file(&member, "the command started its member").await;
         let pid = std::fs::read_to_string(&member).unwrap().trim().to_string();
         let _cleanup = KillGroupOnDrop::of(&pid);
         let node = support::sorted_children(&obs, &path).await.pop().expect("the lock node");
         obs.delete(&format!("{path}/{node}"), None).await.expect("delete the lock node");
-        let out = finish(run).await;
+        let status = tokio::time::timeout(HANG, run.wait()).await.expect("zk-curator lock hung").unwrap();
         let member_alive_at_exit = alive(&pid);
-        assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+        let message = std::fs::read_to_string(&messages).unwrap_or_default();
+        assert_eq!(status.code(), Some(75), "{message}");
         let gone = support::poll_until(Duration::from_secs(5), || async { !alive(&pid) }).await;
         if !gone {
             // SAFETY: kill(2) on a process this test started; clean up before failing.
             unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
         }
-        assert!(gone, "the member that ignores SIGTERM survived the lost lock: {}", stderr(&out));
+        assert!(gone, "the member that ignores SIGTERM survived the lost lock: {message}");
         assert!(!member_alive_at_exit, "`lock` exited while its command's group still ran");
     }
 
@@ -624,7 +629,9 @@ mod lock_command {
         let bounded = Duration::from_secs(15);
         let b =
             tokio::time::timeout(bounded, b.wait_with_output()).await.expect("SIGINT did not end the release").unwrap();
-        assert_eq!(b.status.code(), Some(128 + libc::SIGINT), "{}", String::from_utf8_lossy(&b.stderr));
+        let b_says = String::from_utf8_lossy(&b.stderr);
+        assert_eq!(b.status.code(), Some(128 + libc::SIGINT), "{b_says}");
+        assert!(b_says.contains("interrupted while releasing"), "the signal did not end the release: {b_says}");
         interrupter.abort();
 
         let a = tokio::time::timeout(bounded.saturating_sub(exited.elapsed()), a.wait_with_output())
