@@ -674,9 +674,12 @@ mod lock_command {
             assert!(text.contains("ZK_AUTH=unset"), "the command got the credentials: {text}");
         }
 
-        let without = run(&connect, &path, &["--timeout", "5"], &["true"]).await;
+        // A path whose parent does not exist yet: creating it needs alice's CREATE on `secure`
+        // (the lock runs above left `job` behind with open ACLs, as Curator would).
+        let fresh = format!("{secure}/other");
+        let without = run(&connect, &fresh, &["--timeout", "5"], &["true"]).await;
         assert_eq!(without.status.code(), Some(69), "{}", stderr(&without));
-        let mut wrong = lock_command(&connect, &path, &["--timeout", "5"], &["true"]);
+        let mut wrong = lock_command(&connect, &fresh, &["--timeout", "5"], &["true"]);
         wrong.env("ZK_AUTH", "digest:alice:wrong-secret");
         let wrong = tokio::time::timeout(HANG, wrong.output()).await.unwrap().unwrap();
         assert_eq!(wrong.status.code(), Some(69), "{}", stderr(&wrong));
@@ -788,5 +791,61 @@ mod lock_command {
         unreachable.args(["--connect", "127.0.0.1:1", "hold", &path, "--timeout", "0.5"]);
         let unreachable = tokio::time::timeout(HANG, unreachable.output()).await.unwrap().unwrap();
         assert_eq!(unreachable.status.code(), Some(69), "{}", stderr(&unreachable));
+    }
+
+    /// `--tls-ca/--tls-cert/--tls-key`: `lock` over TLS with a client certificate (the server
+    /// requires one); without the client certificate the server refuses it (69); a file that is
+    /// not PEM is a usage error naming the file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lock_over_tls_with_a_client_certificate() {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+        use zk_curator::testing::{ServerTls, TestingServer};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "zk-curator cli test CA");
+        let ca = params.self_signed(&ca_key).unwrap();
+        let issue = |names: &[&str], usage: ExtendedKeyUsagePurpose| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+            params.extended_key_usages = vec![usage];
+            (params.signed_by(&key, &ca, &ca_key).unwrap().pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = issue(&["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+        let tls =
+            ServerTls { key_and_certificate_pem: format!("{server_key}{server_cert}"), client_ca_pem: Some(ca.pem()) };
+        let server = TestingServer::builder().tls(tls).start().await.expect("a ZooKeeper serving TLS");
+        let secure = server.secure_connect_string().expect("a TLS port");
+        let dir = scratch();
+        let (client_cert, client_key) = issue(&["zk-curator-cli-test"], ExtendedKeyUsagePurpose::ClientAuth);
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let (ca_file, cert_file, key_file) =
+            (file("ca.pem", &ca.pem()), file("client.pem", &client_cert), file("client.key", &client_key));
+        let path = support::unique_path("cli-tls");
+        let tls_run = |tls: Vec<String>, timeout: &str, command: &[&str]| {
+            let mut cmd = Command::new(BIN);
+            cmd.arg("--connect")
+                .arg(&secure)
+                .args(&tls)
+                .args(["lock", &path, "--timeout", timeout, "--"])
+                .args(command);
+            cmd.stdin(std::process::Stdio::null()).kill_on_drop(true);
+            async move { tokio::time::timeout(HANG, cmd.output()).await.expect("hung").expect("run") }
+        };
+        let full =
+            vec!["--tls-ca".into(), ca_file.clone(), "--tls-cert".into(), cert_file, "--tls-key".into(), key_file];
+        let out = tls_run(full, "10", &["sh", "-c", "echo $ZK_LOCK_TOKEN"]).await;
+        assert_eq!(out.status.code(), Some(0), "over TLS: {}", stderr(&out));
+        assert!(stdout(&out).trim().parse::<i64>().is_ok(), "{}", stdout(&out));
+
+        let no_identity = tls_run(vec!["--tls-ca".into(), ca_file.clone()], "2", &["true"]).await;
+        assert_eq!(no_identity.status.code(), Some(69), "{}", stderr(&no_identity));
+        let not_pem = tls_run(vec!["--tls-ca".into(), file("junk.pem", "not a certificate")], "2", &["true"]).await;
+        assert_eq!(not_pem.status.code(), Some(2), "{}", stderr(&not_pem));
+        assert!(stderr(&not_pem).contains("junk.pem"), "{}", stderr(&not_pem));
     }
 }
