@@ -155,6 +155,18 @@ impl CuratorClient {
         self.inner.sessions.session()
     }
 
+    /// The earliest instant at which the server can expire `session` (e.g. a lock's
+    /// [`Hold::session`](crate::Hold::session)) and so let another process take its locks, as far
+    /// as this client can tell: `Some` while that session's connection is suspended, and after the
+    /// client gave the session up for that (LOST) — counted from the latest moment the last reply
+    /// can have arrived, so LOST comes 0.15 of the session timeout before it. `None` while
+    /// connected, for another session, and once the server ended the session (it may already
+    /// be expired). Assumes the server that expires the session heard from us no later than we
+    /// heard from it; see docs/failure-semantics.md for when that fails.
+    pub fn earliest_expiry(&self, session: SessionIdentity) -> Option<Instant> {
+        self.inner.sessions.earliest_expiry(session)
+    }
+
     /// ZooKeeper's id of the current session.
     pub fn session_id(&self) -> i64 {
         self.session().id

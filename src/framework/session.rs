@@ -41,10 +41,15 @@ const STATE_BUFFER: usize = 64;
 /// `LOST_BY_FRACTION_OF_SESSION × negotiated` after it: before the server, which counts from the
 /// last request it received, can expire the session and hand our locks to someone else.
 pub(crate) fn lost_after_suspended(requested: Duration, negotiated: Duration) -> Duration {
+    negotiated.mul_f64(LOST_BY_FRACTION_OF_SESSION).saturating_sub(suspended_within(requested, negotiated))
+}
+
+/// The longest time from the last reply the client received to `zookeeper-client` reporting the
+/// disconnect (SUSPENDED): its idle timeout plus one tick; see [`lost_after_suspended`].
+fn suspended_within(requested: Duration, negotiated: Duration) -> Duration {
     let configured = requested / ZK_CONNECTION_TIMEOUT_DIVISOR;
     let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
-    let tick = idle / 8;
-    negotiated.mul_f64(LOST_BY_FRACTION_OF_SESSION).saturating_sub(idle + tick)
+    idle + idle / 8
 }
 
 /// Which ZooKeeper session a node or an operation belongs to.
@@ -67,6 +72,9 @@ pub(crate) struct Status {
     pub connected: bool,
     pub session: SessionIdentity,
     pub closed: bool,
+    /// While a session's connection is suspended (and after it was declared LOST for that, until
+    /// the next suspension): that session and the earliest instant the server can expire it.
+    pub expiry_bound: Option<(SessionIdentity, Instant)>,
 }
 
 impl Status {
@@ -152,7 +160,7 @@ impl Sessions {
         state: ConnectionState,
         connected: bool,
     ) -> Arc<Sessions> {
-        let (status, _) = watch::channel(Status { state, connected, session, closed: false });
+        let (status, _) = watch::channel(Status { state, connected, session, closed: false, expiry_bound: None });
         let (events, _) = broadcast::channel(STATE_BUFFER);
         Arc::new(Sessions {
             config,
@@ -202,13 +210,30 @@ impl Sessions {
     }
 
     fn publish(&self, state: ConnectionState, connected: bool) {
+        self.publish_with_bound(state, connected, |_| {});
+    }
+
+    /// Publishes `state` with the expiry bound changed by `bound` in the same status update.
+    fn publish_with_bound(
+        &self,
+        state: ConnectionState,
+        connected: bool,
+        bound: impl FnOnce(&mut Option<(SessionIdentity, Instant)>),
+    ) {
         info!(%state, "connection state");
         let _publishing = self.publishing.lock();
         self.status.send_modify(|s| {
             s.state = state;
             s.connected = connected;
+            bound(&mut s.expiry_bound);
         });
         let _ = self.events.send(state);
+    }
+
+    /// The earliest instant at which the server can expire `session`, while its connection is
+    /// suspended (see [`CuratorClient::earliest_expiry`](crate::CuratorClient::earliest_expiry)).
+    pub(crate) fn earliest_expiry(&self, session: SessionIdentity) -> Option<Instant> {
+        self.status.borrow().expiry_bound.filter(|(s, _)| *s == session).map(|(_, at)| at)
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -323,18 +348,24 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
         match event {
             Some(zk::SessionState::Disconnected) => {
                 if suspended_since.is_none() {
-                    suspended_since = Some(Instant::now());
-                    this.publish(ConnectionState::Suspended, false);
+                    let now = Instant::now();
+                    suspended_since = Some(now);
+                    // The last reply came at most `suspended_within` ago; the server counts the
+                    // session timeout from no later than that.
+                    let within = suspended_within(this.config.session_timeout, negotiated);
+                    let bound = now.checked_add(negotiated.saturating_sub(within)).unwrap_or(now);
+                    let session = this.session();
+                    this.publish_with_bound(ConnectionState::Suspended, false, |b| *b = Some((session, bound)));
                 }
             }
             Some(zk::SessionState::SyncConnected) => {
                 if suspended_since.take().is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
-                    this.publish(ConnectionState::Reconnected, true);
+                    this.publish_with_bound(ConnectionState::Reconnected, true, |b| *b = None);
                 }
             }
             Some(zk::SessionState::ConnectedReadOnly) => {
                 suspended_since = None;
-                this.publish(ConnectionState::ReadOnly, true);
+                this.publish_with_bound(ConnectionState::ReadOnly, true, |b| *b = None);
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
             ended => {
@@ -342,7 +373,14 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                     Some(state) => warn!(?state, "zookeeper session ended; opening a new one"),
                     None => warn!(?negotiated, "connection suspended too long: session LOST"),
                 }
-                this.publish(ConnectionState::Lost, false);
+                // Given up while suspended: the bound stays (the server may still hold the
+                // session until then). Ended by the server (expired, ...): no bound any more.
+                let given_up = ended.is_none();
+                this.publish_with_bound(ConnectionState::Lost, false, |b| {
+                    if !given_up {
+                        *b = None;
+                    }
+                });
                 suspended_since = None;
                 drop(this);
                 match replace_session(&sessions).await {
@@ -424,5 +462,12 @@ mod tests {
             assert!(lost >= negotiated / 4, "{requested:?}/{negotiated:?}: {lost:?}");
         }
         assert_eq!(lost_after_suspended(s(60), s(60)), s(60).mul_f64(0.85) - s(12) - Duration::from_millis(1500));
+        // The expiry bound published at SUSPENDED comes 0.15 of the session timeout after LOST.
+        for (requested, negotiated) in [(s(15), s(15)), (s(2), s(2)), (s(60), s(40)), (s(4), s(20))] {
+            let bound = negotiated - suspended_within(requested, negotiated);
+            let lost = lost_after_suspended(requested, negotiated);
+            let gap = bound - lost;
+            assert!(gap.abs_diff(negotiated.mul_f64(0.15)) < Duration::from_millis(1), "{requested:?}: {gap:?}");
+        }
     }
 }

@@ -3,8 +3,10 @@
 //! Acquires the lock (any kind), runs COMMAND in a process group of its own with the lock's path,
 //! node and fencing token in its environment, and releases the lock when COMMAND exits. If the
 //! lock is lost while COMMAND runs, the whole group gets SIGTERM at once and SIGKILL after
-//! `--kill-after`. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are passed on to the group;
-//! while we still wait for the lock they cancel the wait (our node is deleted, nothing is left).
+//! `--kill-after`, or earlier: before the server can expire the session (see [`kill_deadline`]);
+//! we exit only once the whole group is gone. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to us are
+//! passed on to the group; while we still wait for the lock, or release it, they end that (our
+//! node is deleted, or goes with the session).
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -21,26 +23,38 @@ use zk_curator::{
     InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard,
 };
 
-use super::{parse_lock_path, parse_seconds, Connection};
+use super::{parse_lock_path, parse_seconds, Resolved};
 
 /// ZooKeeper could not be reached, or answered with an error.
-const EXIT_UNAVAILABLE: u8 = 69;
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// The lock was lost while COMMAND ran; COMMAND was terminated.
-const EXIT_LOCK_LOST: u8 = 75;
+pub(crate) const EXIT_LOCK_LOST: u8 = 75;
 /// COMMAND exists but could not be executed (as a shell reports it).
 const EXIT_CANNOT_EXECUTE: u8 = 126;
 /// COMMAND was not found (as a shell reports it).
 const EXIT_NOT_FOUND: u8 = 127;
 /// clap's exit code for usage errors.
-const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// How long releasing the lock after COMMAND exited may wait (for a suspended connection to come
+/// back); then the node is left to the session's end. Signals cut it short.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// How often the group of a COMMAND whose lock was lost is checked once its leader has exited.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// How long after SIGKILL we wait for the group to disappear (a process in uninterruptible sleep
+/// dies only when its system call returns) before we exit anyway, saying so.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Exit status: COMMAND's own status (128+N if a signal N ended it); the conflict code (default 1) \
 when the lock was not acquired in time, COMMAND not run; 2 for usage errors; 69 when ZooKeeper \
 could not be reached or failed; 75 when the lock was lost while COMMAND ran (COMMAND was sent \
-SIGTERM, then SIGKILL); 126/127 when COMMAND could not be executed / was not found; 128+N when \
-signal N interrupted the wait for the lock.
+SIGTERM, then SIGKILL before the server could expire the session); 126/127 when COMMAND could \
+not be executed / was not found; 128+N when signal N interrupted the wait for the lock or its \
+release.
 
 COMMAND runs in a process group of its own (so that all of its processes get the signals) with \
 ZK_LOCK_PATH, ZK_LOCK_NODE and ZK_LOCK_TOKEN (the fencing token: larger for every later holder) \
@@ -63,7 +77,9 @@ pub(crate) struct LockArgs {
     /// Exit status when the lock was not acquired in time (1-255, not 2, 69, 75, 126 or 127).
     #[arg(long, short = 'E', value_name = "N", default_value_t = 1, value_parser = parse_conflict_code)]
     conflict_exit_code: u8,
-    /// After the lock is lost and COMMAND got SIGTERM, SIGKILL it after SECS.
+    /// After the lock is lost and COMMAND got SIGTERM, SIGKILL its group after SECS at the latest.
+    /// SIGKILL comes earlier when the session could expire sooner: 0.1 of the session timeout
+    /// after SIGTERM (less a little for short sessions) when the connection was lost.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds)]
     kill_after: Duration,
     /// The command and its arguments, after `--`.
@@ -72,7 +88,7 @@ pub(crate) struct LockArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Mutex,
     Read,
     Write,
@@ -80,7 +96,7 @@ enum Kind {
     SemaphoreMutex,
 }
 
-fn parse_kind(text: &str) -> Result<Kind, String> {
+pub(crate) fn parse_kind(text: &str) -> Result<Kind, String> {
     match text {
         "mutex" => Ok(Kind::Mutex),
         "read" => Ok(Kind::Read),
@@ -94,7 +110,7 @@ fn parse_kind(text: &str) -> Result<Kind, String> {
     }
 }
 
-fn parse_conflict_code(text: &str) -> Result<u8, String> {
+pub(crate) fn parse_conflict_code(text: &str) -> Result<u8, String> {
     let code: u8 = text.parse().map_err(|_| format!("{text:?} is not an exit status (1-255)"))?;
     match code {
         0 => Err("0 would look like success".to_string()),
@@ -106,7 +122,7 @@ fn parse_conflict_code(text: &str) -> Result<u8, String> {
 }
 
 /// A held lock of any kind.
-trait HeldLock: Send {
+pub(crate) trait HeldLock: Send {
     fn hold(&self) -> &Arc<Hold>;
     fn release(self: Box<Self>) -> Pin<Box<dyn Future<Output = zk_curator::Result<()>> + Send>>;
 }
@@ -131,7 +147,7 @@ impl HeldLock for Lease {
 
 /// How long to wait for the lock.
 #[derive(Clone, Copy)]
-enum Wait {
+pub(crate) enum Wait {
     Forever,
     OneAttempt,
     Until(Instant),
@@ -141,7 +157,7 @@ fn boxed<T: HeldLock + 'static>(held: Option<T>) -> Option<Box<dyn HeldLock>> {
     held.map(|h| Box::new(h) as Box<dyn HeldLock>)
 }
 
-async fn acquire(
+pub(crate) async fn acquire(
     client: &CuratorClient,
     path: &str,
     kind: Kind,
@@ -176,10 +192,10 @@ async fn acquire(
 }
 
 /// The signals we pass on to COMMAND (and that end a wait for the lock).
-struct Signals(Vec<(i32, Signal)>);
+pub(crate) struct Signals(Vec<(i32, Signal)>);
 
 impl Signals {
-    fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         let kinds = [
             (libc::SIGINT, SignalKind::interrupt()),
             (libc::SIGTERM, SignalKind::terminate()),
@@ -194,7 +210,7 @@ impl Signals {
     }
 
     /// The next signal received (its number).
-    async fn next(&mut self) -> i32 {
+    pub(crate) async fn next(&mut self) -> i32 {
         std::future::poll_fn(|cx| {
             for (number, stream) in &mut self.0 {
                 if stream.poll_recv(cx).is_ready() {
@@ -207,28 +223,74 @@ impl Signals {
     }
 }
 
-fn exit(code: u8) -> ExitCode {
+pub(crate) fn exit(code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn signal_exit(signal: i32) -> ExitCode {
+pub(crate) fn signal_exit(signal: i32) -> ExitCode {
     exit(u8::try_from(128 + signal).unwrap_or(u8::MAX))
 }
 
-/// Sends `signal` to COMMAND's process group (its leader's pid is the group id).
-fn signal_group(leader: Option<u32>, signal: i32) {
-    let Some(pgid) = leader.and_then(|pid| i32::try_from(pid).ok()) else { return };
+/// Sends `signal` to the process group `pgid`; true if it reached at least one process.
+fn signal_group(pgid: Option<i32>, signal: i32) -> bool {
+    let Some(pgid) = pgid.filter(|p| *p > 1) else { return false };
     // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names a process group.
-    unsafe {
-        libc::kill(-pgid, signal);
+    unsafe { libc::kill(-pgid, signal) == 0 }
+}
+
+/// True while a process of group `pgid` is still alive (zombies do not count: they are dead,
+/// waiting for whoever inherited them to reap them).
+fn group_alive(pgid: Option<i32>) -> bool {
+    if !signal_group(pgid, 0) {
+        return false;
     }
+    #[cfg(target_os = "linux")]
+    if let (Some(pgid), Ok(entries)) = (pgid, std::fs::read_dir("/proc")) {
+        return entries.flatten().any(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid pgrp ...
+            let mut fields = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace()).into_iter().flatten();
+            let state = fields.next();
+            let group = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+            group == Some(pgid) && state.is_some_and(|s| s != "Z" && s != "X")
+        });
+    }
+    true
 }
 
 fn describe(command: &[OsString]) -> String {
     command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
 }
 
-pub(crate) async fn run(connection: &Connection, args: LockArgs) -> ExitCode {
+/// How long before the earliest possible expiry of the session COMMAND's group gets SIGKILL:
+/// 1/20 of the session timeout, at least 100 ms (scheduling, a network hop, signal delivery).
+fn kill_margin(session_timeout: Duration) -> Duration {
+    (session_timeout / 20).max(Duration::from_millis(100))
+}
+
+/// When COMMAND's group gets SIGKILL, the lock having been lost `now`: `--kill-after` after the
+/// SIGTERM, but never later than `kill_margin` before the server can expire the session (when
+/// the lock was lost because the connection was suspended too long, the client knows that
+/// instant: LOST comes 0.15 of the session timeout before it). Returns the instant, and how long
+/// before the earliest expiry it is, when that is known.
+fn kill_deadline(
+    now: Instant,
+    kill_after: Duration,
+    earliest_expiry: Option<Instant>,
+    session_timeout: Duration,
+) -> (Instant, Option<Duration>) {
+    let grace_end = now + kill_after;
+    match earliest_expiry {
+        Some(expiry) => {
+            let latest = expiry.checked_sub(kill_margin(session_timeout)).unwrap_or(now).max(now);
+            let at = grace_end.min(latest);
+            (at, Some(expiry.saturating_duration_since(at)))
+        }
+        None => (grace_end, None),
+    }
+}
+
+pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
     let mut signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
@@ -257,9 +319,62 @@ pub(crate) async fn run(connection: &Connection, args: LockArgs) -> ExitCode {
         signal = signals.next() => return signal_exit(signal),
     };
     let code = run_connected(&client, &args, wait, &mut signals).await;
-    // Closing the session also removes any node a cancelled wait could not delete in time.
-    client.close().await;
-    code
+    close(&client, &mut signals, code).await
+}
+
+/// Closes the client (which also removes any node a cancelled wait or a release could not delete
+/// in time); a signal cuts it short (the server then removes our nodes when the session expires).
+pub(crate) async fn close(client: &CuratorClient, signals: &mut Signals, code: ExitCode) -> ExitCode {
+    tokio::select! {
+        () = client.close() => code,
+        signal = signals.next() => signal_exit(signal),
+    }
+}
+
+/// "Not acquired": the conflict status, or 69 when ZooKeeper is not reachable now (the wait ended
+/// without an answer, so nobody can say whether the lock is free).
+pub(crate) fn not_acquired(client: &CuratorClient, path: &str, within: Option<Duration>, conflict: u8) -> ExitCode {
+    if !client.is_connected() {
+        eprintln!(
+            "zk-curator: ZooKeeper is unreachable (connection {}); {path} not acquired",
+            client.connection_state()
+        );
+        return exit(EXIT_UNAVAILABLE);
+    }
+    eprintln!(
+        "zk-curator: {path} is held by another process; not acquired{}",
+        within.map_or(String::new(), |t| format!(" within {}s", t.as_secs_f64()))
+    );
+    exit(conflict)
+}
+
+/// Releases `held` (unless its hold is lost already), waiting at most [`RELEASE_WAIT`]; a signal
+/// ends the wait: `Err(128+N)`.
+pub(crate) async fn release(held: Box<dyn HeldLock>, path: &str, signals: &mut Signals) -> Result<(), ExitCode> {
+    if held.hold().hold_state() == HoldState::Lost {
+        // Its node died with the session or is about to; waiting for a connection to delete it
+        // would only delay our exit (dropping queues the delete for `close`).
+        drop(held);
+        return Ok(());
+    }
+    tokio::select! {
+        released = tokio::time::timeout(RELEASE_WAIT, held.release()) => {
+            match released {
+                Ok(Ok(())) => {}
+                // The delete stays queued until the session closes, which removes the node anyway.
+                Ok(Err(e)) => eprintln!("zk-curator: releasing {path}: {e}"),
+                Err(_) => eprintln!(
+                    "zk-curator: releasing {path}: no answer from ZooKeeper within {}s; the lock node goes with the session",
+                    RELEASE_WAIT.as_secs_f64()
+                ),
+            }
+            Ok(())
+        }
+        signal = signals.next() => {
+            eprintln!("zk-curator: interrupted while releasing {path}; the lock node goes with the session");
+            Err(signal_exit(signal))
+        }
+    }
 }
 
 async fn run_connected(client: &CuratorClient, args: &LockArgs, wait: Wait, signals: &mut Signals) -> ExitCode {
@@ -267,11 +382,7 @@ async fn run_connected(client: &CuratorClient, args: &LockArgs, wait: Wait, sign
     let held = tokio::select! {
         acquired = acquire(client, path, args.kind, wait) => match acquired {
             Ok(Some(held)) => held,
-            Ok(None) => {
-                eprintln!("zk-curator: {path} is held by another process; not acquired{}",
-                    args.timeout.map_or(String::new(), |t| format!(" within {}s", t.as_secs_f64())));
-                return exit(args.conflict_exit_code);
-            }
+            Ok(None) => return not_acquired(client, path, args.timeout, args.conflict_exit_code),
             Err(e) => {
                 eprintln!("zk-curator: {e}");
                 return exit(EXIT_UNAVAILABLE);
@@ -285,15 +396,10 @@ async fn run_connected(client: &CuratorClient, args: &LockArgs, wait: Wait, sign
     };
     let hold = held.hold().clone();
     let code = run_command(client, args, &hold, signals).await;
-    if hold.hold_state() == HoldState::Lost {
-        // Its node died with the session or is about to; waiting for a connection to delete it
-        // would only delay our exit (dropping queues the delete for `close`).
-        drop(held);
-    } else if let Err(e) = held.release().await {
-        // The delete stays queued until the session closes, which removes the node anyway.
-        eprintln!("zk-curator: releasing {path}: {e}");
+    match release(held, path, signals).await {
+        Ok(()) => code,
+        Err(interrupted) => interrupted,
     }
-    code
 }
 
 async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, signals: &mut Signals) -> ExitCode {
@@ -304,12 +410,16 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
         .env("ZK_LOCK_PATH", &args.path)
         .env("ZK_LOCK_NODE", hold.path())
         .env("ZK_LOCK_TOKEN", hold.fencing_token().to_string())
+        // Our credentials are not the command's business.
+        .env_remove("ZK_AUTH")
         .process_group(0);
     let parent = std::process::id();
     // SAFETY: runs in the forked child before exec; prctl and getppid are async-signal-safe.
     unsafe {
         command.pre_exec(move || {
             // If we die (even by SIGKILL), COMMAND is told: it must not run on without the lock.
+            // Linux only; elsewhere COMMAND outlives a zk-curator killed with SIGKILL (docs/cli.md).
+            #[cfg(target_os = "linux")]
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             if u32::try_from(libc::getppid()).ok() != Some(parent) {
                 return Err(std::io::Error::other("zk-curator exited before COMMAND started"));
@@ -317,6 +427,7 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
             Ok(())
         });
     }
+    let session_timeout = client.negotiated_session_timeout();
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -324,46 +435,87 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
             return exit(if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_CANNOT_EXECUTE });
         }
     };
-    let leader = child.id();
+    // COMMAND leads its own process group: the group id is its pid.
+    let group = child.id().and_then(|pid| i32::try_from(pid).ok());
     let mut states = hold.watch_state();
-    let mut lost = false;
     let mut watching = true;
+    let mut lost = false;
     let mut kill_at: Option<Instant> = None;
-    let status = loop {
+    // Once SIGKILL was sent: when we stop waiting for the group.
+    let mut give_up_at: Option<Instant> = None;
+    let mut status = None;
+    loop {
         tokio::select! {
-            status = child.wait() => break status,
-            signal = signals.next() => signal_group(leader, signal),
+            exited = child.wait(), if status.is_none() => {
+                status = Some(exited);
+                if !lost {
+                    break;
+                }
+            }
+            signal = signals.next() => {
+                signal_group(group, signal);
+            }
             state = states.wait_for(|s| *s == HoldState::Lost), if watching && !lost => {
                 if state.is_err() {
                     watching = false;
                     continue;
                 }
                 lost = true;
-                signal_group(leader, libc::SIGTERM);
-                kill_at = Some(Instant::now() + args.kill_after);
-                let why = if client.connection_state() == ConnectionState::Lost || client.session() != hold.session() {
+                let now = Instant::now();
+                signal_group(group, libc::SIGTERM);
+                let expiry = client.earliest_expiry(hold.session()).map(Instant::from_std);
+                let (at, before_expiry) = kill_deadline(now, args.kill_after, expiry, session_timeout);
+                kill_at = Some(at);
+                let why = if expiry.is_some() {
+                    "the ZooKeeper session was lost: no connection for too long".to_string()
+                } else if client.connection_state() == ConnectionState::Lost || client.session() != hold.session() {
                     "the ZooKeeper session was lost".to_string()
                 } else {
                     format!("the lock node {} was deleted", hold.path())
                 };
-                eprintln!(
-                    "zk-curator: lock {} lost ({why}); sent SIGTERM to `{}` (SIGKILL in {}s)",
-                    args.path,
-                    describe(&args.command),
-                    args.kill_after.as_secs_f64()
-                );
+                let when = match before_expiry {
+                    Some(before) => format!(
+                        "SIGKILL in {:.3}s, {:.3}s before the server can expire the session",
+                        at.saturating_duration_since(now).as_secs_f64(),
+                        before.as_secs_f64()
+                    ),
+                    None => format!("SIGKILL in {}s", args.kill_after.as_secs_f64()),
+                };
+                eprintln!("zk-curator: lock {} lost ({why}); sent SIGTERM to `{}` ({when})", args.path, describe(&args.command));
             }
-            _ = sleep_until(kill_at) => {
-                signal_group(leader, libc::SIGKILL);
+            () = sleep_until(kill_at) => {
                 kill_at = None;
+                give_up_at = Some(Instant::now() + GROUP_EXIT_WAIT);
+                if signal_group(group, libc::SIGKILL) {
+                    eprintln!("zk-curator: sent SIGKILL to the process group of `{}`", describe(&args.command));
+                }
+            }
+            // The leader has exited but the lock is lost: the rest of its group must go too.
+            () = tokio::time::sleep(GROUP_POLL), if lost && status.is_some() => {
+                if !group_alive(group) {
+                    break;
+                }
+                if let Some(limit) = give_up_at {
+                    // Keep signalling: a process forked meanwhile gets it too.
+                    signal_group(group, libc::SIGKILL);
+                    if Instant::now() >= limit {
+                        eprintln!(
+                            "zk-curator: processes of `{}` (group {}) survived SIGKILL for {}s",
+                            describe(&args.command),
+                            group.unwrap_or_default(),
+                            GROUP_EXIT_WAIT.as_secs()
+                        );
+                        break;
+                    }
+                }
             }
         }
-    };
+    }
     if lost {
         return exit(EXIT_LOCK_LOST);
     }
     match status {
-        Ok(status) => {
+        Some(Ok(status)) => {
             use std::os::unix::process::ExitStatusExt;
             match (status.code(), status.signal()) {
                 (Some(code), _) => exit(u8::try_from(code & 0xff).unwrap_or(u8::MAX)),
@@ -371,10 +523,11 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
                 (None, None) => exit(u8::MAX),
             }
         }
-        Err(e) => {
+        Some(Err(e)) => {
             eprintln!("zk-curator: waiting for `{}`: {e}", describe(&args.command));
             exit(EXIT_CANNOT_EXECUTE)
         }
+        None => exit(u8::MAX),
     }
 }
 
@@ -382,5 +535,31 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigkill_comes_before_the_earliest_expiry_whatever_kill_after_says() {
+        let now = Instant::now();
+        let s = Duration::from_secs_f64;
+        // Default: 15 s session, LOST 2.25 s before the expiry, --kill-after 5.
+        let (at, before) = kill_deadline(now, s(5.0), Some(now + s(2.25)), s(15.0));
+        assert_eq!(before, Some(s(0.75)));
+        assert_eq!(at, now + s(1.5));
+        // --kill-after can only make it earlier.
+        let (at, _) = kill_deadline(now, s(0.5), Some(now + s(2.25)), s(15.0));
+        assert_eq!(at, now + s(0.5));
+        // A short session: the margin is at least 100 ms.
+        let (at, before) = kill_deadline(now, s(5.0), Some(now + s(0.3)), s(2.0));
+        assert_eq!((at, before), (now + s(0.2), Some(s(0.1))));
+        // No time left: at once.
+        let (at, _) = kill_deadline(now, s(5.0), Some(now + s(0.05)), s(2.0));
+        assert_eq!(at, now);
+        // The lock is gone already (node deleted, session expired): --kill-after.
+        assert_eq!(kill_deadline(now, s(5.0), None, s(15.0)), (now + s(5.0), None));
     }
 }

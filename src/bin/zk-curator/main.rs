@@ -6,15 +6,19 @@
 //! zk-curator --connect 127.0.0.1:2181 hold /locks/nightly-report --seconds 30 --timeout 5
 //! ```
 
+mod hold_command;
 mod lock_command;
+mod participants;
 
-use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use zk_curator::{CuratorClient, HoldState, InterProcessMutex};
+use zk_curator::zookeeper_client::TlsOptions;
+use zk_curator::CuratorClient;
 
+use hold_command::HoldArgs;
 use lock_command::LockArgs;
 
 #[derive(Parser, Debug)]
@@ -42,26 +46,113 @@ pub(crate) struct Connection {
     #[arg(long, hide = true, conflicts_with = "session_timeout", global = true)]
     session_timeout_ms: Option<u64>,
     /// Authenticate every session: SCHEME:CREDENTIALS, e.g. digest:user:password (repeatable).
+    /// Visible to `ps`: prefer --auth-file or the ZK_AUTH environment variable.
     #[arg(long, value_name = "SCHEME:CREDENTIALS", value_parser = parse_auth, global = true)]
     auth: Vec<(String, String)>,
+    /// Read credentials from FILE: one SCHEME:CREDENTIALS per line (blank lines and lines
+    /// starting with # are skipped). ZK_AUTH (SCHEME:CREDENTIALS, one per line) is read as well.
+    #[arg(long, value_name = "FILE", global = true)]
+    auth_file: Option<PathBuf>,
+    /// Connect over TLS, trusting the CA certificate(s) in this PEM file.
+    #[arg(long, value_name = "PEM", global = true)]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for servers that ask for one; needs --tls-key and --tls-ca.
+    #[arg(long, value_name = "PEM", requires = "tls_key", requires = "tls_ca", global = true)]
+    tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM); needs --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert", global = true)]
+    tls_key: Option<PathBuf>,
+}
+
+/// The connection settings with credentials and TLS material read and checked.
+pub(crate) struct Resolved {
+    connect: String,
+    namespace: String,
+    session_timeout: Duration,
+    credentials: Vec<(String, Vec<u8>)>,
+    tls: Option<TlsOptions>,
 }
 
 impl Connection {
-    pub(crate) fn session_timeout(&self) -> Duration {
+    fn session_timeout(&self) -> Duration {
         self.session_timeout.or(self.session_timeout_ms.map(Duration::from_millis)).unwrap_or(Duration::from_secs(15))
     }
 
+    /// Reads the credentials (--auth, --auth-file, ZK_AUTH) and the TLS files. The message of an
+    /// error names the option, file and line, never a secret.
+    fn resolve(&self) -> Result<Resolved, String> {
+        let mut credentials: Vec<(String, Vec<u8>)> =
+            self.auth.iter().map(|(scheme, auth)| (scheme.clone(), auth.as_bytes().to_vec())).collect();
+        if let Some(file) = &self.auth_file {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("--auth-file {}: cannot read it: {e}", file.display()))?;
+            credentials.extend(credential_lines(&text, &format!("--auth-file {}", file.display()))?);
+        }
+        match std::env::var("ZK_AUTH") {
+            Ok(text) => credentials.extend(credential_lines(&text, "ZK_AUTH")?),
+            Err(std::env::VarError::NotPresent) => {}
+            Err(std::env::VarError::NotUnicode(_)) => return Err("ZK_AUTH is not valid UTF-8".to_string()),
+        }
+        Ok(Resolved {
+            connect: self.connect.clone(),
+            namespace: self.namespace.clone(),
+            session_timeout: self.session_timeout(),
+            credentials,
+            tls: self.tls_options()?,
+        })
+    }
+
+    fn tls_options(&self) -> Result<Option<TlsOptions>, String> {
+        let Some(ca) = &self.tls_ca else { return Ok(None) };
+        let read = |option: &str, file: &Path| {
+            std::fs::read_to_string(file).map_err(|e| format!("{option} {}: cannot read it: {e}", file.display()))
+        };
+        let options = TlsOptions::new()
+            .with_pem_ca(&read("--tls-ca", ca)?)
+            .map_err(|e| format!("--tls-ca {}: not a PEM CA certificate: {e}", ca.display()))?;
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                options.with_pem_identity(&read("--tls-cert", cert)?, &read("--tls-key", key)?).map(Some).map_err(|e| {
+                    format!(
+                        "--tls-cert {} / --tls-key {}: not a PEM certificate and key: {e}",
+                        cert.display(),
+                        key.display()
+                    )
+                })
+            }
+            _ => Ok(Some(options)),
+        }
+    }
+}
+
+/// `SCHEME:CREDENTIALS` lines; blank lines and `#` comments skipped.
+fn credential_lines(text: &str, source: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut credentials = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let (scheme, auth) = parse_auth(line).map_err(|e| format!("{source}: line {}: {e}", number + 1))?;
+        credentials.push((scheme, auth.into_bytes()));
+    }
+    Ok(credentials)
+}
+
+impl Resolved {
     /// Connects; the connection attempt gives up after `connection_timeout`.
     pub(crate) async fn connect(&self, connection_timeout: Duration) -> zk_curator::Result<CuratorClient> {
-        let builder = CuratorClient::builder(&self.connect)
+        let mut builder = CuratorClient::builder(&self.connect)
             .namespace(&self.namespace)
-            .session_timeout(self.session_timeout())
+            .session_timeout(self.session_timeout)
             .connection_timeout(connection_timeout);
-        self.auth
-            .iter()
-            .fold(builder, |builder, (scheme, credentials)| builder.authorization(scheme, credentials.as_bytes()))
-            .connect()
-            .await
+        for (scheme, auth) in &self.credentials {
+            builder = builder.authorization(scheme, auth.clone());
+        }
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(tls.clone());
+        }
+        builder.connect().await
     }
 }
 
@@ -79,7 +170,7 @@ fn parse_auth(text: &str) -> Result<(String, String), String> {
     }
 }
 
-fn parse_lock_path(text: &str) -> Result<String, String> {
+pub(crate) fn parse_lock_path(text: &str) -> Result<String, String> {
     zk_curator::validate_path(text).map(|()| text.to_string()).map_err(|e| e.to_string())
 }
 
@@ -87,118 +178,38 @@ fn parse_lock_path(text: &str) -> Result<String, String> {
 enum Command {
     /// Acquire a lock, run COMMAND while holding it, release it; exit with COMMAND's status.
     Lock(LockArgs),
-    /// List a mutex's contenders in lock order (the holder first), with their node data.
+    /// List a lock's participants, holders first, with their node data: mutexes, read-write
+    /// locks (`__READ__`/`__WRIT__` nodes) and semaphores (`leases` and `locks` below the path).
     Participants {
         /// The lock path.
         #[arg(value_parser = parse_lock_path)]
         path: String,
     },
-    /// Acquire a mutex, hold it, report hold-state changes, release it.
-    Hold {
-        /// The lock path.
-        #[arg(value_parser = parse_lock_path)]
-        path: String,
-        /// How long to hold it.
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Give up if not acquired within this many seconds (default: wait forever).
-        #[arg(long)]
-        timeout: Option<u64>,
-    },
+    /// Acquire a lock, hold it, report hold-state changes, release it (exit statuses as `lock`).
+    Hold(HoldArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let connection = match cli.connection.resolve() {
+        Ok(connection) => connection,
+        Err(e) => {
+            eprintln!("zk-curator: {e}");
+            return ExitCode::from(lock_command::EXIT_USAGE);
+        }
+    };
     // One thread: the `lock` command's child gets PR_SET_PDEATHSIG, which follows the thread that
     // spawned it, so that thread must live as long as the process.
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("zk-curator: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(lock_command::EXIT_UNAVAILABLE);
         }
     };
-    let connection = &cli.connection;
-    let result = match cli.command {
-        Command::Lock(args) => return runtime.block_on(lock_command::run(connection, args)),
-        Command::Participants { path } => runtime.block_on(participants(connection, &path)),
-        Command::Hold { path, seconds, timeout } => runtime.block_on(hold(connection, &path, seconds, timeout)),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("zk-curator: {e}");
-            ExitCode::FAILURE
-        }
+    match cli.command {
+        Command::Lock(args) => runtime.block_on(lock_command::run(&connection, args)),
+        Command::Participants { path } => runtime.block_on(participants::run(&connection, &path)),
+        Command::Hold(args) => runtime.block_on(hold_command::run(&connection, args)),
     }
-}
-
-fn say(line: impl std::fmt::Display) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
-async fn participants(connection: &Connection, path: &str) -> zk_curator::Result<ExitCode> {
-    let client = connection.connect(Duration::from_secs(15)).await?;
-    let mutex = InterProcessMutex::new(&client, path)?;
-    let zk = client.zookeeper()?;
-    for (i, node) in mutex.participant_nodes().await?.iter().enumerate() {
-        let data = match zk.get_data(&format!("{}{node}", client.namespace())).await {
-            Ok((data, _)) => String::from_utf8_lossy(&data).into_owned(),
-            Err(_) => "<gone>".to_string(),
-        };
-        say(format!("{}{node}  data={data:?}", if i == 0 { "HOLDER " } else { "WAITER " }));
-    }
-    client.close().await;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn hold(connection: &Connection, path: &str, seconds: u64, timeout: Option<u64>) -> zk_curator::Result<ExitCode> {
-    let client = connection.connect(Duration::from_secs(15)).await?;
-    let code = hold_for(&client, path, seconds, timeout).await;
-    client.close().await;
-    code
-}
-
-async fn hold_for(
-    client: &CuratorClient,
-    path: &str,
-    seconds: u64,
-    timeout: Option<u64>,
-) -> zk_curator::Result<ExitCode> {
-    let mutex = InterProcessMutex::new(client, path)?;
-    let guard = match timeout {
-        Some(t) => mutex.try_lock_for(Duration::from_secs(t)).await?,
-        None => Some(mutex.lock().await?),
-    };
-    let Some(guard) = guard else {
-        say("NOT_ACQUIRED");
-        return Ok(ExitCode::from(2));
-    };
-    say(format!("ACQUIRED {}", guard.node_path()));
-    say(format!("TOKEN {}", guard.fencing_token()));
-    let mut states = guard.watch_state();
-    let until = tokio::time::sleep(Duration::from_secs(seconds));
-    tokio::pin!(until);
-    loop {
-        tokio::select! {
-            _ = &mut until => break,
-            changed = states.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-                let state = *states.borrow_and_update();
-                say(format!("{state:?}").to_uppercase());
-                if state == HoldState::Lost {
-                    break;
-                }
-            },
-        }
-    }
-    match guard.release().await {
-        Ok(()) => say("RELEASED"),
-        Err(e) => say(format!("RELEASE_FAILED {e}")),
-    }
-    Ok(ExitCode::SUCCESS)
 }

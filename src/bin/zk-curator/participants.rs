@@ -1,0 +1,120 @@
+//! `zk-curator participants PATH`: the nodes of a lock of any kind, holders first, with their data.
+//!
+//! * mutex: `_c_<uuid>-lock-<seq>`; the first in sequence order holds it.
+//! * read-write lock: `_c_<uuid>-__READ__<seq>` / `__WRIT__<seq>` in one queue; a writer holds it
+//!   when first, a reader when no writer comes before it.
+//! * semaphore (and semaphore mutex): leases under `PATH/leases`, acquirers queued on the internal
+//!   mutex `PATH/locks`. The first in that queue is deciding: if it has created its lease already
+//!   (the newest lease, of the same session) that lease is not granted yet (`WAITER`): Curator and
+//!   zk-curator hand a lease out only after releasing the internal mutex.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use zk_curator::zookeeper_client as zk;
+use zk_curator::{
+    parse_sequence, CuratorClient, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+};
+
+use super::lock_command::{exit, EXIT_UNAVAILABLE};
+use super::Resolved;
+
+/// The lock name of `InterProcessMutex` nodes (Curator's `LOCK_NAME`).
+const MUTEX_LOCK_NAME: &str = "lock-";
+
+pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
+    let client = match connection.connect(Duration::from_secs(15)).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("zk-curator: {e}");
+            return exit(EXIT_UNAVAILABLE);
+        }
+    };
+    let listed = list(&client, path).await;
+    client.close().await;
+    match listed {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            exit(0)
+        }
+        Err(e) => {
+            eprintln!("zk-curator: {e}");
+            exit(EXIT_UNAVAILABLE)
+        }
+    }
+}
+
+/// Children of `full` sorted by sequence number (then name); none if it does not exist.
+async fn children(zk: &zk::Client, full: &str, shown: &str) -> Result<Vec<String>, String> {
+    match zk.get_children(full).await {
+        Ok((mut names, _)) => {
+            names.sort_by(|a, b| (parse_sequence(a), a).cmp(&(parse_sequence(b), b)));
+            Ok(names)
+        }
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(format!("listing {shown}: {e}")),
+    }
+}
+
+async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
+    let zk = client.zookeeper().map_err(|e| e.to_string())?;
+    let full = |p: &str| format!("{}{p}", client.namespace());
+    let names = children(&zk, &full(path), path).await?;
+    // (holder, path) in the order to print.
+    let mut nodes: Vec<(bool, String)> = Vec::new();
+    let child = |name: &str| format!("{path}/{name}");
+    let is_rw = |n: &String| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
+    if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
+        let (leases_path, locks_path) = (child(SEMAPHORE_LEASE_PARENT), child(SEMAPHORE_LOCK_PARENT));
+        let leases = children(&zk, &full(&leases_path), &leases_path).await?;
+        let locks = children(&zk, &full(&locks_path), &locks_path).await?;
+        let owner = |p: String| {
+            let zk = zk.clone();
+            async move { zk.check_stat(&p).await.ok().flatten().map(|s| s.ephemeral_owner) }
+        };
+        let pending = match (locks.first(), leases.iter().max_by_key(|n| parse_sequence(n))) {
+            (Some(first), Some(newest)) => {
+                let deciding = owner(full(&format!("{locks_path}/{first}"))).await;
+                let newest_owner = owner(full(&format!("{leases_path}/{newest}"))).await;
+                (deciding.is_some() && deciding == newest_owner).then(|| newest.clone())
+            }
+            _ => None,
+        };
+        for lease in &leases {
+            if Some(lease) != pending.as_ref() {
+                nodes.push((true, format!("{leases_path}/{lease}")));
+            }
+        }
+        nodes.extend(pending.map(|lease| (false, format!("{leases_path}/{lease}"))));
+        nodes.extend(locks.iter().map(|lock| (false, format!("{locks_path}/{lock}"))));
+    } else if names.iter().any(is_rw) {
+        let queue: Vec<&String> = names.iter().filter(|n| is_rw(n)).collect();
+        let first_writer = queue.iter().filter(|n| n.contains(WRITE_LOCK_NAME)).map(|n| parse_sequence(n)).min();
+        for (i, name) in queue.iter().enumerate() {
+            let holder = if name.contains(WRITE_LOCK_NAME) {
+                i == 0
+            } else {
+                // A reader holds unless a writer comes strictly before it (a downgrading
+                // writer's read node carries the writer's own sequence number).
+                first_writer.map_or(true, |w| parse_sequence(name) <= w)
+            };
+            nodes.push((holder, child(name)));
+        }
+        // Holders first, in queue order.
+        nodes.sort_by_key(|(holder, _)| !*holder);
+    } else {
+        let queue = names.iter().filter(|n| n.contains(MUTEX_LOCK_NAME));
+        nodes.extend(queue.enumerate().map(|(i, name)| (i == 0, child(name))));
+    }
+    let mut lines = Vec::with_capacity(nodes.len());
+    for (holder, node) in nodes {
+        let data = match zk.get_data(&full(&node)).await {
+            Ok((data, _)) => format!("{:?}", String::from_utf8_lossy(&data)),
+            Err(_) => "<gone>".to_string(),
+        };
+        lines.push(format!("{} {node}  data={data}", if holder { "HOLDER" } else { "WAITER" }));
+    }
+    Ok(lines)
+}
