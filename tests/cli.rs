@@ -258,6 +258,13 @@ mod lock_command {
             assert_eq!(out.status.code(), Some(2), "{options:?}: {}", stderr(&out));
             assert!(stderr(&out).contains(says), "{options:?}: {}", stderr(&out));
         }
+        let too_long = run(&connect, &path, &["--session-timeout", "1e19"], &["true"]).await;
+        assert_eq!(too_long.status.code(), Some(2), "{}", stderr(&too_long));
+        assert!(stderr(&too_long).contains("session-timeout"), "{}", stderr(&too_long));
+        // Durations too long for the clock mean "as long as it takes", never a panic.
+        let free = support::unique_path("cli-lock-absurd");
+        let absurd = run(&connect, &free, &["--timeout", "1e19", "--kill-after", "1e19"], &["true"]).await;
+        assert_eq!(absurd.status.code(), Some(0), "{}", stderr(&absurd));
         let no_command =
             tokio::process::Command::new(BIN).args(["--connect", &connect, "lock", &path]).output().await.unwrap();
         assert_eq!(no_command.status.code(), Some(2));

@@ -54,7 +54,8 @@ pub(crate) async fn run(connection: &Resolved, args: HoldArgs) -> ExitCode {
     let wait = match args.timeout {
         None => Wait::Forever,
         Some(t) if t.is_zero() => Wait::OneAttempt,
-        Some(t) => Wait::Until(started + t),
+        // A timeout too long for the clock means waiting as long as it takes.
+        Some(t) => started.checked_add(t).map_or(Wait::Forever, Wait::Until),
     };
     let connection_timeout = args.timeout.map_or(Duration::from_secs(15), |t| t.max(Duration::from_secs(1)));
     let client = tokio::select! {

@@ -279,15 +279,21 @@ fn kill_deadline(
     earliest_expiry: Option<Instant>,
     session_timeout: Duration,
 ) -> (Instant, Option<Duration>) {
-    let grace_end = now + kill_after;
+    // A grace too long for the clock: no SIGKILL before the earliest expiry (if known).
+    let grace_end = now.checked_add(kill_after);
     match earliest_expiry {
         Some(expiry) => {
             let latest = expiry.checked_sub(kill_margin(session_timeout)).unwrap_or(now).max(now);
-            let at = grace_end.min(latest);
+            let at = grace_end.map_or(latest, |grace_end| grace_end.min(latest));
             (at, Some(expiry.saturating_duration_since(at)))
         }
-        None => (grace_end, None),
+        None => (grace_end.unwrap_or_else(|| far_future(now)), None),
     }
+}
+
+/// An instant no run reaches (a century away).
+fn far_future(now: Instant) -> Instant {
+    now.checked_add(Duration::from_secs(100 * 365 * 86_400)).unwrap_or(now)
 }
 
 pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
@@ -303,7 +309,8 @@ pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
     let wait = match timeout {
         None => Wait::Forever,
         Some(t) if t.is_zero() => Wait::OneAttempt,
-        Some(t) => Wait::Until(started + t),
+        // A timeout too long for the clock means waiting as long as it takes.
+        Some(t) => started.checked_add(t).map_or(Wait::Forever, Wait::Until),
     };
     // Connecting gets the whole timeout, and at least a second (a connection is not a conflict).
     let connection_timeout = timeout.map_or(Duration::from_secs(15), |t| t.max(Duration::from_secs(1)));

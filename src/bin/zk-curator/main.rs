@@ -40,7 +40,7 @@ pub(crate) struct Connection {
     #[arg(long, default_value = "", global = true)]
     namespace: String,
     /// Session timeout in seconds (fractions allowed; default 15).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, global = true)]
+    #[arg(long, value_name = "SECS", value_parser = parse_session_timeout, global = true)]
     session_timeout: Option<Duration>,
     /// Session timeout in milliseconds (older spelling of --session-timeout).
     #[arg(long, hide = true, conflicts_with = "session_timeout", global = true)]
@@ -160,6 +160,15 @@ impl Resolved {
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
     let seconds: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is not a non-negative number of seconds"))
+}
+
+/// A session timeout: seconds, at most what ZooKeeper can carry (2^31 ms, about 24.8 days).
+fn parse_session_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_seconds(text)?;
+    if timeout > Duration::from_millis(i32::MAX as u64) {
+        return Err(format!("{text:?} is longer than ZooKeeper's longest session timeout (about 24.8 days)"));
+    }
+    Ok(timeout)
 }
 
 fn parse_auth(text: &str) -> Result<(String, String), String> {
