@@ -246,6 +246,10 @@ impl<D: LockDriver> LockInternals<D> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.base.clone() });
         }
+        if let Some(hold) = basis.hold().filter(|hold| hold.hold_state() == HoldState::Lost) {
+            // A lost basis is refused whatever the connection, one attempt included.
+            return Err(Basis::lost(hold));
+        }
         if wait == Wait::OneAttempt && !self.client.is_connected() {
             // One attempt needs a connection now; waiting for one would be a timed call.
             return Ok(None);
