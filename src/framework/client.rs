@@ -167,6 +167,12 @@ impl CuratorClient {
         self.inner.sessions.earliest_expiry(session)
     }
 
+    /// True when `other` is this client or a clone of it (one logical client, one session at a
+    /// time).
+    pub(crate) fn is_same_client(&self, other: &CuratorClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// ZooKeeper's id of the current session.
     pub fn session_id(&self) -> i64 {
         self.session().id

@@ -111,6 +111,10 @@ impl<D: LockDriver> InterProcessMutex<D> {
         self.shared.internals.base_path()
     }
 
+    pub(crate) fn client(&self) -> &CuratorClient {
+        self.shared.internals.client()
+    }
+
     /// Makes later acquisitions revocable (Curator's `makeRevocable`): their nodes are created with
     /// empty data, as Curator's, and the holder is told when someone asks for the lock through
     /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke) — see

@@ -367,7 +367,8 @@ impl ReadLock {
     /// Waits while `writer` is suspended.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] if `writer` is not a guard of this lock; [`Error::LockLost`]
+    /// [`Error::InvalidArgument`] if `writer` is not a guard of this lock (its path, through this
+    /// client); [`Error::LockLost`]
     /// naming the write node if its hold is lost (before or during the call, e.g. its session was
     /// replaced); otherwise as [`lock`](Self::lock).
     ///
@@ -376,6 +377,10 @@ impl ReadLock {
     pub async fn lock_while_writing(&self, writer: &WriteLockGuard) -> Result<ReadLockGuard> {
         if paths::parent(writer.node_path()) != self.path() {
             return Err(Error::invalid_argument("writer", writer.node_path(), "is not a write lock of this lock path"));
+        }
+        if !writer.hold().client().is_same_client(self.mutex.client()) {
+            // Its read node would be made on another session than the writer's.
+            return Err(Error::invalid_argument("writer", writer.node_path(), "is held through another client"));
         }
         let hold = self.mutex.attempt(Wait::Forever, Basis::InQueue(writer.hold())).await?;
         Ok(self.mutex.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))

@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-use super::internals::{Basis, LockInternals, Wait};
+use super::internals::{Basis, LockInternals, Wait, CLEANUP_SLACK};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::framework::paths;
@@ -221,7 +221,11 @@ impl InterProcessSemaphoreV2 {
             }
             // Give back what was taken, within the call's deadline: deletes that cannot finish
             // by then go on in the background (guaranteed), never past the deadline.
-            let _ = return_all_by(leases, wait.deadline()).await;
+            let give_back_by = match wait {
+                Wait::OneAttempt => Some(std::time::Instant::now() + CLEANUP_SLACK),
+                _ => wait.deadline(),
+            };
+            let _ = return_all_by(leases, give_back_by).await;
             return outcome.map(|_| None);
         }
         Ok(Some(leases))
