@@ -233,6 +233,7 @@ impl InterProcessSemaphoreV2 {
 
     async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
         let data = self.shared.data.as_deref().unwrap_or(self.shared.leases.client().default_data());
+        let mut restarts = self.shared.leases.client().retrying(&self.shared.path, wait.deadline());
         loop {
             // The internal mutex serialises acquirers, as Curator's does: only its holder counts
             // leases.
@@ -254,6 +255,14 @@ impl InterProcessSemaphoreV2 {
                 // when its node is gone — within the same deadline; one attempt stays one.
                 Err(Error::LockLost { node, .. }) if node == turn_node && wait != Wait::OneAttempt => {
                     debug!(path = %self.shared.path, "the semaphore's internal lock was lost while waiting; starting over");
+                    // Each start-over counts against the retry policy, as Curator's
+                    // RETRY_DUE_TO_MISSING_NODE does.
+                    let lost = Error::ZooKeeper { path: turn_node, source: zk::Error::SessionExpired };
+                    match restarts.backoff_or_fail(lost).await {
+                        Ok(()) => {}
+                        Err(Error::DeadlineExceeded { .. }) => return Ok(None),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Err(Error::LockLost { node, .. }) if node == turn_node => return Ok(None),
                 Err(e) => return Err(e),
