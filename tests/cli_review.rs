@@ -58,3 +58,24 @@ async fn participants_agrees_with_the_recipe_about_foreign_children() {
         drop(waiter);
     }
 }
+
+/// Bad input is a usage error (status 2) naming the value, found before connecting — not 69
+/// ("ZooKeeper could not be reached"): a lock at the root, a zero session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_lock_path_or_a_zero_session_timeout_is_a_usage_error() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("review-usage");
+    for (args, names) in [
+        (vec!["lock", "/", "--", "true"], "\"/\""),
+        (vec!["--namespace", "review-ns", "lock", "/", "--", "true"], "\"/\""),
+        (vec!["--namespace", "review-ns", "participants", "/"], "\"/\""),
+        (vec!["hold", "/", "--seconds", "0"], "\"/\""),
+        (vec!["--session-timeout", "0", "lock", &path, "--", "true"], "\"0\""),
+        (vec!["--session-timeout-ms", "0", "lock", &path, "--", "true"], "\"0\""),
+    ] {
+        let out = run(&connect, &args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(names), "{args:?} does not name the value: {}", text(&out.stderr));
+    }
+}
