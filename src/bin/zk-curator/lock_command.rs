@@ -238,10 +238,21 @@ fn signal_group(pgid: Option<i32>, signal: i32) -> bool {
     unsafe { libc::kill(-pgid, signal) == 0 }
 }
 
+/// True while group `pgid` has a process, zombies included — also one we may not signal (EPERM:
+/// e.g. it made itself another user), which SIGKILL cannot reach but which is not gone.
+fn group_exists(pgid: Option<i32>) -> bool {
+    let Some(pgid) = pgid.filter(|p| *p > 1) else { return false };
+    // SAFETY: kill(2) with signal 0 only checks; a negative pid names a process group.
+    if unsafe { libc::kill(-pgid, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// True while a process of group `pgid` is still alive (zombies do not count: they are dead,
 /// waiting for whoever inherited them to reap them).
 fn group_alive(pgid: Option<i32>) -> bool {
-    if !signal_group(pgid, 0) {
+    if !group_exists(pgid) {
         return false;
     }
     #[cfg(target_os = "linux")]
@@ -497,8 +508,10 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
                     eprintln!("zk-curator: sent SIGKILL to the process group of `{}`", describe(&args.command));
                 }
             }
-            // The leader has exited but the lock is lost: the rest of its group must go too.
-            () = tokio::time::sleep(GROUP_POLL), if lost && status.is_some() => {
+            // The leader has exited but the lock is lost: the rest of its group must go too. Also
+            // once SIGKILL was sent while the leader still runs: a leader SIGKILL cannot reach
+            // (uninterruptible sleep, another user) must not keep us waiting for ever.
+            () = tokio::time::sleep(GROUP_POLL), if lost && (status.is_some() || give_up_at.is_some()) => {
                 if !group_alive(group) {
                     break;
                 }

@@ -43,7 +43,7 @@ pub(crate) struct Connection {
     #[arg(long, value_name = "SECS", value_parser = parse_session_timeout, global = true)]
     session_timeout: Option<Duration>,
     /// Session timeout in milliseconds (older spelling of --session-timeout).
-    #[arg(long, hide = true, conflicts_with = "session_timeout", global = true)]
+    #[arg(long, hide = true, conflicts_with = "session_timeout", value_parser = parse_session_timeout_ms, global = true)]
     session_timeout_ms: Option<u64>,
     /// Authenticate every session: SCHEME:CREDENTIALS, e.g. digest:user:password (repeatable).
     /// Visible to `ps`: prefer --auth-file or the ZK_AUTH environment variable.
@@ -165,10 +165,22 @@ pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
 /// A session timeout: seconds, at most what ZooKeeper can carry (2^31 ms, about 24.8 days).
 fn parse_session_timeout(text: &str) -> Result<Duration, String> {
     let timeout = parse_seconds(text)?;
+    if timeout.is_zero() {
+        return Err(format!("{text:?}: a session timeout must be longer than 0"));
+    }
     if timeout > Duration::from_millis(i32::MAX as u64) {
         return Err(format!("{text:?} is longer than ZooKeeper's longest session timeout (about 24.8 days)"));
     }
     Ok(timeout)
+}
+
+/// `--session-timeout-ms`: as [`parse_session_timeout`], in milliseconds.
+fn parse_session_timeout_ms(text: &str) -> Result<u64, String> {
+    let ms: u64 = text.trim().parse().map_err(|_| format!("{text:?} is not a whole number of milliseconds"))?;
+    if ms == 0 || ms > i32::MAX as u64 {
+        return Err(format!("{text:?}: a session timeout must be 1 to {} ms", i32::MAX));
+    }
+    Ok(ms)
 }
 
 fn parse_auth(text: &str) -> Result<(String, String), String> {
@@ -180,7 +192,12 @@ fn parse_auth(text: &str) -> Result<(String, String), String> {
 }
 
 pub(crate) fn parse_lock_path(text: &str) -> Result<String, String> {
-    zk_curator::validate_path(text).map(|()| text.to_string()).map_err(|e| e.to_string())
+    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    if text == "/" {
+        // The recipes refuse it too, but only once connected (which made it status 69).
+        return Err(format!("{text:?}: a lock cannot live at the root"));
+    }
+    Ok(text.to_string())
 }
 
 #[derive(Subcommand, Debug)]

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use zk_curator::zookeeper_client as zk;
 use zk_curator::{
-    parse_sequence, CuratorClient, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, READ_LOCK_NAME,
+    SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 
 use super::lock_command::{exit, EXIT_UNAVAILABLE};
@@ -58,6 +59,13 @@ async fn children(zk: &zk::Client, full: &str, shown: &str) -> Result<Vec<String
     }
 }
 
+/// `names` in the recipe's order: by `key` (Curator's `fixForSorting`), Java's string order, stable.
+fn sorted_by(names: &[String], key: impl Fn(&String) -> String) -> Vec<String> {
+    let mut keyed: Vec<(String, &String)> = names.iter().map(|n| (key(n), n)).collect();
+    keyed.sort_by(|a, b| java_cmp(&a.0, &b.0));
+    keyed.into_iter().map(|(_, n)| n.clone()).collect()
+}
+
 async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
     let zk = client.zookeeper().map_err(|e| e.to_string())?;
     let full = |p: &str| format!("{}{p}", client.namespace());
@@ -90,23 +98,35 @@ async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String>
         nodes.extend(pending.map(|lease| (false, format!("{leases_path}/{lease}"))));
         nodes.extend(locks.iter().map(|lock| (false, format!("{locks_path}/{lock}"))));
     } else if names.iter().any(is_rw) {
-        let queue: Vec<&String> = names.iter().filter(|n| is_rw(n)).collect();
-        let first_writer = queue.iter().filter(|n| n.contains(WRITE_LOCK_NAME)).map(|n| parse_sequence(n)).min();
-        for (i, name) in queue.iter().enumerate() {
+        // Every child is in the queue, sorted as the recipe sorts it (a foreign child that sorts
+        // first keeps writers out, as in Curator); only lock nodes are listed.
+        let key = |n: &String| read_write_sort_key(n).to_string();
+        let sorted = sorted_by(&names, key);
+        for (i, name) in sorted.iter().enumerate() {
+            if !is_rw(name) {
+                continue;
+            }
             let holder = if name.contains(WRITE_LOCK_NAME) {
                 i == 0
             } else {
-                // A reader holds unless a writer comes strictly before it (a downgrading
+                // A reader holds unless a writer sorts strictly before it (a downgrading
                 // writer's read node carries the writer's own sequence number).
-                first_writer.map_or(true, |w| parse_sequence(name) <= w)
+                !sorted[..i].iter().any(|w| {
+                    w.contains(WRITE_LOCK_NAME) && java_cmp(read_write_sort_key(w), read_write_sort_key(name)).is_lt()
+                })
             };
             nodes.push((holder, child(name)));
         }
         // Holders first, in queue order.
         nodes.sort_by_key(|(holder, _)| !*holder);
     } else {
-        let queue = names.iter().filter(|n| n.contains(MUTEX_LOCK_NAME));
-        nodes.extend(queue.enumerate().map(|(i, name)| (i == 0, child(name))));
+        // As the recipe (and Curator): every child is a contender, the first in sort order holds.
+        let sorted = sorted_by(&names, |n| standard_sort_key(n, MUTEX_LOCK_NAME).to_string());
+        for (i, name) in sorted.iter().enumerate() {
+            if name.contains(MUTEX_LOCK_NAME) {
+                nodes.push((i == 0, child(name)));
+            }
+        }
     }
     let mut lines = Vec::with_capacity(nodes.len());
     for (holder, node) in nodes {
