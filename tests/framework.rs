@@ -888,3 +888,42 @@ async fn close_during_a_session_replacement_leaves_no_session() {
     assert_eq!(proxy.connections(), 0, "a replacement opened a session after close()");
     assert!(!client.is_connected(), "a closed client reports no connection");
 }
+
+/// `earliest_expiry`: published at SUSPENDED for the suspended session, kept after the client
+/// gives that session up (the server may hold it until then), still known for the given-up
+/// session after the new session is suspended in turn, and gone for a session once it reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earliest_expiry_is_kept_for_a_given_up_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(2)).await;
+    let first = client.session();
+    assert_eq!(client.earliest_expiry(first), None, "connected: no bound");
+    let mut states = subscribe(&client).await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    expect_state(&mut states, Suspended, &[], Duration::from_secs(10)).await;
+    let bound = client.earliest_expiry(first).expect("a bound while suspended");
+    expect_state(&mut states, Lost, &[], Duration::from_secs(10)).await;
+    assert_eq!(client.earliest_expiry(first), Some(bound), "kept once the session is given up");
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(Duration::from_secs(20), "a new session", || async {
+        client.is_connected() && client.session() != first
+    })
+    .await;
+    let second = client.session();
+    assert_eq!(client.earliest_expiry(second), None);
+    proxy.set_mode(ProxyMode::Blackhole);
+    support::eventually(Duration::from_secs(10), "the new session is suspended", || async {
+        client.earliest_expiry(second).is_some()
+    })
+    .await;
+    assert_eq!(client.earliest_expiry(first), Some(bound), "the given-up session's bound survives");
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(Duration::from_secs(20), "reconnected", || async { client.is_connected() }).await;
+    if client.session() == second {
+        assert_eq!(client.earliest_expiry(second), None, "reconnected: no bound");
+    }
+}

@@ -157,11 +157,12 @@ impl CuratorClient {
 
     /// The earliest instant at which the server can expire `session` (e.g. a lock's
     /// [`Hold::session`](crate::Hold::session)) and so let another process take its locks, as far
-    /// as this client can tell: `Some` while that session's connection is suspended, and after the
-    /// client gave the session up for that (LOST) — counted from the latest moment the last reply
-    /// can have arrived, so LOST comes 0.15 of the session timeout before it. `None` while
-    /// connected, for another session, and once the server ended the session (it may already
-    /// be expired). Assumes the server that expires the session heard from us no later than we
+    /// as this client can tell: `Some` while that session's connection is suspended (or served by
+    /// a read-only server, which cannot renew it), and after the client gave the session up for
+    /// that (LOST), until another session is given up — counted from the latest moment the last
+    /// reply can have arrived, so LOST comes 0.15 of the session timeout before it. `None` while
+    /// connected, for other sessions, and once the server ended the session (it may already be
+    /// expired). Assumes the server that expires the session heard from us no later than we
     /// heard from it; see docs/failure-semantics.md for when that fails.
     pub fn earliest_expiry(&self, session: SessionIdentity) -> Option<Instant> {
         self.inner.sessions.earliest_expiry(session)

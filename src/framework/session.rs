@@ -72,9 +72,31 @@ pub(crate) struct Status {
     pub connected: bool,
     pub session: SessionIdentity,
     pub closed: bool,
-    /// While a session's connection is suspended (and after it was declared LOST for that, until
-    /// the next suspension): that session and the earliest instant the server can expire it.
-    pub expiry_bound: Option<(SessionIdentity, Instant)>,
+    /// The earliest instants at which the server can expire sessions we cannot vouch for.
+    pub expiry_bounds: ExpiryBounds,
+}
+
+/// Sessions the server may expire on its own, each with the earliest instant it can.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ExpiryBounds {
+    /// The current session, while its connection is suspended — and while it is served read-only
+    /// (a read-only server cannot renew the session with the quorum).
+    current: Option<(SessionIdentity, Instant)>,
+    /// The last session given up (LOST) while suspended: the server may still hold it until then.
+    given_up: Option<(SessionIdentity, Instant)>,
+}
+
+impl ExpiryBounds {
+    pub(crate) fn of(&self, session: SessionIdentity) -> Option<Instant> {
+        [self.current, self.given_up].into_iter().flatten().find(|(s, _)| *s == session).map(|(_, at)| at)
+    }
+
+    /// The current session's connection is suspended: the server can expire it at `at`, or
+    /// earlier if an earlier bound of this session still stands (read-only in between).
+    fn suspended(&mut self, session: SessionIdentity, at: Instant) {
+        let earlier = self.current.filter(|(s, _)| *s == session).map_or(at, |(_, before)| before.min(at));
+        self.current = Some((session, earlier));
+    }
 }
 
 impl Status {
@@ -160,7 +182,8 @@ impl Sessions {
         state: ConnectionState,
         connected: bool,
     ) -> Arc<Sessions> {
-        let (status, _) = watch::channel(Status { state, connected, session, closed: false, expiry_bound: None });
+        let (status, _) =
+            watch::channel(Status { state, connected, session, closed: false, expiry_bounds: ExpiryBounds::default() });
         let (events, _) = broadcast::channel(STATE_BUFFER);
         Arc::new(Sessions {
             config,
@@ -214,18 +237,13 @@ impl Sessions {
     }
 
     /// Publishes `state` with the expiry bound changed by `bound` in the same status update.
-    fn publish_with_bound(
-        &self,
-        state: ConnectionState,
-        connected: bool,
-        bound: impl FnOnce(&mut Option<(SessionIdentity, Instant)>),
-    ) {
+    fn publish_with_bound(&self, state: ConnectionState, connected: bool, bound: impl FnOnce(&mut ExpiryBounds)) {
         info!(%state, "connection state");
         let _publishing = self.publishing.lock();
         self.status.send_modify(|s| {
             s.state = state;
             s.connected = connected;
-            bound(&mut s.expiry_bound);
+            bound(&mut s.expiry_bounds);
         });
         let _ = self.events.send(state);
     }
@@ -233,7 +251,7 @@ impl Sessions {
     /// The earliest instant at which the server can expire `session`, while its connection is
     /// suspended (see [`CuratorClient::earliest_expiry`](crate::CuratorClient::earliest_expiry)).
     pub(crate) fn earliest_expiry(&self, session: SessionIdentity) -> Option<Instant> {
-        self.status.borrow().expiry_bound.filter(|(s, _)| *s == session).map(|(_, at)| at)
+        self.status.borrow().expiry_bounds.of(session)
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -355,17 +373,17 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                     let within = suspended_within(this.config.session_timeout, negotiated);
                     let bound = now.checked_add(negotiated.saturating_sub(within)).unwrap_or(now);
                     let session = this.session();
-                    this.publish_with_bound(ConnectionState::Suspended, false, |b| *b = Some((session, bound)));
+                    this.publish_with_bound(ConnectionState::Suspended, false, |b| b.suspended(session, bound));
                 }
             }
             Some(zk::SessionState::SyncConnected) => {
                 if suspended_since.take().is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
-                    this.publish_with_bound(ConnectionState::Reconnected, true, |b| *b = None);
+                    this.publish_with_bound(ConnectionState::Reconnected, true, |b| b.current = None);
                 }
             }
             Some(zk::SessionState::ConnectedReadOnly) => {
                 suspended_since = None;
-                this.publish_with_bound(ConnectionState::ReadOnly, true, |b| *b = None);
+                this.publish(ConnectionState::ReadOnly, true);
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
             ended => {
@@ -377,8 +395,9 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 // session until then). Ended by the server (expired, ...): no bound any more.
                 let given_up = ended.is_none();
                 this.publish_with_bound(ConnectionState::Lost, false, |b| {
-                    if !given_up {
-                        *b = None;
+                    let current = b.current.take();
+                    if given_up {
+                        b.given_up = current;
                     }
                 });
                 suspended_since = None;

@@ -342,10 +342,12 @@ pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
 
 /// Closes the client (which also removes any node a cancelled wait or a release could not delete
 /// in time); a signal cuts it short (the server then removes our nodes when the session expires).
+/// A lost lock keeps its status 75 through such a signal: a supervisor must be able to tell a
+/// lost lock from an interrupt.
 pub(crate) async fn close(client: &CuratorClient, signals: &mut Signals, code: ExitCode) -> ExitCode {
     tokio::select! {
         () = client.close() => code,
-        signal = signals.next() => signal_exit(signal),
+        signal = signals.next() => if code == exit(EXIT_LOCK_LOST) { code } else { signal_exit(signal) },
     }
 }
 

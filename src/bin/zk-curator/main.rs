@@ -125,12 +125,13 @@ impl Connection {
     }
 }
 
-/// `SCHEME:CREDENTIALS` lines; blank lines and `#` comments skipped.
+/// `SCHEME:CREDENTIALS` lines, trimmed of surrounding white space (as a config file's lines are);
+/// blank lines and `#` comments skipped.
 fn credential_lines(text: &str, source: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut credentials = Vec::new();
     for (number, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let (scheme, auth) = parse_auth(line).map_err(|e| format!("{source}: line {}: {e}", number + 1))?;
