@@ -8,12 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tokio::time::Instant;
 use zk_curator::{CuratorClient, HoldState};
 
 use super::lock_command::{
-    acquire, close, exit, not_acquired, parse_conflict_code, parse_kind, release, signal_exit, Kind, Signals, Wait,
-    EXIT_LOCK_LOST, EXIT_UNAVAILABLE,
+    acquire, close, exit, not_acquired, parse_conflict_code, parse_kind, release, signal_exit, start, Kind, Signals,
+    Wait, EXIT_LOCK_LOST, EXIT_UNAVAILABLE,
 };
 use super::{parse_lock_path, parse_seconds, Resolved};
 
@@ -43,30 +42,9 @@ fn say(line: impl std::fmt::Display) {
 }
 
 pub(crate) async fn run(connection: &Resolved, args: HoldArgs) -> ExitCode {
-    let mut signals = match Signals::install() {
-        Ok(signals) => signals,
-        Err(e) => {
-            eprintln!("zk-curator: cannot install signal handlers: {e}");
-            return exit(EXIT_UNAVAILABLE);
-        }
-    };
-    let started = Instant::now();
-    let wait = match args.timeout {
-        None => Wait::Forever,
-        Some(t) if t.is_zero() => Wait::OneAttempt,
-        // A timeout too long for the clock means waiting as long as it takes.
-        Some(t) => started.checked_add(t).map_or(Wait::Forever, Wait::Until),
-    };
-    let connection_timeout = args.timeout.map_or(Duration::from_secs(15), |t| t.max(Duration::from_secs(1)));
-    let client = tokio::select! {
-        connected = connection.connect(connection_timeout) => match connected {
-            Ok(client) => client,
-            Err(e) => {
-                eprintln!("zk-curator: {e}");
-                return exit(EXIT_UNAVAILABLE);
-            }
-        },
-        signal = signals.next() => return signal_exit(signal),
+    let (client, wait, mut signals) = match start(connection, args.timeout).await {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let code = hold(&client, &args, wait, &mut signals).await;
     close(&client, &mut signals, code).await

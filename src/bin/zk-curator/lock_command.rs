@@ -307,34 +307,45 @@ fn far_future(now: Instant) -> Instant {
     now.checked_add(Duration::from_secs(100 * 365 * 86_400)).unwrap_or(now)
 }
 
-pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
+/// Everything `lock` and `hold` do before they wait for the lock: signal handlers, the wait a
+/// `--timeout` asks for (measured from now), and a client — connecting gets the whole timeout,
+/// and at least a second (a connection is not a conflict). `Err` is the status to exit with.
+pub(crate) async fn start(
+    connection: &Resolved,
+    timeout: Option<Duration>,
+) -> Result<(CuratorClient, Wait, Signals), ExitCode> {
     let mut signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
             eprintln!("zk-curator: cannot install signal handlers: {e}");
-            return exit(EXIT_UNAVAILABLE);
+            return Err(exit(EXIT_UNAVAILABLE));
         }
     };
     let started = Instant::now();
-    let timeout = if args.nonblock { Some(Duration::ZERO) } else { args.timeout };
     let wait = match timeout {
         None => Wait::Forever,
         Some(t) if t.is_zero() => Wait::OneAttempt,
         // A timeout too long for the clock means waiting as long as it takes.
         Some(t) => started.checked_add(t).map_or(Wait::Forever, Wait::Until),
     };
-    // Connecting gets the whole timeout, and at least a second (a connection is not a conflict).
     let connection_timeout = timeout.map_or(Duration::from_secs(15), |t| t.max(Duration::from_secs(1)));
-
-    let client = tokio::select! {
+    tokio::select! {
         connected = connection.connect(connection_timeout) => match connected {
-            Ok(client) => client,
+            Ok(client) => Ok((client, wait, signals)),
             Err(e) => {
                 eprintln!("zk-curator: {e}");
-                return exit(EXIT_UNAVAILABLE);
+                Err(exit(EXIT_UNAVAILABLE))
             }
         },
-        signal = signals.next() => return signal_exit(signal),
+        signal = signals.next() => Err(signal_exit(signal)),
+    }
+}
+
+pub(crate) async fn run(connection: &Resolved, args: LockArgs) -> ExitCode {
+    let timeout = if args.nonblock { Some(Duration::ZERO) } else { args.timeout };
+    let (client, wait, mut signals) = match start(connection, timeout).await {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let code = run_connected(&client, &args, wait, &mut signals).await;
     close(&client, &mut signals, code).await
