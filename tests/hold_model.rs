@@ -22,13 +22,6 @@ use zk_curator::{
 /// (15 s), far above any machine's scheduling noise. Only a hang fails it.
 const PROMPT: Duration = Duration::from_secs(3);
 
-fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node: &str, what: &str) {
-    match result {
-        Err(Error::LockLost { node: named, .. }) => assert_eq!(named, node, "{what}: the error names the node"),
-        other => panic!("{what}: expected LockLost naming {node}, got {other:?}"),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1. a guard owns its hold
 // ---------------------------------------------------------------------------------------------
@@ -122,8 +115,8 @@ async fn a_lost_hold_is_never_reentered() {
         .await;
     let gb = mb.try_lock_for(Duration::from_secs(10)).await.unwrap().expect("B takes the lock");
 
-    assert_lock_lost(ma.acquire().await, &node, "acquire() re-entering a lost hold");
-    assert_lock_lost(ma.acquire_timeout(Duration::from_secs(1)).await, &node, "acquire_timeout re-entering");
+    support::assert_lock_lost(ma.acquire().await, &node, "acquire() re-entering a lost hold");
+    support::assert_lock_lost(ma.acquire_timeout(Duration::from_secs(1)).await, &node, "acquire_timeout re-entering");
     // The failed re-entries took nothing: one release balances the one acquire.
     assert!(ma.is_owned_by_current_task());
     ma.release().await.unwrap();

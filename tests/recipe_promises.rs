@@ -13,21 +13,6 @@ use zk_curator::{
     InterProcessReadWriteLock, InterProcessSemaphoreV2, LockFuture,
 };
 
-/// Waits until `client` runs on another session than `old` (the server expired `old`).
-async fn replaced(client: &CuratorClient, old: i64) {
-    support::eventually(Duration::from_secs(20), "the expired session is replaced", || async {
-        client.is_connected() && client.session_id() != old
-    })
-    .await;
-}
-
-fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node: &str, what: &str) {
-    match result {
-        Err(Error::LockLost { node: named, .. }) => assert_eq!(named, node, "{what}: the error names the write node"),
-        other => panic!("{what}: expected LockLost naming {node}, got {other:?}"),
-    }
-}
-
 /// Item 1, as reported: a task's write hold (Curator-style) is lost to a session expiry, another
 /// client takes the write lock, and the task then asks for the read lock. The old code downgraded
 /// from the dead write hold — a read node named after the old writer's sequence, sorting ahead of
@@ -50,12 +35,16 @@ async fn a_lost_write_hold_is_never_downgraded() {
     let hold = l1.write_lock().current_hold().unwrap();
     let old_session = c1.session_id();
     expire_session(&connect, c1.zookeeper().unwrap().session()).await.unwrap();
-    replaced(&c1, old_session).await;
+    support::session_replaced(&c1, old_session).await;
     assert_eq!(hold.hold_state(), HoldState::Lost);
     let writer = l2.write_lock().lock().await.unwrap();
 
-    assert_lock_lost(l1.read_lock().acquire_timeout(Duration::from_secs(5)).await, &old_writer, "timed acquire");
-    assert_lock_lost(l1.read_lock().acquire().await, &old_writer, "untimed acquire");
+    support::assert_lock_lost(
+        l1.read_lock().acquire_timeout(Duration::from_secs(5)).await,
+        &old_writer,
+        "timed acquire",
+    );
+    support::assert_lock_lost(l1.read_lock().acquire().await, &old_writer, "untimed acquire");
     assert!(!l1.read_lock().is_owned_by_current_task(), "a refused downgrade counts no hold");
     let children = support::sorted_children(&obs, &path).await;
     assert_eq!(children, vec![support::node_name(writer.node_path()).to_string()], "only the new writer's node");
@@ -116,9 +105,9 @@ async fn a_downgrade_across_a_replaced_session_is_refused() {
         l1_guard.read_lock().lock_while_writing(&write_guard),
         heal
     );
-    assert_lock_lost(curator_style, &curator_writer, "Curator-style downgrade");
-    assert_lock_lost(guard_style, &guard_writer, "guard-style downgrade");
-    replaced(&c1, old_session).await;
+    support::assert_lock_lost(curator_style, &curator_writer, "Curator-style downgrade");
+    support::assert_lock_lost(guard_style, &guard_writer, "guard-style downgrade");
+    support::session_replaced(&c1, old_session).await;
     for (path, writer) in [&curator_path, &guard_path].into_iter().zip(&new_writers) {
         let children = support::sorted_children(&obs, path).await;
         assert_eq!(children, vec![support::node_name(writer.node_path()).to_string()], "{path}: only the new writer");
@@ -151,7 +140,7 @@ async fn a_semaphore_waiter_whose_session_is_replaced_starts_over() {
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node").await;
     let old_session = a.session_id();
     expire_session(&connect, a.zookeeper().unwrap().session()).await.unwrap();
-    replaced(&a, old_session).await;
+    support::session_replaced(&a, old_session).await;
     // A is back in line on its new session (as a lease node, or waiting for the internal mutex).
     let a_session = a.session_id();
     support::eventually(Duration::from_secs(10), "A queues again on its new session", || async {

@@ -9,27 +9,11 @@ use std::time::{Duration, Instant};
 
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
 use zk_curator::{
-    CuratorClient, Error, HoldState, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2,
+    Error, HoldState, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
 };
 
 /// Session timeout of clients whose session a test lets the client give up (server tick 200 ms).
 const SHORT_SESSION: Duration = Duration::from_secs(2);
-
-/// Waits until `client` runs on another session than `old`.
-async fn replaced(client: &CuratorClient, old: i64) {
-    support::eventually(Duration::from_secs(20), "the session is replaced", || async {
-        client.is_connected() && client.session_id() != old
-    })
-    .await;
-}
-
-fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node: &str, what: &str) {
-    match result {
-        Err(Error::LockLost { node: named, .. }) => assert_eq!(named, node, "{what}: the error names the write node"),
-        other => panic!("{what}: expected LockLost naming {node}, got {other:?}"),
-    }
-}
 
 /// Promise: a downgrade only ever starts from a write hold that is `Held`, else `LockLost`
 /// naming the write node. The timed and the untimed downgrade keep it while the client is offline
@@ -59,11 +43,23 @@ async fn a_zero_timeout_downgrade_from_a_lost_write_hold_is_lock_lost_offline_to
     assert!(!client.is_connected());
 
     // Timed: refused with LockLost (held up).
-    assert_lock_lost(lock.read_lock().acquire_timeout(Duration::from_millis(200)).await, &writer, "timed downgrade");
+    support::assert_lock_lost(
+        lock.read_lock().acquire_timeout(Duration::from_millis(200)).await,
+        &writer,
+        "timed downgrade",
+    );
     // Re-entering the lost write hold with a zero timeout: LockLost (held up).
-    assert_lock_lost(lock.write_lock().acquire_timeout(Duration::ZERO).await, &writer, "zero-timeout re-entry");
+    support::assert_lock_lost(
+        lock.write_lock().acquire_timeout(Duration::ZERO).await,
+        &writer,
+        "zero-timeout re-entry",
+    );
     // Zero timeout downgrade: must be LockLost too, never a plain "not acquired".
-    assert_lock_lost(lock.read_lock().acquire_timeout(Duration::ZERO).await, &writer, "zero-timeout downgrade");
+    support::assert_lock_lost(
+        lock.read_lock().acquire_timeout(Duration::ZERO).await,
+        &writer,
+        "zero-timeout downgrade",
+    );
 
     proxy.set_mode(ProxyMode::Pass);
     lock.write_lock().release().await.unwrap();
@@ -93,7 +89,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node").await;
     let old = a.session_id();
     expire_session(&connect, a.zookeeper().unwrap().session()).await.unwrap();
-    replaced(&a, old).await;
+    support::session_replaced(&a, old).await;
     // Not released: the restarted waiter must give up at its deadline, not stall past it.
     let got = support::join("the timed waiter", timeout + Duration::from_secs(20), waiter).await;
     let took = started.elapsed();
@@ -112,7 +108,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
     support::eventually(Duration::from_secs(20), "A's session ended", || async { a.session_id() != old }).await;
     waiter.abort();
     let _ = waiter.await;
-    replaced(&a, old).await;
+    support::session_replaced(&a, old).await;
     let holder_lease = vec![held.node_name().to_string()];
     let left = support::children_become(&obs, &leases_path, &holder_lease, Duration::from_secs(10)).await;
     assert_eq!(left, holder_lease, "only the holder's lease is left");

@@ -223,3 +223,22 @@ pub fn seed(var: &str) -> u64 {
     println!("{var}={seed}");
     seed
 }
+
+/// Waits until `client` is connected on another session than `old` (the server expired `old`,
+/// or the client gave it up).
+pub async fn session_replaced(client: &CuratorClient, old: i64) {
+    eventually(Duration::from_secs(20), "the session is replaced", || async {
+        client.is_connected() && client.session_id() != old
+    })
+    .await;
+}
+
+/// Asserts `result` is `Error::LockLost` naming `node`.
+pub fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node: &str, what: &str) {
+    match result {
+        Err(zk_curator::Error::LockLost { node: named, .. }) => {
+            assert_eq!(named, node, "{what}: the error names the node")
+        }
+        other => panic!("{what}: expected LockLost naming {node}, got {other:?}"),
+    }
+}
