@@ -219,8 +219,9 @@ impl Error {
 /// Classifies a raw `zookeeper-client` error.
 ///
 /// `zookeeper-client` reports a disconnect noticed through an I/O error or an idle timeout as
-/// `Error::Custom`, not `ConnectionLoss` (reference: zookeeper-client-and-peers.md §1.4); both mean
-/// "the request's outcome is unknown, the session may still be alive", so both are retryable.
+/// `Error::Custom` ("no response from connection in …ms"; see `src/session/mod.rs` of
+/// `zookeeper-client` 0.11), not `ConnectionLoss`; both mean "the request's outcome is unknown,
+/// the session may still be alive", so both are retryable.
 pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
     use zookeeper_client::Error as Zk;
     match err {

@@ -8,9 +8,14 @@
 //! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
 //!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
 //! * the lock machinery — a reentrancy map, the [`LockInternals`] loop, pluggable [`LockDriver`]s
-//!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`], with
-//!   revocation ([`Revoker`]) and a common [`InterProcessLock`] trait;
+//!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
+//!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
+//!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
+//!   common [`InterProcessLock`] trait;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
+//!
+//! The `zk-curator` command (feature `cli`) runs a command under any of these locks
+//! (`zk-curator lock PATH -- COMMAND`), and lists or holds them.
 //!
 //! Beyond Curator, every acquire is cancel safe (a dropped future leaves no node behind), a release
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while

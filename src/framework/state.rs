@@ -20,9 +20,12 @@ pub enum ConnectionState {
     /// Connected again after `Suspended`, `Lost` or `ReadOnly`. After `Lost` this is a *new*
     /// session (see [`CuratorClient::session_id`](crate::CuratorClient::session_id)).
     Reconnected,
-    /// The session is gone: the server expired it, or the connection stayed suspended for the
-    /// negotiated session timeout (Curator ≥ 3 semantics). Every ephemeral node of the old session,
-    /// lock nodes included, is (or soon will be) deleted; the client opens a new session by itself.
+    /// The session is gone: the server expired it, or the client gave it up because the
+    /// connection stayed suspended so long that the server could soon expire it — at most 0.85 of
+    /// the negotiated session timeout after the last reply from the server, before the server can
+    /// (Curator ≥ 3 declares this a full session timeout after `Suspended`). Every ephemeral node
+    /// of the old session, lock nodes included, is (or soon will be) deleted; the client opens a
+    /// new session by itself.
     Lost,
     /// Connected to a read-only server (only when the builder allows it).
     ReadOnly,

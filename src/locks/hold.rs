@@ -24,9 +24,10 @@ pub enum HoldState {
     /// The connection is lost; the session (and so the lock) may or may not survive. Stop doing
     /// anything another holder must not do at the same time, until `Held` again.
     Suspended,
-    /// Certainly not held any more: the session ended (or was given up after being suspended for
-    /// the session timeout), our node was deleted by someone else, the lock was released, or the
-    /// client was closed. Final.
+    /// Certainly not held any more: the session ended (or was given up while suspended, at most
+    /// 0.85 of the session timeout after the last reply from the server, before the server can
+    /// expire it), our node was deleted by someone else, the lock was released, or the client was
+    /// closed. Final.
     Lost,
 }
 
