@@ -15,9 +15,12 @@ use zk_curator::{CuratorClient, CuratorClientBuilder, ErrorKind, InterProcessMut
 const PROMPT: Duration = Duration::from_secs(15);
 
 const ALICE_PASSWORD: &str = "alice-pa55-5ecret";
+/// With a quote and a backslash: the harness must escape them in the JAAS file.
+const BOB_PASSWORD: &str = r#"bob-"pa\55"#;
 
 async fn sasl_server() -> TestingServer {
-    support::server_with(TestingServer::builder().sasl_digest(&[("alice", ALICE_PASSWORD), ("bob", "bob-pa55")])).await
+    support::server_with(TestingServer::builder().sasl_digest(&[("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD)]))
+        .await
 }
 
 fn alice_acls() -> Vec<Acl> {
@@ -62,7 +65,7 @@ async fn digest_md5_identity_locks_under_sasl_acls_and_survives_session_expiry()
 
     // The ACL really decides: no SASL, and another SASL user, are refused at once.
     let stranger = support::client(&connect).await;
-    let bob = sasl_client(&connect, "bob", "bob-pa55").connect().await.expect("bob connects with SASL");
+    let bob = sasl_client(&connect, "bob", BOB_PASSWORD).connect().await.expect("bob connects with SASL");
     for (who, other) in [("no SASL", &stranger), ("sasl:bob", &bob)] {
         let started = Instant::now();
         let got = InterProcessMutex::new(other, &format!("{secure}/other/lock")).unwrap().try_lock_for(PROMPT).await;
@@ -119,9 +122,9 @@ async fn sasl_options_never_show_in_debug() {
     let server = sasl_server().await;
     let connect = server.connect_string();
     // bob: a user no ACL of `sasl_client` names, so any "bob" in the text comes from the options.
-    let builder = sasl_client(&connect, "bob", "bob-pa55");
+    let builder = sasl_client(&connect, "bob", BOB_PASSWORD);
     let shown = format!("{builder:?}");
-    assert!(!shown.contains("bob-pa55"), "the builder's Debug shows the password: {shown}");
+    assert!(!shown.contains(BOB_PASSWORD), "the builder's Debug shows the password: {shown}");
     assert!(!shown.contains("bob"), "the builder's Debug shows the user: {shown}");
     assert!(shown.contains("SaslOptions(<redacted>)"), "the builder's Debug says SASL is set: {shown}");
     let client = builder.connect().await.expect("bob connects with SASL");

@@ -745,4 +745,25 @@ mod tests {
             assert!(cfg.lines().any(|l| l == line), "{line} missing in\n{cfg}");
         }
     }
+
+    #[test]
+    fn sasl_digest_writes_a_jaas_server_section_and_hides_passwords() {
+        let dir = tempfile::tempdir().unwrap();
+        let sasl = ServerSasl { users: vec![("alice".into(), r#"pa"ss\word"#.into()), ("bob.b-2".into(), "x".into())] };
+        sasl.validate().unwrap();
+        let cfg = sasl.write(dir.path()).unwrap();
+        assert_eq!(cfg, "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n");
+        let jaas = std::fs::read_to_string(dir.path().join(JAAS_FILE)).unwrap();
+        assert_eq!(
+            jaas,
+            "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+             user_alice=\"pa\\\"ss\\\\word\"\n    user_bob.b-2=\"x\";\n};\n"
+        );
+        let shown = format!("{:?}", TestingServerBuilder::default().sasl_digest(&[("alice", "pa55")]));
+        assert!(shown.contains("alice:<redacted>") && !shown.contains("pa55"), "{shown}");
+        for bad in ["", "al ice", "al=ice", "al\"ice"] {
+            let sasl = ServerSasl { users: vec![(bad.into(), "x".into())] };
+            assert!(matches!(sasl.validate(), Err(TestingError::InvalidArgument { .. })), "{bad:?}");
+        }
+    }
 }
