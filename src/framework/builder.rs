@@ -240,8 +240,8 @@ impl CuratorClientBuilder {
     /// # Errors
     /// * [`Error::InvalidArgument`] / [`Error::InvalidPath`] for a bad connect string, timeout or namespace.
     /// * [`Error::Connect`] when no session could be established within the connection timeout,
-    ///   or the server refused an [`authorization`](Self::authorization) (`AuthFailed`; the error
-    ///   names the schemes, never the credentials).
+    ///   or the server refused an [`authorization`](Self::authorization) or the SASL exchange
+    ///   (`AuthFailed`; the error names the schemes and `sasl`, never the credentials).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made session, which closes it.
