@@ -131,7 +131,8 @@ pub enum Error {
     Connect {
         /// The connect string.
         connect: String,
-        /// The schemes of the client's authorizations (never the credentials).
+        /// The schemes of the client's authorizations, and `sasl` when SASL is configured (never the
+        /// credentials or the SASL user).
         schemes: Vec<String>,
         /// Whether the client connects over TLS.
         tls: bool,

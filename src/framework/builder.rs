@@ -64,6 +64,8 @@ pub struct CuratorClientBuilder {
     credentials: Vec<Credential>,
     #[cfg(feature = "tls")]
     tls: Option<Tls>,
+    #[cfg(feature = "sasl")]
+    sasl: Option<Sasl>,
 }
 
 /// The TLS options of a client; `Debug` shows no key material.
@@ -75,6 +77,19 @@ pub(crate) struct Tls(pub zk::TlsOptions);
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TlsOptions(<redacted>)")
+    }
+}
+
+/// The SASL options of a client; `Debug` shows no user name or password (zookeeper-client's own
+/// `Debug` of them prints both).
+#[cfg(feature = "sasl")]
+#[derive(Clone)]
+pub(crate) struct Sasl(pub zk::SaslOptions);
+
+#[cfg(feature = "sasl")]
+impl std::fmt::Debug for Sasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SaslOptions(<redacted>)")
     }
 }
 
@@ -95,6 +110,8 @@ impl CuratorClientBuilder {
             credentials: Vec::new(),
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "sasl")]
+            sasl: None,
         }
     }
 
@@ -193,6 +210,29 @@ impl CuratorClientBuilder {
         self
     }
 
+    /// Authenticates every session of the client with SASL (feature `sasl`; zookeeper-client's
+    /// SASL support): `SaslOptions::digest_md5(user, password)` for a server whose JAAS `Server`
+    /// section uses `DigestLoginModule`. As with [`authorization`](Self::authorization), the SASL
+    /// exchange runs in the handshake of every connection, before any request: on the first
+    /// session, on every reconnection and on every replacement session, so the `sasl:<user>`
+    /// identity (and the ACLs granted to it) outlive a session expiry. A refused exchange (wrong
+    /// password, unknown user) fails [`connect`](Self::connect) with [`Error::Connect`]
+    /// (`AuthFailed`, kind [`NotAuthorized`](crate::ErrorKind::NotAuthorized)), naming `sasl` but
+    /// never the user or the password.
+    ///
+    /// The options are kept for the client's life and never printed (`Debug` shows
+    /// `SaslOptions(<redacted>)`). GSSAPI (Kerberos): this crate's `sasl` feature enables only
+    /// DIGEST-MD5; an application that also enables zookeeper-client's `sasl-gssapi` feature can
+    /// pass `SaslOptions::gssapi()` here, forwarded unchanged (not tested by this crate; see
+    /// docs/security.md). Curator: a JAAS `Client` section named by the
+    /// `java.security.auth.login.config` system property.
+    #[cfg(feature = "sasl")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
+    pub fn sasl(mut self, options: impl Into<zk::SaslOptions>) -> Self {
+        self.sasl = Some(Sasl(options.into()));
+        self
+    }
+
     /// Connects the first session and starts the client.
     ///
     /// Must be called inside a tokio runtime; the client's background tasks run on it.
@@ -200,8 +240,8 @@ impl CuratorClientBuilder {
     /// # Errors
     /// * [`Error::InvalidArgument`] / [`Error::InvalidPath`] for a bad connect string, timeout or namespace.
     /// * [`Error::Connect`] when no session could be established within the connection timeout,
-    ///   or the server refused an [`authorization`](Self::authorization) (`AuthFailed`; the error
-    ///   names the schemes, never the credentials).
+    ///   or the server refused an [`authorization`](Self::authorization) or the SASL exchange
+    ///   (`AuthFailed`; the error names the schemes and `sasl`, never the credentials).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made session, which closes it.
@@ -273,6 +313,8 @@ impl CuratorClientBuilder {
             credentials: self.credentials,
             #[cfg(feature = "tls")]
             tls: self.tls,
+            #[cfg(feature = "sasl")]
+            sasl: self.sasl,
         };
         Ok((config, session))
     }

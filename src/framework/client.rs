@@ -78,7 +78,13 @@ impl CuratorClient {
 
     pub(crate) async fn start(config: ClientConfig, session: SessionConfig) -> Result<CuratorClient> {
         let connect = session.connect_string.clone();
-        let schemes = session.credentials.iter().map(|c| c.scheme.clone()).collect();
+        #[allow(unused_mut)]
+        let mut schemes: Vec<String> = session.credentials.iter().map(|c| c.scheme.clone()).collect();
+        // SASL is named like an authorization scheme (the server's `sasl`), never its user.
+        #[cfg(feature = "sasl")]
+        if session.sasl.is_some() {
+            schemes.push("sasl".to_string());
+        }
         #[cfg(feature = "tls")]
         let tls = session.tls.is_some();
         #[cfg(not(feature = "tls"))]

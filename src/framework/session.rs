@@ -122,6 +122,8 @@ pub(crate) struct SessionConfig {
     pub credentials: Vec<super::builder::Credential>,
     #[cfg(feature = "tls")]
     pub tls: Option<super::builder::Tls>,
+    #[cfg(feature = "sasl")]
+    pub sasl: Option<super::builder::Sasl>,
 }
 
 struct Slot {
@@ -329,6 +331,12 @@ async fn open_session(config: &SessionConfig) -> std::result::Result<zk::Client,
     // In the connector, not added to a session later: zookeeper-client sends them in every
     // handshake of this session, and each replacement session gets its own connector.
     let connector = config.credentials.iter().fold(connector, |connector, c| connector.with_auth(&c.scheme, &c.auth));
+    // Likewise: zookeeper-client runs the SASL exchange in every handshake of this session.
+    #[cfg(feature = "sasl")]
+    let connector = match &config.sasl {
+        Some(sasl) => connector.with_sasl(sasl.0.clone()),
+        None => connector,
+    };
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
         let connect = connector.with_tls(tls.0.clone()).secure_connect(&config.connect_string);

@@ -289,6 +289,22 @@ pub struct TestingServerBuilder {
     port: Option<u16>,
     owned: bool,
     tls: Option<ServerTls>,
+    sasl: Option<ServerSasl>,
+}
+
+/// SASL DIGEST-MD5 users of a [`TestingServer`] (see [`TestingServerBuilder::sasl_digest`]);
+/// `Debug` shows the user names, never the passwords.
+#[derive(Clone, Default)]
+struct ServerSasl {
+    users: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ServerSasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSasl")
+            .field("users", &self.users.iter().map(|(user, _)| format!("{user}:<redacted>")).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// TLS for a [`TestingServer`]: a second, TLS-only client port (`secureClientPort`, served by
@@ -357,6 +373,24 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Enables SASL DIGEST-MD5 with these `(user, password)` pairs: writes a JAAS file whose
+    /// `Server` section uses ZooKeeper's `DigestLoginModule` (`user_<name>="<password>"`), starts
+    /// the JVM with `-Djava.security.auth.login.config=<that file>` and sets
+    /// `authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider`. A client
+    /// that authenticates gets the identity `sasl:<user>`; a failed exchange (wrong password,
+    /// unknown user) is answered with `AUTHFAILED` and the session is closed. SASL is not
+    /// required: clients without it still connect (as do [`expire_session`](crate::testing::expire_session)
+    /// and observers), so ACLs decide who may do what. Implies [`owned`](Self::owned).
+    ///
+    /// User names are limited to ASCII letters, digits, `_`, `-` and `.` (they become JAAS option
+    /// names); [`start`](Self::start) fails with [`TestingError::InvalidArgument`] otherwise.
+    pub fn sasl_digest(mut self, users: &[(&str, &str)]) -> Self {
+        let users = users.iter().map(|(user, password)| (user.to_string(), password.to_string())).collect();
+        self.sasl = Some(ServerSasl { users });
+        self.owned = true;
+        self
+    }
+
     /// Uses this client port instead of a free one chosen by the harness.
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
@@ -381,6 +415,9 @@ impl TestingServerBuilder {
             let port = external_port(&connect);
             return Ok(TestingServer { kind: Kind::External { connect, port } });
         }
+        if let Some(sasl) = &self.sasl {
+            sasl.validate()?;
+        }
         let install = Installation::detect()?;
         // A harness-chosen port may be grabbed by someone else between probing and the JVM's
         // bind; retry with another one then.
@@ -395,7 +432,7 @@ impl TestingServerBuilder {
             };
             let secure_port = ports.get(1).copied().unwrap_or_default();
             let tls = self.tls.as_ref().map(|tls| (tls, secure_port));
-            let mut local = LocalServer::create(&install, &self.settings, port, tls)?;
+            let mut local = LocalServer::create(&install, &self.settings, port, tls, self.sasl.as_ref())?;
             match local.start().await {
                 Ok(()) => return Ok(TestingServer { kind: Kind::Local(Box::new(local)) }),
                 Err(TestingError::ServerExited { log_tail, .. })
@@ -433,14 +470,22 @@ impl LocalServer {
         settings: &ServerSettings,
         port: u16,
         tls: Option<(&ServerTls, u16)>,
+        sasl: Option<&ServerSasl>,
     ) -> TestingResult<LocalServer> {
         let dir = temp_dir("server")?;
         let mut config = settings.base_config(dir.path(), port);
         if let Some((tls, secure_port)) = tls {
             config.push_str(&tls_config(dir.path(), tls, secure_port)?);
         }
+        let mut spec = settings.jvm_spec(install, dir.path(), STANDALONE_MAIN);
+        if let Some(sasl) = sasl {
+            config.push_str(&sasl.write(dir.path())?);
+            // A JVM flag: it must precede the main class, so it goes first.
+            let mut flag = OsString::from("-Djava.security.auth.login.config=");
+            flag.push(dir.path().join(JAAS_FILE));
+            spec.args.insert(0, flag);
+        }
         write_file(dir.path(), CONFIG_FILE, &config)?;
-        let spec = settings.jvm_spec(install, dir.path(), STANDALONE_MAIN);
         let supervisor = Supervisor::new(&format!("server-{port}"), spec)?;
         Ok(LocalServer { supervisor, port, secure_port: tls.map(|(_, p)| p), running: false, dir })
     }
@@ -454,6 +499,37 @@ impl LocalServer {
         self.running = true;
         let what = self.what();
         wait_ready(&self.supervisor, self.port, self.dir.path(), &what, Readiness::Serving, STARTUP_TIMEOUT).await
+    }
+}
+
+/// The JAAS configuration of a server with [`TestingServerBuilder::sasl_digest`].
+const JAAS_FILE: &str = "jaas.conf";
+
+impl ServerSasl {
+    fn validate(&self) -> TestingResult<()> {
+        let valid = |user: &str| {
+            !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        };
+        match self.users.iter().find(|(user, _)| !valid(user)) {
+            Some((user, _)) => Err(TestingError::InvalidArgument {
+                message: format!("SASL user name {user:?}: only ASCII letters, digits, '_', '-' and '.'"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the JAAS file into `dir` and returns the `zoo.cfg` lines (ZooKeeper turns
+    /// `authProvider.1` into the system property `zookeeper.authProvider.1`).
+    fn write(&self, dir: &Path) -> TestingResult<String> {
+        let mut jaas = String::from("Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required");
+        for (user, password) in &self.users {
+            // JAAS reads quoted values with java.io.StreamTokenizer: backslash escapes.
+            let quoted = password.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = write!(jaas, "\n    user_{user}=\"{quoted}\"");
+        }
+        jaas.push_str(";\n};\n");
+        write_file(dir, JAAS_FILE, &jaas)?;
+        Ok("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n".to_string())
     }
 }
 
@@ -667,6 +743,27 @@ mod tests {
             ["tickTime=200", "clientPort=1234", "minSessionTimeout=400", "maxSessionTimeout=60000", "forceSync=no"]
         {
             assert!(cfg.lines().any(|l| l == line), "{line} missing in\n{cfg}");
+        }
+    }
+
+    #[test]
+    fn sasl_digest_writes_a_jaas_server_section_and_hides_passwords() {
+        let dir = tempfile::tempdir().unwrap();
+        let sasl = ServerSasl { users: vec![("alice".into(), r#"pa"ss\word"#.into()), ("bob.b-2".into(), "x".into())] };
+        sasl.validate().unwrap();
+        let cfg = sasl.write(dir.path()).unwrap();
+        assert_eq!(cfg, "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n");
+        let jaas = std::fs::read_to_string(dir.path().join(JAAS_FILE)).unwrap();
+        assert_eq!(
+            jaas,
+            "Server {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    \
+             user_alice=\"pa\\\"ss\\\\word\"\n    user_bob.b-2=\"x\";\n};\n"
+        );
+        let shown = format!("{:?}", TestingServerBuilder::default().sasl_digest(&[("alice", "pa55")]));
+        assert!(shown.contains("alice:<redacted>") && !shown.contains("pa55"), "{shown}");
+        for bad in ["", "al ice", "al=ice", "al\"ice"] {
+            let sasl = ServerSasl { users: vec![(bad.into(), "x".into())] };
+            assert!(matches!(sasl.validate(), Err(TestingError::InvalidArgument { .. })), "{bad:?}");
         }
     }
 }
