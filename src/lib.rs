@@ -23,6 +23,11 @@
 //!
 //! Everything is re-exported at the crate root; the modules are private.
 //!
+//! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
+//! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
+//! Curator code; its hold belongs to the calling task, which must release it on every path — see
+//! the two-model table on [`InterProcessMutex`].
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use zk_curator::{CuratorClient, InterProcessMutex};

@@ -1,6 +1,10 @@
 //! Connection states with Curator's names and meanings, and the stream that delivers them.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::broadcast;
 
@@ -55,42 +59,57 @@ impl fmt::Display for ConnectionState {
 /// A subscription to connection-state changes; see
 /// [`CuratorClient::connection_states`](crate::CuratorClient::connection_states).
 ///
-/// The first item is the state at the moment of subscribing (so a subscriber made after connecting
-/// still sees [`ConnectionState::Connected`]), then every change after it, in order.
+/// A [`futures_core::Stream`] of [`ConnectionState`]s (use `futures::StreamExt` or
+/// `tokio_stream::StreamExt` with it), and [`recv`](Self::recv) / [`try_recv`](Self::try_recv)
+/// for code without those traits. The first item is the state at the moment of subscribing (so a
+/// subscriber made after connecting still sees [`ConnectionState::Connected`]), then every change
+/// after it, in order. The stream ends once the client is closed and dropped.
 ///
 /// **Bounded, lossy on overflow:** each subscriber buffers the last 64 changes, so a slow
 /// subscriber never blocks the client or another subscriber. One that falls further behind skips
 /// the oldest changes; [`missed`](Self::missed) counts them. A subscriber that must not miss a
 /// `Lost` between two reads should compare [`CuratorClient::session`](crate::CuratorClient::session)
 /// too: a new session identity means LOST happened.
-#[derive(Debug)]
 pub struct ConnectionStateStream {
     first: Option<ConnectionState>,
-    rx: broadcast::Receiver<ConnectionState>,
+    /// Exactly one of `rx` and `receiving` is set: the receiver lives inside the receive in flight.
+    rx: Option<broadcast::Receiver<ConnectionState>>,
+    receiving: Option<Receiving>,
     missed: u64,
+}
+
+/// A receive in flight, owning the receiver (`broadcast::Receiver` has no poll method).
+type Receiving = Pin<
+    Box<
+        dyn Future<
+                Output = (Result<ConnectionState, broadcast::error::RecvError>, broadcast::Receiver<ConnectionState>),
+            > + Send
+            + Sync,
+    >,
+>;
+
+impl fmt::Debug for ConnectionStateStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionStateStream")
+            .field("first", &self.first)
+            .field("receiving", &self.receiving.is_some())
+            .field("missed", &self.missed)
+            .finish()
+    }
 }
 
 impl ConnectionStateStream {
     pub(crate) fn new(current: ConnectionState, rx: broadcast::Receiver<ConnectionState>) -> Self {
-        Self { first: Some(current), rx, missed: 0 }
+        Self { first: Some(current), rx: Some(rx), receiving: None, missed: 0 }
     }
 
     /// The next state: the current one on the first call, then each change; `None` once the
-    /// client is closed and dropped.
+    /// client is closed and dropped. The same as `StreamExt::next`.
     ///
     /// # Cancel safety
     /// Cancel safe: a state not yet returned stays queued for the next call.
     pub async fn recv(&mut self) -> Option<ConnectionState> {
-        if let Some(first) = self.first.take() {
-            return Some(first);
-        }
-        loop {
-            match self.rx.recv().await {
-                Ok(state) => return Some(state),
-                Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// A state that is already queued, without waiting.
@@ -98,8 +117,20 @@ impl ConnectionStateStream {
         if let Some(first) = self.first.take() {
             return Some(first);
         }
+        if self.receiving.is_some() {
+            // A receive is in flight (a `recv` was cancelled): it is ready if a state is queued.
+            // Unconstrained, so that the task's cooperative budget cannot hide a queued state.
+            let waker = Waker::from(Arc::new(NoWake));
+            let mut cx = Context::from_waker(&waker);
+            let once = std::pin::pin!(tokio::task::unconstrained(std::future::poll_fn(|cx| self.poll_recv(cx))));
+            return match once.poll(&mut cx) {
+                Poll::Ready(state) => state,
+                Poll::Pending => None,
+            };
+        }
+        let rx = self.rx.as_mut()?;
         loop {
-            match self.rx.try_recv() {
+            match rx.try_recv() {
                 Ok(state) => return Some(state),
                 Err(broadcast::error::TryRecvError::Lagged(n)) => self.missed += n,
                 Err(_) => return None,
@@ -111,6 +142,49 @@ impl ConnectionStateStream {
     pub fn missed(&self) -> u64 {
         self.missed
     }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<ConnectionState>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(first));
+        }
+        loop {
+            let receiving = match &mut self.receiving {
+                Some(receiving) => receiving,
+                None => {
+                    let Some(mut rx) = self.rx.take() else {
+                        return Poll::Ready(None);
+                    };
+                    self.receiving.insert(Box::pin(async move {
+                        let result = rx.recv().await;
+                        (result, rx)
+                    }))
+                }
+            };
+            let (result, rx) = std::task::ready!(receiving.as_mut().poll(cx));
+            self.receiving = None;
+            self.rx = Some(rx);
+            match result {
+                Ok(state) => return Poll::Ready(Some(state)),
+                Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
+                Err(broadcast::error::RecvError::Closed) => return Poll::Ready(None),
+            }
+        }
+    }
+}
+
+impl futures_core::Stream for ConnectionStateStream {
+    type Item = ConnectionState;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ConnectionState>> {
+        self.get_mut().poll_recv(cx)
+    }
+}
+
+/// The waker of [`ConnectionStateStream::try_recv`]'s single poll: nobody waits on it.
+struct NoWake;
+
+impl std::task::Wake for NoWake {
+    fn wake(self: Arc<Self>) {}
 }
 
 #[cfg(test)]

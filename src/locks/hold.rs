@@ -2,8 +2,11 @@
 //! fencing token, its hold state (`Held` / `Suspended` / `Lost`), the node's data as others change
 //! it (revocation), and writes guarded by the node's existence. Every recipe hands out the same type.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -194,7 +197,7 @@ impl Hold {
 
     /// The hold's state changes as a stream: each change once, ending after [`HoldState::Lost`].
     pub fn state_changes(self: &Arc<Self>) -> HoldStateStream {
-        HoldStateStream { rx: self.watch_state(), done: false }
+        HoldStateStream::new(self.watch_state())
     }
 
     /// Resolves once someone asked for the lock: `__REVOKE__` was written into our node (Curator's
@@ -416,29 +419,72 @@ async fn optional<F: std::future::Future>(future: Option<F>) -> F::Output {
     }
 }
 
-/// Hold-state changes of one hold, from [`Hold::state_changes`].
-#[derive(Debug)]
+/// Hold-state changes of one hold, from [`Hold::state_changes`]: a [`futures_core::Stream`] of
+/// [`HoldState`]s that ends after [`HoldState::Lost`] (use `futures::StreamExt` or
+/// `tokio_stream::StreamExt`), or the inherent [`next`](Self::next).
 pub struct HoldStateStream {
-    rx: watch::Receiver<HoldState>,
+    /// Exactly one of `rx` and `changing` is set while the stream has not ended: the receiver lives
+    /// inside the wait in flight (`watch::Receiver` has no poll method).
+    rx: Option<watch::Receiver<HoldState>>,
+    changing: Option<Changing>,
     done: bool,
 }
 
+/// A wait for the next change in flight, owning the receiver.
+type Changing = Pin<Box<dyn Future<Output = (HoldState, watch::Receiver<HoldState>)> + Send + Sync>>;
+
+impl std::fmt::Debug for HoldStateStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldStateStream").field("waiting", &self.changing.is_some()).field("done", &self.done).finish()
+    }
+}
+
 impl HoldStateStream {
-    /// The next state change; `None` after `Lost` has been returned.
+    fn new(rx: watch::Receiver<HoldState>) -> Self {
+        Self { rx: Some(rx), changing: None, done: false }
+    }
+
+    /// The next state change; `None` after `Lost` has been returned. The same as `StreamExt::next`.
     ///
     /// # Cancel safety
     /// Cancel safe: a change not yet returned is returned by the next call.
     pub async fn next(&mut self) -> Option<HoldState> {
+        std::future::poll_fn(|cx| self.poll_change(cx)).await
+    }
+
+    fn poll_change(&mut self, cx: &mut Context<'_>) -> Poll<Option<HoldState>> {
         if self.done {
-            return None;
+            return Poll::Ready(None);
         }
-        let state = match self.rx.changed().await {
-            Ok(()) => *self.rx.borrow_and_update(),
-            // The hold itself is gone: it was released.
-            Err(_) => HoldState::Lost,
+        let changing = match &mut self.changing {
+            Some(changing) => changing,
+            None => {
+                let Some(mut rx) = self.rx.take() else {
+                    return Poll::Ready(None);
+                };
+                self.changing.insert(Box::pin(async move {
+                    let state = match rx.changed().await {
+                        Ok(()) => *rx.borrow_and_update(),
+                        // The hold itself is gone: it was released.
+                        Err(_) => HoldState::Lost,
+                    };
+                    (state, rx)
+                }))
+            }
         };
+        let (state, rx) = std::task::ready!(changing.as_mut().poll(cx));
+        self.changing = None;
+        self.rx = Some(rx);
         self.done = state == HoldState::Lost;
-        Some(state)
+        Poll::Ready(Some(state))
+    }
+}
+
+impl futures_core::Stream for HoldStateStream {
+    type Item = HoldState;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<HoldState>> {
+        self.get_mut().poll_change(cx)
     }
 }
 

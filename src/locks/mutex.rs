@@ -26,6 +26,15 @@ use crate::CuratorClient;
 /// | released by | [`MutexGuard::release`], or dropping the guard (in the background) | the owner's matching [`release`](Self::release) calls |
 /// | `join!` of two calls in one task | two separate holds: the second waits for the first guard, which `join!` keeps alive — a deadlock, as with tokio's mutex | serialised: the second waits for the first and then re-enters (count 2) |
 /// | `select!` | cancel safe: the losing branch leaves no node behind | the same |
+/// | owner ends without releasing (early `?`, panic, abort) | released: the guard is dropped with the task | **orphaned**: the hold and its node stay until the last clone of this instance is dropped (released then, with a `tracing` warning) or the session ends; no other task can re-enter or release it |
+///
+/// **Prefer guards.** The Curator-style API is for ports of Curator code, and its rules are
+/// Curator's: the task that acquired must itself release, as often as it acquired, on every path.
+/// Nothing can notice that a tokio task ended (stable tokio has no such hook), so a hold whose task
+/// returned early or panicked cannot be released then; what is guaranteed is that no other task
+/// ever reaches it — task ids of ended tasks are never handed out again (tokio's 64-bit counter;
+/// thread ids outside a runtime are never reused either) — and that dropping the lock instance
+/// releases it and warns.
 ///
 /// A guard is never counted as its task's Curator-style hold: a task holding a guard that calls
 /// [`acquire`](Self::acquire) queues behind its own guard.
@@ -380,6 +389,26 @@ impl<D: LockDriver> super::interprocess_lock::InterProcessLock for InterProcessM
     }
     fn release_abandoned(&self, holder: HolderId) {
         if let Some(Released::Last(hold)) = self.shared.holders.release(holder) {
+            hold.release_in_background();
+        }
+    }
+}
+
+impl<D: LockDriver> Drop for Shared<D> {
+    /// The last clone is gone, so nobody can release the Curator-style holds still recorded: each
+    /// belongs to a task (or thread) that ended without its releases, or that lost its lock
+    /// instance. Release them — otherwise their nodes would block every contender until the session
+    /// ends — and say so: this is a bug in the caller.
+    fn drop(&mut self) {
+        for (holder, hold, count) in self.holders.drain() {
+            tracing::warn!(
+                path = %self.internals.base_path(),
+                node = %hold.path(),
+                ?holder,
+                holds = count,
+                "Curator-style hold never released: its task ended (an early `?`, a panic, an abort) or dropped \
+                 every clone of the lock before release(); deleting its node now. Prefer lock() and its guard"
+            );
             hold.release_in_background();
         }
     }

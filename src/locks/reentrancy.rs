@@ -3,13 +3,32 @@
 //! Curator keys ownership by `Thread`. Async tasks move between threads, so here the holder is the
 //! current tokio task when there is one, else the current thread. Re-entering costs no ZooKeeper
 //! round trip: it only bumps a counter.
+//!
+//! # An ended holder's hold is never reachable by another holder
+//!
+//! A task that ends (an early `?`, a panic, an abort) between `acquire()` and `release()` leaves
+//! its entry here. Nothing can notice that it ended: stable tokio offers no hook on a task's end
+//! (`on_task_terminate` is `tokio_unstable` and belongs to whoever builds the runtime), and a
+//! library cannot put a task-local or a drop guard into a user's task. So the entry cannot be
+//! released when its task ends; what we make sure of is that no other holder can ever reach it:
+//!
+//! * a thread's [`ThreadId`](std::thread::ThreadId) is never reused, as `std` guarantees;
+//! * a task's [`tokio::task::Id`] is documented as reusable once the task ended and its handles
+//!   are gone, but tokio's implementation (checked in 1.54, the version this crate is built with)
+//!   takes them from one process-wide 64-bit counter and never hands one out twice. The unit test
+//!   `ended_tasks_ids_never_come_back` pins that: if tokio ever reuses ids, it fails.
+//!
+//! The orphaned entry stays until the lock instance is dropped; then it is released (its node
+//! deleted in the background) and reported with a `tracing` warning — see
+//! [`InterProcessMutex`](crate::InterProcessMutex).
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
 use parking_lot::Mutex;
 
-/// The identity that owns a lock hold: a tokio task, or a thread outside any task.
+/// The identity that owns a lock hold: a tokio task, or a thread outside any task. Never the
+/// identity of an earlier task or thread that has ended (see the module notes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HolderId {
     /// The current tokio task.
@@ -86,6 +105,11 @@ impl<K: Eq + Hash + Copy, T: Clone> ReentrancyMap<K, T> {
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.lock().is_empty()
     }
+
+    /// Takes every entry out: holder, lease, hold count.
+    pub(crate) fn drain(&self) -> Vec<(K, T, usize)> {
+        self.entries.lock().drain().map(|(holder, (lease, count))| (holder, lease, count)).collect()
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +138,22 @@ mod tests {
         assert!(matches!(here, HolderId::Task(_)));
         let thread = std::thread::spawn(HolderId::current).join().unwrap();
         assert!(matches!(thread, HolderId::Thread(_)));
+    }
+
+    /// What makes an ended task's hold unreachable: no later task gets its id, even once the task
+    /// ended and its handle was dropped (when tokio's docs allow reuse). Tokio takes ids from a
+    /// 64-bit counter; an allocator-style id (a slab index, an address) would come back at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ended_tasks_ids_never_come_back() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let id = tokio::spawn(async { HolderId::current() }).await.unwrap();
+            assert!(seen.insert(id), "tokio reused the id of an ended task: {id:?}");
+        }
+        let mut seen_threads = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let id = std::thread::spawn(HolderId::current).join().unwrap();
+            assert!(seen_threads.insert(id), "a thread id came back: {id:?}");
+        }
     }
 }
