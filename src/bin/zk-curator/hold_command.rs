@@ -11,8 +11,8 @@ use clap::Args;
 use zk_curator::{CuratorClient, HoldState};
 
 use super::lock_command::{
-    acquire, close, exit, not_acquired, parse_conflict_code, parse_kind, release, signal_exit, start, Kind, Signals,
-    Wait, EXIT_LOCK_LOST, EXIT_UNAVAILABLE,
+    acquire_interruptibly, close, exit, not_acquired, parse_conflict_code, parse_kind, release, signal_exit, start,
+    Kind, Signals, Wait, EXIT_LOCK_LOST,
 };
 use super::{parse_lock_path, parse_seconds, Resolved};
 
@@ -52,22 +52,13 @@ pub(crate) async fn run(connection: &Resolved, args: HoldArgs) -> ExitCode {
 
 async fn hold(client: &CuratorClient, args: &HoldArgs, wait: Wait, signals: &mut Signals) -> ExitCode {
     let path = args.path.as_str();
-    let held = tokio::select! {
-        acquired = acquire(client, path, args.kind, wait) => match acquired {
-            Ok(Some(held)) => held,
-            Ok(None) => {
-                say("NOT_ACQUIRED");
-                return not_acquired(client, path, args.timeout, args.conflict_exit_code);
-            }
-            Err(e) => {
-                eprintln!("zk-curator: {e}");
-                return exit(EXIT_UNAVAILABLE);
-            }
-        },
-        signal = signals.next() => {
-            eprintln!("zk-curator: interrupted while waiting for {path}");
-            return signal_exit(signal);
+    let held = match acquire_interruptibly(client, path, args.kind, wait, signals).await {
+        Ok(Some(held)) => held,
+        Ok(None) => {
+            say("NOT_ACQUIRED");
+            return not_acquired(client, path, args.timeout, args.conflict_exit_code);
         }
+        Err(code) => return code,
     };
     let hold = held.hold().clone();
     say(format!("ACQUIRED {}", hold.path()));

@@ -408,22 +408,34 @@ pub(crate) async fn release(held: Box<dyn HeldLock>, path: &str, signals: &mut S
     }
 }
 
-async fn run_connected(client: &CuratorClient, args: &LockArgs, wait: Wait, signals: &mut Signals) -> ExitCode {
-    let path = args.path.as_str();
-    let held = tokio::select! {
-        acquired = acquire(client, path, args.kind, wait) => match acquired {
-            Ok(Some(held)) => held,
-            Ok(None) => return not_acquired(client, path, args.timeout, args.conflict_exit_code),
-            Err(e) => {
-                eprintln!("zk-curator: {e}");
-                return exit(EXIT_UNAVAILABLE);
-            }
-        },
+/// [`acquire`], ended by a signal: the hold, `Ok(None)` when it was not acquired in time, or the
+/// status to exit with (ZooKeeper failed, or a signal ended the wait).
+pub(crate) async fn acquire_interruptibly(
+    client: &CuratorClient,
+    path: &str,
+    kind: Kind,
+    wait: Wait,
+    signals: &mut Signals,
+) -> Result<Option<Box<dyn HeldLock>>, ExitCode> {
+    tokio::select! {
+        acquired = acquire(client, path, kind, wait) => acquired.map_err(|e| {
+            eprintln!("zk-curator: {e}");
+            exit(EXIT_UNAVAILABLE)
+        }),
         // Dropping the acquire deletes our node (in the background; `close` waits for it).
         signal = signals.next() => {
             eprintln!("zk-curator: interrupted while waiting for {path}");
-            return signal_exit(signal);
+            Err(signal_exit(signal))
         }
+    }
+}
+
+async fn run_connected(client: &CuratorClient, args: &LockArgs, wait: Wait, signals: &mut Signals) -> ExitCode {
+    let path = args.path.as_str();
+    let held = match acquire_interruptibly(client, path, args.kind, wait, signals).await {
+        Ok(Some(held)) => held,
+        Ok(None) => return not_acquired(client, path, args.timeout, args.conflict_exit_code),
+        Err(code) => return code,
     };
     let hold = held.hold().clone();
     let code = run_command(client, args, &hold, signals).await;
