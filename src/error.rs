@@ -116,18 +116,35 @@ pub enum Error {
         path: String,
     },
 
-    /// ZooKeeper (or the `zookeeper-client` connection) returned an error for an operation on `path`.
-    #[error("zookeeper error on {path}: {source}")]
+    /// ZooKeeper (or the connection to it) returned an error for an operation on `path`.
+    ///
+    /// Match on [`code`](ErrorCode) (also [`Error::code`]); `detail` is the client's wording,
+    /// for humans.
+    #[error("zookeeper error on {path}: {detail}")]
     ZooKeeper {
         /// The path the operation was about (as the caller sees it, without namespace).
         path: String,
-        /// The underlying error.
-        #[source]
-        source: zookeeper_client::Error,
+        /// What went wrong, as ZooKeeper classifies it.
+        code: ErrorCode,
+        /// The underlying client's description (e.g. how long the connection was silent).
+        detail: String,
+    },
+
+    /// One operation of a transaction (a [`Transaction`](crate::Transaction) or a guarded
+    /// write) failed; nothing of the transaction was applied.
+    #[error("transaction failed at operation {index} on {path}: {code}")]
+    TransactionFailed {
+        /// The failed operation's position in the transaction, from 0 (its ops only; a guarded
+        /// write's lock check is not counted).
+        index: usize,
+        /// Its path (as the caller gave it, without namespace).
+        path: String,
+        /// Why it failed.
+        code: ErrorCode,
     },
 
     /// The first connection could not be established.
-    #[error("could not connect to {connect}{}: {source}{}", auth_note(schemes), tls_note(*tls, source))]
+    #[error("could not connect to {connect}{}: {detail}{}", auth_note(schemes), tls_note(*tls, *code))]
     Connect {
         /// The connect string.
         connect: String,
@@ -136,15 +153,17 @@ pub enum Error {
         schemes: Vec<String>,
         /// Whether the client connects over TLS.
         tls: bool,
-        /// The underlying error.
-        #[source]
-        source: zookeeper_client::Error,
+        /// Why, as ZooKeeper classifies it (e.g. [`ErrorCode::AuthFailed`],
+        /// [`ErrorCode::NoHosts`]).
+        code: ErrorCode,
+        /// The underlying client's description.
+        detail: String,
     },
 }
 
-fn tls_note(tls: bool, source: &zookeeper_client::Error) -> &'static str {
+fn tls_note(tls: bool, code: ErrorCode) -> &'static str {
     // zookeeper-client reports a failed TLS handshake only as "no hosts" or a timeout.
-    let unreachable = matches!(source, zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts);
+    let unreachable = matches!(code, ErrorCode::OperationTimeout | ErrorCode::NoHosts);
     if tls && unreachable {
         " (no TLS session could be established: is the server's certificate signed by a CA given to \
          `tls()`, does it name the host as written in the connect string, and does the server accept \
@@ -173,7 +192,9 @@ impl Error {
             Error::LockLost { .. } => ErrorKind::LockLost,
             Error::DeadlineExceeded { .. } => ErrorKind::DeadlineExceeded,
             Error::Closed { .. } => ErrorKind::Closed,
-            Error::ZooKeeper { source, .. } | Error::Connect { source, .. } => classify(source),
+            Error::ZooKeeper { code, .. } | Error::Connect { code, .. } | Error::TransactionFailed { code, .. } => {
+                code.kind()
+            }
             Error::Multiple { errors } => errors.first().map_or(ErrorKind::Other, Error::kind),
         }
     }
@@ -188,10 +209,22 @@ impl Error {
         self.kind() == ErrorKind::SessionLost
     }
 
-    /// The underlying `zookeeper-client` error, if any.
-    pub fn zookeeper_error(&self) -> Option<&zookeeper_client::Error> {
+    /// The ZooKeeper error code behind this error, if it came from ZooKeeper or the connection
+    /// to it (for [`Error::Multiple`], the first error's).
+    ///
+    /// ```
+    /// use zk_curator::{Error, ErrorCode};
+    ///
+    /// fn already_there(err: &Error) -> bool {
+    ///     err.code() == Some(ErrorCode::NodeExists)
+    /// }
+    /// ```
+    pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::ZooKeeper { source, .. } | Error::Connect { source, .. } => Some(source),
+            Error::ZooKeeper { code, .. } | Error::Connect { code, .. } | Error::TransactionFailed { code, .. } => {
+                Some(*code)
+            }
+            Error::Multiple { errors } => errors.first().and_then(Error::code),
             _ => None,
         }
     }
@@ -199,8 +232,18 @@ impl Error {
     pub(crate) fn zk(path: &str, source: zookeeper_client::Error) -> Error {
         match source {
             zookeeper_client::Error::ClientClosed => Error::Closed { path: path.to_string() },
-            source => Error::ZooKeeper { path: path.to_string(), source },
+            source => Error::ZooKeeper { path: path.to_string(), code: ErrorCode::of(&source), detail: source.to_string() },
         }
+    }
+
+    /// An error with `code` on `path`, worded as the code.
+    pub(crate) fn code_on(path: &str, code: ErrorCode) -> Error {
+        Error::ZooKeeper { path: path.to_string(), code, detail: code.to_string() }
+    }
+
+    /// True when this is [`Error::ZooKeeper`] with `code`.
+    pub(crate) fn is(&self, wanted: ErrorCode) -> bool {
+        matches!(self, Error::ZooKeeper { code, .. } if *code == wanted)
     }
 
     /// `Ok` for no errors, the error itself for one, [`Error::Multiple`] for several.
@@ -217,24 +260,161 @@ impl Error {
     }
 }
 
-/// Classifies a raw `zookeeper-client` error.
-///
-/// `zookeeper-client` reports a disconnect noticed through an I/O error or an idle timeout as
-/// `Error::Custom` ("no response from connection in …ms"; see `src/session/mod.rs` of
-/// `zookeeper-client` 0.11), not `ConnectionLoss`; both mean "the request's outcome is unknown,
-/// the session may still be alive", so both are retryable.
-pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
-    use zookeeper_client::Error as Zk;
-    match err {
-        Zk::ConnectionLoss | Zk::Timeout | Zk::SessionMoved | Zk::Throttled | Zk::NoHosts | Zk::Custom(_) => {
-            ErrorKind::Retryable
+/// ZooKeeper's error codes (`KeeperException.Code`), and the few conditions the client itself
+/// reports; see [`Error::code`]. [`kind`](Self::kind) gives the same classification as
+/// [`Error::kind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The connection to the server was lost; the outcome of a request in flight is unknown, the
+    /// session may still be alive. Also a connection the client gave up because the server
+    /// stopped answering.
+    ConnectionLoss,
+    /// The operation (or connecting) did not complete in time.
+    OperationTimeout,
+    /// No server of the connect string could be reached.
+    NoHosts,
+    /// The session moved to another server.
+    SessionMoved,
+    /// The server throttled the request.
+    Throttled,
+    /// The session expired (or was closed); its ephemeral nodes are gone.
+    SessionExpired,
+    /// The node does not exist.
+    NoNode,
+    /// The node already exists.
+    NodeExists,
+    /// The node's version is not the expected one.
+    BadVersion,
+    /// The node has children.
+    NotEmpty,
+    /// Ephemeral nodes cannot have children.
+    NoChildrenForEphemerals,
+    /// The node's ACL does not grant the operation to this client's identities.
+    NoAuth,
+    /// The server rejected the client's credentials.
+    AuthFailed,
+    /// The ACL is invalid (e.g. empty, or `auth` without an authenticated identity).
+    InvalidAcl,
+    /// The server or client refused an argument (e.g. a TTL node on a server without
+    /// `zookeeper.extendedTypesEnabled`).
+    BadArguments,
+    /// A write was sent to a read-only server.
+    NotReadOnly,
+    /// The watch to remove does not exist.
+    NoWatcher,
+    /// A quota was exceeded.
+    QuotaExceeded,
+    /// The server does not implement the operation.
+    Unimplemented,
+    /// Dynamic reconfiguration is disabled.
+    ReconfigDisabled,
+    /// The request or reply could not be (un)marshalled.
+    MarshallingError,
+    /// A condition of a multi-operation failed in a way the client could not attribute
+    /// (`RuntimeInconsistency`).
+    RuntimeInconsistency,
+    /// A code this crate does not know (the number ZooKeeper sent).
+    Unknown(i32),
+    /// Another client-side failure; the error's detail says what.
+    Other,
+}
+
+impl ErrorCode {
+    /// The classification of an error with this code (as [`Error::kind`]).
+    pub fn kind(self) -> ErrorKind {
+        use ErrorCode::*;
+        match self {
+            ConnectionLoss | OperationTimeout | SessionMoved | Throttled | NoHosts => ErrorKind::Retryable,
+            SessionExpired => ErrorKind::SessionLost,
+            NoAuth | AuthFailed => ErrorKind::NotAuthorized,
+            BadArguments | InvalidAcl => ErrorKind::BadArgument,
+            RuntimeInconsistency => ErrorKind::LockLost,
+            _ => ErrorKind::Other,
         }
-        Zk::SessionExpired => ErrorKind::SessionLost,
-        Zk::NoAuth | Zk::AuthFailed => ErrorKind::NotAuthorized,
-        Zk::ClientClosed => ErrorKind::Closed,
-        Zk::BadArguments(_) | Zk::InvalidAcl => ErrorKind::BadArgument,
-        Zk::RuntimeInconsistent => ErrorKind::LockLost,
-        _ => ErrorKind::Other,
+    }
+
+    /// ZooKeeper's number for this code (`KeeperException.Code.intValue()`), where it has one.
+    pub fn as_i32(self) -> Option<i32> {
+        use ErrorCode::*;
+        Some(match self {
+            RuntimeInconsistency => -2,
+            ConnectionLoss => -4,
+            MarshallingError => -5,
+            Unimplemented => -6,
+            OperationTimeout => -7,
+            BadArguments => -8,
+            ReconfigDisabled => -123,
+            NoNode => -101,
+            NoAuth => -102,
+            BadVersion => -103,
+            NoChildrenForEphemerals => -108,
+            NodeExists => -110,
+            NotEmpty => -111,
+            SessionExpired => -112,
+            InvalidAcl => -114,
+            AuthFailed => -115,
+            SessionMoved => -118,
+            NotReadOnly => -119,
+            NoWatcher => -121,
+            QuotaExceeded => -125,
+            Throttled => -127,
+            Unknown(code) => code,
+            NoHosts | Other => return None,
+        })
+    }
+
+    /// The code of a `zookeeper-client` error.
+    ///
+    /// `zookeeper-client` reports a disconnect noticed through an I/O error or an idle timeout as
+    /// `Error::Custom` ("no response from connection in …ms"; see `src/session/mod.rs` of
+    /// `zookeeper-client` 0.11), not `ConnectionLoss`; both mean "the request's outcome is
+    /// unknown, the session may still be alive", so both are `ConnectionLoss`.
+    pub(crate) fn of(err: &zookeeper_client::Error) -> ErrorCode {
+        use zookeeper_client::Error as Zk;
+        match err {
+            Zk::ConnectionLoss | Zk::Custom(_) => ErrorCode::ConnectionLoss,
+            Zk::Timeout => ErrorCode::OperationTimeout,
+            Zk::NoHosts => ErrorCode::NoHosts,
+            Zk::SessionMoved => ErrorCode::SessionMoved,
+            Zk::Throttled => ErrorCode::Throttled,
+            Zk::SessionExpired | Zk::ClientClosed => ErrorCode::SessionExpired,
+            Zk::NoNode => ErrorCode::NoNode,
+            Zk::NodeExists => ErrorCode::NodeExists,
+            Zk::BadVersion => ErrorCode::BadVersion,
+            Zk::NotEmpty => ErrorCode::NotEmpty,
+            Zk::NoChildrenForEphemerals => ErrorCode::NoChildrenForEphemerals,
+            Zk::NoAuth => ErrorCode::NoAuth,
+            Zk::AuthFailed => ErrorCode::AuthFailed,
+            Zk::InvalidAcl => ErrorCode::InvalidAcl,
+            Zk::BadArguments(_) => ErrorCode::BadArguments,
+            Zk::NotReadOnly => ErrorCode::NotReadOnly,
+            Zk::NoWatcher => ErrorCode::NoWatcher,
+            Zk::QuotaExceeded => ErrorCode::QuotaExceeded,
+            Zk::Unimplemented => ErrorCode::Unimplemented,
+            Zk::ReconfigDisabled => ErrorCode::ReconfigDisabled,
+            Zk::MarshallingError | Zk::UnmarshalError { .. } => ErrorCode::MarshallingError,
+            Zk::RuntimeInconsistent => ErrorCode::RuntimeInconsistency,
+            Zk::UnexpectedErrorCode(code) => ErrorCode::Unknown(*code),
+            _ => ErrorCode::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ErrorCode::Unknown(code) => write!(f, "unknown error code {code}"),
+            other => std::fmt::Debug::fmt(other, f),
+        }
+    }
+}
+
+/// Classifies a raw `zookeeper-client` error.
+pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
+    match err {
+        zookeeper_client::Error::ClientClosed => ErrorKind::Closed,
+        other => ErrorCode::of(other).kind(),
     }
 }
 
@@ -255,5 +435,19 @@ mod tests {
         let e = Error::InvalidPath { path: "a".into(), reason: "must start with '/'" };
         assert_eq!(e.kind(), ErrorKind::BadArgument);
         assert!(e.to_string().contains("\"a\""));
+    }
+
+    #[test]
+    fn codes_are_ours_and_keep_the_detail() {
+        use zookeeper_client::Error as Zk;
+        let e = Error::zk("/a", Zk::NoNode);
+        assert_eq!(e.code(), Some(ErrorCode::NoNode));
+        assert_eq!(ErrorCode::NoNode.as_i32(), Some(-101));
+        assert!(e.to_string().contains("/a"), "{e}");
+        let bad = Error::zk("/b", Zk::BadArguments(&"ttl is zero"));
+        assert_eq!(bad.code(), Some(ErrorCode::BadArguments));
+        assert!(bad.to_string().contains("ttl is zero"), "the detail is kept: {bad}");
+        assert_eq!(Error::zk("/c", Zk::UnexpectedErrorCode(-999)).code(), Some(ErrorCode::Unknown(-999)));
+        assert_eq!(Error::InvalidPath { path: "a".into(), reason: "r" }.code(), None);
     }
 }

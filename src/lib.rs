@@ -7,7 +7,7 @@
 //!
 //! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
 //!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
-//! * the lock machinery — a reentrancy map, the [`LockInternals`] loop, pluggable [`LockDriver`]s
+//! * the lock machinery — a reentrancy map, the `LockInternals` loop, pluggable [`LockDriver`]s
 //!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
@@ -48,23 +48,35 @@
 mod error;
 mod framework;
 mod locks;
+pub mod raw;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorCode, ErrorKind, Result};
+pub use framework::acl::{Acl, Id, Permissions};
 pub use framework::acl_provider::{AclProvider, DefaultAclProvider};
 pub use framework::builder::{
     CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use framework::client::CuratorClient;
 pub use framework::guaranteed_delete::DeleteOutcome;
+pub use framework::node::{CreateMode, EventType, Stat, WatchedEvent};
+pub use framework::operations::{
+    CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder, GetChildrenWatchBuilder,
+    GetDataBuilder, GetDataWatchBuilder, OpResult, PersistentWatchBuilder, SetDataBuilder, Transaction, Watch,
+    WatchStream,
+};
 pub use framework::paths::validate_path;
 pub use framework::protected::{is_protected, parse_sequence, strip_protection, CreatedNode};
 pub use framework::retry::{
     BoundedExponentialBackoffRetry, ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryOneTime, RetryPolicy,
     RetryUntilElapsed,
 };
+#[cfg(feature = "sasl")]
+pub use framework::security::SaslOptions;
+#[cfg(feature = "tls")]
+pub use framework::security::TlsOptions;
 pub use framework::session::SessionIdentity;
 pub use framework::state::{ConnectionState, ConnectionStateStream};
 pub use locks::driver::{
@@ -72,7 +84,6 @@ pub use locks::driver::{
     StandardLockDriver, Verdict,
 };
 pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-pub use locks::internals::LockInternals;
 pub use locks::interprocess_lock::{InterProcessLock, LockFuture};
 pub use locks::multi_lock::InterProcessMultiLock;
 pub use locks::mutex::{InterProcessMutex, MutexGuard};
@@ -86,5 +97,3 @@ pub use locks::semaphore::{
     return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LEASE_NODE_NAME,
     SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT,
 };
-/// The `zookeeper-client` crate this one builds on.
-pub use zookeeper_client;

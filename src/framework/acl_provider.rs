@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 
-use zookeeper_client as zk;
+use super::acl::Acl;
 
 /// Chooses the ACL of every node the client creates: container parents (the namespace
 /// included), lock and lease nodes, and nodes created through [`CuratorClient::create`] or a
@@ -16,8 +16,7 @@ use zookeeper_client as zk;
 ///
 /// # Examples
 /// ```
-/// use zk_curator::zookeeper_client::{Acl, AuthId, Permission};
-/// use zk_curator::AclProvider;
+/// use zk_curator::{Acl, AclProvider, Id, Permissions};
 ///
 /// /// Everything open to read; writes only for the `digest` identity `ops`.
 /// #[derive(Debug)]
@@ -26,18 +25,18 @@ use zookeeper_client as zk;
 /// impl AclProvider for OpsOnly {
 ///     fn default_acl(&self) -> Vec<Acl> {
 ///         vec![
-///             Acl::new(Permission::READ, AuthId::anyone()),
-///             Acl::new(Permission::ALL, AuthId::new("digest", &self.0)),
+///             Acl::new(Permissions::READ, Id::anyone()),
+///             Acl::new(Permissions::ALL, Id::new("digest", &self.0)),
 ///         ]
 ///     }
 /// }
 /// ```
 pub trait AclProvider: Debug + Send + Sync + 'static {
     /// The ACL of nodes no path-specific rule covers.
-    fn default_acl(&self) -> Vec<zk::Acl>;
+    fn default_acl(&self) -> Vec<Acl>;
 
     /// The ACL of the node at `path`; by default [`default_acl`](Self::default_acl).
-    fn acl_for_path(&self, path: &str) -> Vec<zk::Acl> {
+    fn acl_for_path(&self, path: &str) -> Vec<Acl> {
         let _ = path;
         self.default_acl()
     }
@@ -48,17 +47,17 @@ pub trait AclProvider: Debug + Send + Sync + 'static {
 pub struct DefaultAclProvider;
 
 impl AclProvider for DefaultAclProvider {
-    fn default_acl(&self) -> Vec<zk::Acl> {
-        zk::Acls::anyone_all().iter().cloned().collect()
+    fn default_acl(&self) -> Vec<Acl> {
+        Acl::open_unsafe()
     }
 }
 
 /// The same ACL for every node ([`CuratorClientBuilder::acls`](crate::CuratorClientBuilder::acls)).
 #[derive(Clone, Debug)]
-pub(crate) struct FixedAcls(pub Vec<zk::Acl>);
+pub(crate) struct FixedAcls(pub Vec<Acl>);
 
 impl AclProvider for FixedAcls {
-    fn default_acl(&self) -> Vec<zk::Acl> {
+    fn default_acl(&self) -> Vec<Acl> {
         self.0.clone()
     }
 }

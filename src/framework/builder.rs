@@ -4,14 +4,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zookeeper_client as zk;
-
+use super::acl::Acl;
 use super::acl_provider::{AclProvider, DefaultAclProvider, FixedAcls};
 use super::client::CuratorClient;
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
 use super::session::SessionConfig;
 use crate::error::{Error, Result};
+#[cfg(feature = "sasl")]
+use crate::SaslOptions;
+#[cfg(feature = "tls")]
+use crate::TlsOptions;
 
 /// Curator's default session timeout (`curator-default-session-timeout`).
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -68,30 +71,13 @@ pub struct CuratorClientBuilder {
     sasl: Option<Sasl>,
 }
 
-/// The TLS options of a client; `Debug` shows no key material.
+/// The TLS options of a client (their `Debug` shows no key material).
 #[cfg(feature = "tls")]
-#[derive(Clone)]
-pub(crate) struct Tls(pub zk::TlsOptions);
+pub(crate) type Tls = crate::TlsOptions;
 
-#[cfg(feature = "tls")]
-impl std::fmt::Debug for Tls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TlsOptions(<redacted>)")
-    }
-}
-
-/// The SASL options of a client; `Debug` shows no user name or password (zookeeper-client's own
-/// `Debug` of them prints both).
+/// The SASL options of a client (their `Debug` shows no user name or password).
 #[cfg(feature = "sasl")]
-#[derive(Clone)]
-pub(crate) struct Sasl(pub zk::SaslOptions);
-
-#[cfg(feature = "sasl")]
-impl std::fmt::Debug for Sasl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SaslOptions(<redacted>)")
-    }
-}
+pub(crate) type Sasl = crate::SaslOptions;
 
 impl CuratorClientBuilder {
     pub(crate) fn new(connect_string: &str) -> Self {
@@ -151,7 +137,7 @@ impl CuratorClientBuilder {
     /// ACLs for every node this client creates. Default: open (`world:anyone`, all permissions).
     ///
     /// The same list for every node; see [`acl_provider`](Self::acl_provider) for a choice per path.
-    pub fn acls(mut self, acls: Vec<zk::Acl>) -> Self {
+    pub fn acls(mut self, acls: Vec<Acl>) -> Self {
         self.empty_acls = acls.is_empty();
         self.acl_provider = Some(Arc::new(FixedAcls(acls)));
         self
@@ -196,7 +182,7 @@ impl CuratorClientBuilder {
         self
     }
 
-    /// Connects over TLS (feature `tls`; zookeeper-client's rustls support), with `options`
+    /// Connects over TLS (feature `tls`; rustls through zookeeper-client), with `options`
     /// giving the CA to trust, and the client certificate and key if the server asks for one:
     /// `TlsOptions::new().with_pem_ca(ca)?.with_pem_identity(cert, key)?`. Every host of the
     /// connect string is then reached over TLS unless written `tcp://host:port`; the server's
@@ -205,8 +191,9 @@ impl CuratorClientBuilder {
     /// Curator: `zkClientConfig` with `zookeeper.client.secure=true` and the `zookeeper.ssl.*`
     /// properties.
     #[cfg(feature = "tls")]
-    pub fn tls(mut self, options: zk::TlsOptions) -> Self {
-        self.tls = Some(Tls(options));
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, options: TlsOptions) -> Self {
+        self.tls = Some(options);
         self
     }
 
@@ -223,13 +210,13 @@ impl CuratorClientBuilder {
     /// The options are kept for the client's life and never printed (`Debug` shows
     /// `SaslOptions(<redacted>)`). GSSAPI (Kerberos): this crate's `sasl` feature enables only
     /// DIGEST-MD5; an application that also enables zookeeper-client's `sasl-gssapi` feature can
-    /// pass `SaslOptions::gssapi()` here, forwarded unchanged (not tested by this crate; see
-    /// docs/security.md). Curator: a JAAS `Client` section named by the
+    /// build GSSAPI options there and pass them through [`raw::sasl_options`](crate::raw::sasl_options),
+    /// forwarded unchanged (not tested by this crate; see docs/security.md). Curator: a JAAS `Client` section named by the
     /// `java.security.auth.login.config` system property.
     #[cfg(feature = "sasl")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
-    pub fn sasl(mut self, options: impl Into<zk::SaslOptions>) -> Self {
-        self.sasl = Some(Sasl(options.into()));
+    pub fn sasl(mut self, options: SaslOptions) -> Self {
+        self.sasl = Some(options);
         self
     }
 

@@ -20,7 +20,8 @@ use super::paths;
 use super::retry::{retry_loop, Retrying};
 use super::session::{SessionConfig, SessionIdentity, Sessions, Status};
 use super::state::{ConnectionState, ConnectionStateStream};
-use crate::error::{Error, ErrorKind, Result};
+use super::acl;
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 struct Inner {
     config: ClientConfig,
@@ -90,7 +91,13 @@ impl CuratorClient {
         #[cfg(not(feature = "tls"))]
         let tls = false;
         let sessions =
-            Sessions::open(session).await.map_err(|source| Error::Connect { connect, schemes, tls, source })?;
+            Sessions::open(session).await.map_err(|source| Error::Connect {
+            connect,
+            schemes,
+            tls,
+            code: ErrorCode::of(&source),
+            detail: source.to_string(),
+        })?;
         Ok(Self::assemble(config, sessions))
     }
 
@@ -200,19 +207,14 @@ impl CuratorClient {
         &self.inner.config.default_data
     }
 
-    /// The underlying `zookeeper-client` handle of the current session, for operations this crate
-    /// does not wrap. Paths given to it are NOT namespaced.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close); a retryable `ConnectionLoss` while a lost
-    /// session is being replaced.
-    pub fn zookeeper(&self) -> Result<zk::Client> {
+    /// The underlying handle of the current session ([`raw::client`](crate::raw::client)).
+    pub(crate) fn raw_client(&self) -> Result<zk::Client> {
         if self.is_closed() {
             return Err(Error::Closed { path: String::new() });
         }
         match self.inner.sessions.current() {
             Some((zk, _)) => Ok(zk),
-            None => Err(Error::zk("", zk::Error::ConnectionLoss)),
+            None => Err(Error::code_on("", ErrorCode::ConnectionLoss)),
         }
     }
 
@@ -222,7 +224,8 @@ impl CuratorClient {
     }
 
     /// Runs `op` against the current session, retrying retryable failures under the client's
-    /// retry policy (Curator's `RetryLoop.callWithRetry`).
+    /// retry policy (Curator's `RetryLoop.callWithRetry`); public as
+    /// [`raw::with_retry`](crate::raw::with_retry).
     ///
     /// Before each attempt it waits for a connection. Connection loss (including `zookeeper-client`'s
     /// `Custom` disconnect errors), operation timeouts, session moves and session expiry (a new session
@@ -238,7 +241,7 @@ impl CuratorClient {
     ///
     /// # Cancel safety
     /// As cancel safe as `op`: a dropped attempt may still be applied by the server.
-    pub async fn with_retry<T, F, Fut>(&self, path: &str, deadline: Option<Instant>, op: F) -> Result<T>
+    pub(crate) async fn with_retry<T, F, Fut>(&self, path: &str, deadline: Option<Instant>, op: F) -> Result<T>
     where
         F: FnMut(zk::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, zk::Error>>,
@@ -249,55 +252,6 @@ impl CuratorClient {
             return Err(Error::Closed { path: path.to_string() });
         }
         retry_loop(&self.inner.sessions, self.retry_policy(), path, deadline, op).await
-    }
-
-    /// Creates `path` (and any missing parent, as a CONTAINER node unless disabled) with `data`,
-    /// returning the created path (with the sequence number for sequential modes).
-    ///
-    /// Non-sequential creates are retried under the policy. A sequential create is sent once
-    /// per connection: if the connection fails after it was sent, its outcome is unknown and a
-    /// retry could create a second node, so the retryable error is returned instead (use a
-    /// recipe's protected create, which can find its node again, when that matters).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`]; `NodeExists` and other server errors as [`Error::ZooKeeper`];
-    /// for sequential modes, a retryable error when the outcome is unknown.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe: a dropped call may still create the node.
-    pub async fn create(&self, path: &str, data: &[u8], mode: zk::CreateMode) -> Result<String> {
-        paths::validate_path(path)?;
-        let fixed = self.fix_path(path);
-        let acls = self.acls_for(&fixed);
-        let options = &mode.with_acls(zk::Acls::new(&acls));
-        let fixed = fixed.as_str();
-        let sequential = matches!(mode, zk::CreateMode::PersistentSequential | zk::CreateMode::EphemeralSequential);
-        // Parents are containers the server may reap again before our create: a few rounds.
-        let mut parent_rounds = 0;
-        loop {
-            let result = if sequential {
-                match self.connected(path, None).await {
-                    Ok((zk, _)) => zk.create(fixed, data, options).await.map_err(|e| Error::zk(path, e)),
-                    Err(e) => Err(e),
-                }
-            } else {
-                self.with_retry(path, None, |zk| async move { zk.create(fixed, data, options).await }).await
-            };
-            match result {
-                Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) if parent_rounds < 5 => {
-                    parent_rounds += 1;
-                    match self.create_parents(paths::parent(fixed), None).await {
-                        Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
-                Ok((_, seq)) => {
-                    let created = if seq.into_i64() >= 0 { format!("{path}{seq}") } else { path.to_string() };
-                    return Ok(created);
-                }
-            }
-        }
     }
 
     /// Deletes `path` now, retrying under the policy; if that fails with a retryable or
@@ -355,14 +309,15 @@ impl CuratorClient {
         self.inner.config.namespace.unfix(path)
     }
 
-    /// The ACL of the node at `fixed_path` (namespace included), from the ACL provider.
-    pub(crate) fn acls_for(&self, fixed_path: &str) -> Vec<zk::Acl> {
+    /// The ACL of the node at `fixed_path` (namespace included), from the ACL provider, in
+    /// zookeeper-client's type.
+    pub(crate) fn raw_acls_for(&self, fixed_path: &str) -> Vec<zk::Acl> {
         let provider = &self.inner.config.acl_provider;
         let acls = provider.acl_for_path(fixed_path);
         if acls.is_empty() {
-            provider.default_acl()
+            acl::to_raw(&provider.default_acl())
         } else {
-            acls
+            acl::to_raw(&acls)
         }
     }
 
@@ -416,7 +371,7 @@ impl CuratorClient {
         let mut fallback = self.delete_on_drop(DeleteTarget::Node(fixed.to_string()));
         let result = self.with_retry(&path, deadline, |zk| async move { zk.delete(fixed, None).await }).await;
         match result {
-            Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {
+            Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {
                 fallback.disarm();
                 Ok(())
             }
@@ -439,6 +394,12 @@ impl CuratorClient {
     /// with empty data unless containers are disabled (Curator's `ZKPaths.mkdirs(.., asContainers)`).
     /// Walks up with `exists` first so no READ permission is needed above the deepest existing node.
     pub(crate) async fn create_parents(&self, dir: &str, deadline: Option<Instant>) -> Result<()> {
+        self.create_parents_as(dir, deadline, true).await
+    }
+
+    /// [`create_parents`](Self::create_parents), as PERSISTENT nodes unless `containers` (and
+    /// the client uses containers).
+    pub(crate) async fn create_parents_as(&self, dir: &str, deadline: Option<Instant>, containers: bool) -> Result<()> {
         let mut missing = Vec::new();
         let mut cur = dir.to_string();
         while cur != "/" && !cur.is_empty() {
@@ -449,14 +410,17 @@ impl CuratorClient {
             let up = paths::parent(&cur).to_string();
             missing.push(std::mem::replace(&mut cur, up));
         }
-        let mode =
-            if self.inner.config.use_containers { zk::CreateMode::Container } else { zk::CreateMode::Persistent };
+        let mode = if containers && self.inner.config.use_containers {
+            zk::CreateMode::Container
+        } else {
+            zk::CreateMode::Persistent
+        };
         for dir in missing.iter().rev() {
-            let acls = self.acls_for(dir);
+            let acls = self.raw_acls_for(dir);
             let options = &mode.with_acls(zk::Acls::new(&acls));
             let made = self.with_retry(dir, deadline, |zk| async move { zk.create(dir, &[], options).await }).await;
             match made {
-                Ok(_) | Err(Error::ZooKeeper { source: zk::Error::NodeExists, .. }) => {}
+                Ok(_) | Err(Error::ZooKeeper { code: ErrorCode::NodeExists, .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -472,7 +436,7 @@ impl CuratorClient {
             let path = self.unfix_path(&fixed).to_string();
             let f = fixed.as_str();
             match retry_loop(sessions, policy, &path, None, |zk| async move { zk.delete(f, None).await }).await {
-                Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(()),
+                Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => Ok(()),
                 Err(e) => Err(e),
             }
         };
@@ -491,7 +455,7 @@ impl CuratorClient {
                 .await
                 {
                     Ok(children) => children,
-                    Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => return Ok(()),
+                    Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => return Ok(()),
                     Err(e) => return Err(e),
                 };
                 for child in children.iter().filter(|c| c.starts_with(&prefix)) {

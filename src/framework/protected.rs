@@ -10,11 +10,13 @@ use std::time::Instant;
 use tracing::debug;
 use zookeeper_client as zk;
 
+use super::acl::{self, Acl};
 use super::client::CuratorClient;
 use super::guaranteed_delete::DeleteTarget;
+use super::node::CreateMode;
 use super::paths;
 use super::session::SessionIdentity;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 /// Curator's protection prefix: `_c_` + 36-char UUID + `-`.
 pub(crate) const PROTECTED_PREFIX_LEN: usize = 40;
@@ -43,6 +45,7 @@ pub fn strip_protection(name: &str) -> &str {
 
 /// A node made by a protected create.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CreatedNode {
     /// Full path as recipes see it (without namespace).
     pub path: String,
@@ -69,14 +72,16 @@ impl CuratorClient {
     ///
     /// # Cancel safety
     /// Cancel safe: if dropped, any node the create may have made is deleted in the background.
-    pub async fn create_protected(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn create_protected(
         &self,
         parent: &str,
         name: &str,
         data: &[u8],
-        mode: zk::CreateMode,
+        mode: CreateMode,
         deadline: Option<Instant>,
         list_after: bool,
+        acls: Option<Vec<Acl>>,
     ) -> Result<(CreatedNode, Option<Vec<String>>)> {
         paths::validate_path(parent)?;
         paths::validate_node_name("node name", name)?;
@@ -86,10 +91,16 @@ impl CuratorClient {
         let fixed_parent = self.fix_path(parent);
         let prefix = new_protected_prefix();
         let fixed_base = paths::join(&fixed_parent, &format!("{prefix}{name}"));
-        let sequential = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential);
-        let ephemeral = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::Ephemeral);
-        let acls = self.acls_for(&fixed_base);
-        let options = mode.with_acls(zk::Acls::new(&acls));
+        let sequential = mode.is_sequential();
+        let ephemeral = mode.is_ephemeral();
+        let acls = match acls {
+            Some(acls) if acls.is_empty() => {
+                return Err(Error::invalid_argument("acl", "[]", "a node needs at least one ACL entry"))
+            }
+            Some(acls) => acl::to_raw(&acls),
+            None => self.raw_acls_for(&fixed_base),
+        };
+        let options = mode.options(&acls);
         let mut cleanup =
             self.delete_on_drop(DeleteTarget::Protected { parent: fixed_parent.clone(), prefix: prefix.clone() });
         let mut retrying = self.retrying(parent, deadline);
@@ -165,7 +176,7 @@ impl CuratorClient {
                     parent_rounds += 1;
                     match self.create_parents(&fixed_parent, deadline).await {
                         // An ancestor vanished under us (container reaped): next round.
-                        Ok(()) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {}
+                        Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {}
                         Err(e) => return Err(e),
                     }
                 }

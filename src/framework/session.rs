@@ -58,6 +58,7 @@ fn suspended_within(requested: Duration, negotiated: Duration) -> Duration {
 /// session id. A lock node created under one identity is dead once the client's current identity
 /// differs: its session expired and the client replaced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SessionIdentity {
     /// The number of the session within this client, starting at 1.
     pub epoch: u64,

@@ -2,10 +2,11 @@
 //! and created, how the children are sorted, and whether a contender holds the lock — given who
 //! is asking ([`Contender`]) — or what it must watch until it does ([`Verdict`]).
 
-use zookeeper_client::CreateMode;
+use crate::CreateMode;
 
 /// How the next contender node is created.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeSpec {
     /// The name after the protection prefix (`lock-` for the mutex; ZooKeeper appends the sequence
     /// for sequential modes).
@@ -16,6 +17,7 @@ pub struct NodeSpec {
 
 /// Who is asking for a verdict: the contender's own node and what the recipe knows about it.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Contender<'a> {
     /// The contender's node name (a child of the lock path).
     pub our_name: &'a str,
@@ -25,6 +27,13 @@ pub struct Contender<'a> {
     /// its write-lock node when it asks for the read lock (Curator's "the write lock is owned by
     /// the current thread"). Empty for the mutex.
     pub caller_holds: &'a [String],
+}
+
+impl NodeSpec {
+    /// Nodes named `name` (after the protection prefix), created with `mode`.
+    pub fn new(name: impl Into<String>, mode: CreateMode) -> Self {
+        Self { name: name.into(), mode }
+    }
 }
 
 impl<'a> Contender<'a> {

@@ -14,9 +14,8 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::framework::paths;
 use crate::framework::session::Status;
-use crate::{CreatedNode, CuratorClient, SessionIdentity};
+use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
 
 /// Whether a hold is still good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -289,15 +288,20 @@ impl Hold {
     ///
     /// # Errors
     /// * [`Error::LockLost`] when our node is gone (or our session ended) — nothing was written.
-    /// * [`Error::InvalidPath`] for a bad path in `write`.
-    /// * [`Error::ZooKeeper`] when an op failed (naming its path; nothing was written), when the
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation in `write`
+    ///   (nothing sent).
+    /// * [`Error::TransactionFailed`] when an op failed (naming its index, path and code;
+    ///   nothing was written).
+    /// * [`Error::ZooKeeper`] when the
     ///   check on our node failed for another reason than its absence (e.g. `NoAuth`: the node's
     ///   ACL denies READ), or when the request failed (retryable errors have an unknown outcome
     ///   and are not retried).
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (atomically, and only while held).
-    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zk::MultiWriteResult>> {
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
+        // Nothing is sent for a bad operation.
+        let prepared = write.prepare(&self.client)?;
         if self.released.load(Ordering::SeqCst) {
             return Err(self.lost_error("the lock was released"));
         }
@@ -314,41 +318,17 @@ impl Hold {
             return Err(self.lost_error("the lock's session ended"));
         }
         let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
-        for op in &write.ops {
-            let fixed = self.client.fix_path(op.path());
-            let added = match op {
-                GuardedOp::Create { data, mode, .. } => {
-                    let acls = self.client.acls_for(&fixed);
-                    writer.add_create(&fixed, data, &mode.with_acls(zk::Acls::new(&acls)))
-                }
-                GuardedOp::SetData { data, version, .. } => writer.add_set_data(&fixed, data, *version),
-                GuardedOp::Delete { version, .. } => writer.add_delete(&fixed, *version),
-                GuardedOp::Check { version, .. } => writer.add_check_version(&fixed, *version),
-            };
-            added.map_err(|e| Error::zk(op.path(), e))?;
-        }
+        prepared.add_to_check_writer(&mut writer).map_err(|e| Error::zk(write.path_at(0).unwrap_or("/"), e))?;
         match writer.commit().await {
-            Ok(results) => Ok(results.into_iter().map(|result| self.unfix_result(result)).collect()),
+            Ok(results) => Ok(results.into_iter().map(|result| OpResult::of_guarded(&self.client, result)).collect()),
             Err(zk::CheckWriteError::CheckFailed { source: zk::Error::NoNode }) => {
                 self.node_deleted.store(true, Ordering::SeqCst);
                 self.refresh();
                 Err(self.lost_error("the lock node no longer exists"))
             }
             Err(zk::CheckWriteError::CheckFailed { source }) => Err(Error::zk(&self.node.path, source)),
-            Err(zk::CheckWriteError::OperationFailed { index, source }) => {
-                let path = write.ops.get(index).map(GuardedOp::path).unwrap_or(&self.node.path);
-                Err(Error::zk(path, source))
-            }
+            Err(zk::CheckWriteError::OperationFailed { index, source }) => Err(write.failed_at(index, &source)),
             Err(zk::CheckWriteError::RequestFailed { source }) => Err(Error::zk(&self.node.path, source)),
-        }
-    }
-
-    fn unfix_result(&self, result: zk::MultiWriteResult) -> zk::MultiWriteResult {
-        match result {
-            zk::MultiWriteResult::Create { path, stat } => {
-                zk::MultiWriteResult::Create { path: self.client.unfix_path(&path).to_string(), stat }
-            }
-            other => other,
         }
     }
 }
@@ -367,7 +347,7 @@ async fn monitor(node: Weak<Hold>, mut status: watch::Receiver<Status>, mut own:
         }
         // Arm a data watch on our node while connected on its session. The request is raced with
         // the state changes below, so a disconnect while it is in flight is still reported at once.
-        let current = this.client.status_now().serves(this.node.session).then(|| this.client.zookeeper().ok());
+        let current = this.client.status_now().serves(this.node.session).then(|| this.client.raw_client().ok());
         let arm = match (&fired, arm_failed, current.flatten()) {
             (None, false, Some(zk)) if zk.session_id().0 == this.node.session.id => {
                 let fixed = this.fixed.clone();
@@ -488,72 +468,6 @@ impl futures_core::Stream for HoldStateStream {
     }
 }
 
-/// The writes of one [`Hold::guarded_write`], applied atomically after the lock check.
-#[derive(Clone, Debug, Default)]
-pub struct GuardedWrite {
-    ops: Vec<GuardedOp>,
-}
-
-#[derive(Clone, Debug)]
-enum GuardedOp {
-    Create { path: String, data: Vec<u8>, mode: zk::CreateMode },
-    SetData { path: String, data: Vec<u8>, version: Option<i32> },
-    Delete { path: String, version: Option<i32> },
-    Check { path: String, version: i32 },
-}
-
-impl GuardedOp {
-    fn path(&self) -> &str {
-        match self {
-            GuardedOp::Create { path, .. }
-            | GuardedOp::SetData { path, .. }
-            | GuardedOp::Delete { path, .. }
-            | GuardedOp::Check { path, .. } => path,
-        }
-    }
-}
-
-impl GuardedWrite {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn push(mut self, op: GuardedOp) -> Result<Self> {
-        paths::validate_path(op.path())?;
-        self.ops.push(op);
-        Ok(self)
-    }
-
-    /// Adds a create of `path` with `data` and `mode`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`].
-    pub fn create(self, path: &str, data: &[u8], mode: zk::CreateMode) -> Result<Self> {
-        self.push(GuardedOp::Create { path: path.into(), data: data.into(), mode })
-    }
-
-    /// Adds a set-data of `path` (`version` `None` = any).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`].
-    pub fn set_data(self, path: &str, data: &[u8], version: Option<i32>) -> Result<Self> {
-        self.push(GuardedOp::SetData { path: path.into(), data: data.into(), version })
-    }
-
-    /// Adds a delete of `path` (`version` `None` = any).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`].
-    pub fn delete(self, path: &str, version: Option<i32>) -> Result<Self> {
-        self.push(GuardedOp::Delete { path: path.into(), version })
-    }
-
-    /// Adds a version check of `path`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`].
-    pub fn check(self, path: &str, version: i32) -> Result<Self> {
-        self.push(GuardedOp::Check { path: path.into(), version })
-    }
-}
+/// The writes of one [`Hold::guarded_write`], applied atomically after the lock check: a
+/// [`Transaction`](crate::Transaction), with the same operations.
+pub type GuardedWrite = crate::Transaction;

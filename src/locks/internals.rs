@@ -175,11 +175,6 @@ impl<D: LockDriver> LockInternals<D> {
         &self.client
     }
 
-    /// The driver.
-    pub fn driver(&self) -> &D {
-        &self.driver
-    }
-
     /// How many contenders may hold at once.
     pub fn max_leases(&self) -> usize {
         *self.max_leases.borrow()
@@ -276,7 +271,7 @@ impl<D: LockDriver> LockInternals<D> {
                 }
             }
             let spec = self.driver.node_spec(caller_holds);
-            let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true).await;
+            let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true, None).await;
             let (node, listing) = match created {
                 Ok(created) => created,
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),
@@ -381,7 +376,7 @@ impl<D: LockDriver> LockInternals<D> {
             }
             debug!(node = %node.path, "our lock node is dead or unconfirmed; queueing again with a new node");
             // Classified as a session loss so the retry policy decides, as Curator's NoNode path does.
-            let err = Error::ZooKeeper { path: node.path.clone(), source: zk::Error::SessionExpired };
+            let err = Error::code_on(&node.path, crate::ErrorCode::SessionExpired);
             match retrying.backoff_or_fail(err).await {
                 Ok(()) => {}
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),
@@ -408,7 +403,7 @@ impl<D: LockDriver> LockInternals<D> {
         });
         match listed.await {
             // The base path vanished: so did our node.
-            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok((Vec::new(), self.client.session().id, None)),
+            Err(e) if e.is(crate::ErrorCode::NoNode) => Ok((Vec::new(), self.client.session().id, None)),
             other => other,
         }
     }

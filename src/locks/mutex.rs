@@ -528,7 +528,7 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (only while the lock is held).
-    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zookeeper_client::MultiWriteResult>> {
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<crate::OpResult>> {
         self.hold.guarded_write(write).await
     }
 

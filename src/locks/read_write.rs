@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zookeeper_client::CreateMode;
+use crate::CreateMode;
 
 use super::driver::{ahead_of, evaluate_by_key, java_cmp, standard_sort_key, standard_verdict, Contender};
 use super::driver::{LockDriver, NodeSpec, Verdict};

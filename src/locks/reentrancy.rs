@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 /// The identity that owns a lock hold: a tokio task, or a thread outside any task. Never the
 /// identity of an earlier task or thread that has ended (see the module notes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HolderId {
     /// The current tokio task.
     Task(tokio::task::Id),

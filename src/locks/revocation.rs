@@ -3,9 +3,8 @@
 //! [`Hold::revocation_requested`](crate::Hold::revocation_requested) (its monitor watches the node's
 //! data) and decides whether to release. Wire-compatible with Curator in both directions.
 
-use zookeeper_client as zk;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::framework::paths;
 use crate::CuratorClient;
 
@@ -35,7 +34,8 @@ impl Revoker {
         let written =
             client.with_retry(node_path, None, |zk| async move { zk.set_data(fixed, REVOKE_MESSAGE, None).await });
         match written.await {
-            Ok(_) | Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => Ok(()),
+            Ok(_) => Ok(()),
+            Err(e) if e.is(crate::ErrorCode::NoNode) => Ok(()),
             Err(e) => Err(e),
         }
     }

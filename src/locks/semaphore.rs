@@ -19,9 +19,9 @@ use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{Basis, LockInternals, Wait, CLEANUP_SLACK};
 use super::mutex::InterProcessMutex;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
-use crate::CuratorClient;
+use crate::{CuratorClient, OpResult};
 
 /// Curator's lease node name.
 pub const LEASE_NODE_NAME: &str = "lease-";
@@ -257,7 +257,7 @@ impl InterProcessSemaphoreV2 {
                     debug!(path = %self.shared.path, "the semaphore's internal lock was lost while waiting; starting over");
                     // Each start-over counts against the retry policy, as Curator's
                     // RETRY_DUE_TO_MISSING_NODE does.
-                    let lost = Error::ZooKeeper { path: turn_node, source: zk::Error::SessionExpired };
+                    let lost = Error::code_on(&turn_node, ErrorCode::SessionExpired);
                     match restarts.backoff_or_fail(lost).await {
                         Ok(()) => {}
                         Err(Error::DeadlineExceeded { .. }) => return Ok(None),
@@ -373,7 +373,7 @@ impl Lease {
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (only while the lease is held).
-    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<zk::MultiWriteResult>> {
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
         self.hold.guarded_write(write).await
     }
 
@@ -407,8 +407,9 @@ pub(crate) struct SharedCount {
 
 impl SharedCount {
     pub(crate) async fn new(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
-        match client.create(path, &seed.to_be_bytes(), zk::CreateMode::Persistent).await {
-            Ok(_) | Err(Error::ZooKeeper { source: zk::Error::NodeExists, .. }) => {}
+        match client.create(path).data(seed.to_be_bytes()).creating_parent_containers_if_needed().await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorCode::NodeExists) => {}
             Err(e) => return Err(e),
         }
         Ok(Self { client: client.clone(), path: path.to_string() })

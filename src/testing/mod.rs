@@ -37,7 +37,7 @@
 //! use zk_curator::testing::TestingServer;
 //!
 //! let server = TestingServer::start().await?;
-//! let client = zookeeper_client::Client::connect(&server.connect_string()).await?;
+//! let client = zk_curator::CuratorClient::connect(&server.connect_string()).await?;
 //! # Ok(()) }
 //! ```
 
@@ -54,6 +54,7 @@ pub use cluster::TestingCluster;
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ServerTls, TestingServer, TestingServerBuilder};
 pub use session::{expire_session, zk_connect_override};
+pub(crate) use session::expire_raw_session;
 
 /// Why a harness operation failed.
 #[non_exhaustive]
@@ -136,7 +137,7 @@ pub enum TestingError {
         context: String,
         /// The client error.
         #[source]
-        source: zookeeper_client::Error,
+        source: crate::Error,
     },
 }
 
@@ -161,14 +162,14 @@ mod tests {
         send(TestingCluster::start(3));
         send(FaultProxy::start("127.0.0.1:1"));
         #[allow(dead_code)]
-        fn methods(server: &mut TestingServer, cluster: &mut TestingCluster, session: &zookeeper_client::SessionInfo) {
+        fn methods(server: &mut TestingServer, cluster: &mut TestingCluster, client: &crate::CuratorClient) {
             send(server.stop());
             send(server.restart());
             send(cluster.restart(0));
             send(cluster.stop(0));
             send(cluster.leader());
             send(cluster.wait_for_quorum(Duration::ZERO));
-            send(expire_session("127.0.0.1:1", session));
+            send(expire_session("127.0.0.1:1", client));
         }
     }
 }

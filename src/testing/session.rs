@@ -37,10 +37,10 @@ const CLOSE_XID: i32 = 0x5a4b_0001;
 /// `OpCode::CloseSession`.
 const OP_CLOSE_SESSION: i32 = -11;
 
-/// Ends `session` on the server side now, as if it had expired: the server deletes the
-/// session's ephemeral nodes, and the client owning it gets `SessionExpired` (its state watcher
-/// reports [`Expired`](zookeeper_client::SessionState::Expired)) the next time it reaches the
-/// server. `connect` is the server or ensemble connect string (not a blackholed proxy).
+/// Ends `client`'s current session on the server side now, as if it had expired: the server
+/// deletes the session's ephemeral nodes, and the client sees `SessionExpired` the next time it
+/// reaches the server (and reports [`ConnectionState::Lost`](crate::ConnectionState::Lost), then
+/// opens a new session). `connect` is the server or ensemble connect string (not a blackholed proxy).
 ///
 /// This is the technique of older Curator tests: re-attach to the session with its id and
 /// password, then close it (see the module source for how it is made race free). It returns
@@ -56,7 +56,16 @@ const OP_CLOSE_SESSION: i32 = -11;
 ///
 /// # Cancel safety
 /// Not cancel safe: a dropped call may or may not have closed the session.
-pub async fn expire_session(connect: &str, session: &SessionInfo) -> TestingResult<()> {
+pub async fn expire_session(connect: &str, client: &crate::CuratorClient) -> TestingResult<()> {
+    let raw = client.raw_client().map_err(|source| TestingError::ZooKeeper {
+        context: format!("finding the current session of {client:?}"),
+        source,
+    })?;
+    expire_raw_session(connect, raw.session()).await
+}
+
+/// [`expire_session`] of a raw session (public as [`raw::expire_session`](crate::raw::expire_session)).
+pub(crate) async fn expire_raw_session(connect: &str, session: &SessionInfo) -> TestingResult<()> {
     let started = Instant::now();
     let hosts = parse_hosts(connect);
     if hosts.is_empty() {
@@ -67,7 +76,7 @@ pub async fn expire_session(connect: &str, session: &SessionInfo) -> TestingResu
         Err(CaptureError::Client(source)) => {
             return Err(TestingError::ZooKeeper {
                 context: format!("re-attaching to session {} to close it", session.id()),
-                source,
+                source: crate::Error::zk("", source),
             })
         }
         Err(CaptureError::Protocol(err)) => {
@@ -258,7 +267,7 @@ async fn expire_via_client(connect: &str, session: &SessionInfo, started: Instan
             Ok(Err(source)) => {
                 return Err(TestingError::ZooKeeper {
                     context: format!("re-attaching to session {} to close it", session.id()),
-                    source,
+                    source: crate::Error::zk("", source),
                 })
             }
             Ok(Ok(client)) => {

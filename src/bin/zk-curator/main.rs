@@ -15,8 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use zk_curator::zookeeper_client::TlsOptions;
-use zk_curator::CuratorClient;
+use zk_curator::{CuratorClient, TlsOptions};
 
 use hold_command::HoldArgs;
 use lock_command::LockArgs;

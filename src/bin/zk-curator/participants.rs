@@ -11,9 +11,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use zk_curator::zookeeper_client as zk;
 use zk_curator::{
-    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, READ_LOCK_NAME,
+    java_cmp, ErrorCode, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, READ_LOCK_NAME,
     SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 
@@ -47,15 +46,15 @@ pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
     }
 }
 
-/// Children of `full` sorted by sequence number (then name); none if it does not exist.
-async fn children(zk: &zk::Client, full: &str, shown: &str) -> Result<Vec<String>, String> {
-    match zk.get_children(full).await {
-        Ok((mut names, _)) => {
+/// Children of `path` sorted by sequence number (then name); none if it does not exist.
+async fn children(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
+    match client.get_children(path).await {
+        Ok(mut names) => {
             names.sort_by(|a, b| (parse_sequence(a), a).cmp(&(parse_sequence(b), b)));
             Ok(names)
         }
-        Err(zk::Error::NoNode) => Ok(Vec::new()),
-        Err(e) => Err(format!("listing {shown}: {e}")),
+        Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(format!("listing {path}: {e}")),
     }
 }
 
@@ -67,25 +66,20 @@ fn sorted_by(names: &[String], key: impl Fn(&String) -> String) -> Vec<String> {
 }
 
 async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
-    let zk = client.zookeeper().map_err(|e| e.to_string())?;
-    let full = |p: &str| format!("{}{p}", client.namespace());
-    let names = children(&zk, &full(path), path).await?;
+    let names = children(client, path).await?;
     // (holder, path) in the order to print.
     let mut nodes: Vec<(bool, String)> = Vec::new();
     let child = |name: &str| format!("{path}/{name}");
     let is_rw = |n: &String| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
     if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
         let (leases_path, locks_path) = (child(SEMAPHORE_LEASE_PARENT), child(SEMAPHORE_LOCK_PARENT));
-        let leases = children(&zk, &full(&leases_path), &leases_path).await?;
-        let locks = children(&zk, &full(&locks_path), &locks_path).await?;
-        let owner = |p: String| {
-            let zk = zk.clone();
-            async move { zk.check_stat(&p).await.ok().flatten().map(|s| s.ephemeral_owner) }
-        };
+        let leases = children(client, &leases_path).await?;
+        let locks = children(client, &locks_path).await?;
+        let owner = |p: String| async move { client.exists(&p).await.ok().flatten().map(|s| s.ephemeral_owner) };
         let pending = match (locks.first(), leases.iter().max_by_key(|n| parse_sequence(n))) {
             (Some(first), Some(newest)) => {
-                let deciding = owner(full(&format!("{locks_path}/{first}"))).await;
-                let newest_owner = owner(full(&format!("{leases_path}/{newest}"))).await;
+                let deciding = owner(format!("{locks_path}/{first}")).await;
+                let newest_owner = owner(format!("{leases_path}/{newest}")).await;
                 (deciding.is_some() && deciding == newest_owner).then(|| newest.clone())
             }
             _ => None,
@@ -130,7 +124,7 @@ async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String>
     }
     let mut lines = Vec::with_capacity(nodes.len());
     for (holder, node) in nodes {
-        let data = match zk.get_data(&full(&node)).await {
+        let data = match client.get_data(&node).await {
             Ok((data, _)) => format!("{:?}", String::from_utf8_lossy(&data)),
             Err(_) => "<gone>".to_string(),
         };

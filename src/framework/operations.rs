@@ -1,0 +1,1101 @@
+//! The data API of [`CuratorClient`] (Curator's `create()`, `getData()`, `setData()`,
+//! `checkExists()`, `getChildren()`, `delete()`, `transaction()`): one builder per operation,
+//! awaited directly (`client.create("/a").data(b"x").await`). Every call is namespaced, validated
+//! (typed errors naming the path), retried under the client's policy where a retry is safe, and
+//! bounded by [`timeout`](CreateBuilder::timeout) when one is given.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use zookeeper_client as zk;
+
+use super::acl::{self, Acl};
+use super::client::CuratorClient;
+use super::node::{CreateMode, Stat, WatchedEvent};
+use super::paths;
+use crate::error::{Error, ErrorCode, Result};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Largest number of rounds a recursive delete makes when children keep appearing.
+const DELETE_CHILDREN_ROUNDS: u32 = 10;
+
+fn deadline_of(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.map(super::deadline_after)
+}
+
+impl CuratorClient {
+    /// Starts a create of `path` (Curator's `create().forPath(path)`): by default a PERSISTENT
+    /// node with no data and the ACL of the client's [`AclProvider`](crate::AclProvider); the
+    /// builder sets data, mode, parents, protection, ACL and timeout. Awaiting it returns the
+    /// created path (with the sequence number for sequential modes), without the namespace.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::CreateMode;
+    ///
+    /// let job = client
+    ///     .create("/jobs/job-")
+    ///     .data(b"payload")
+    ///     .mode(CreateMode::PersistentSequential)
+    ///     .creating_parents_if_needed()
+    ///     .await?;
+    /// assert!(job.starts_with("/jobs/job-"));
+    /// # Ok(()) }
+    /// ```
+    pub fn create(&self, path: &str) -> CreateBuilder<'_> {
+        CreateBuilder {
+            client: self,
+            path: path.to_string(),
+            data: Vec::new(),
+            mode: CreateMode::Persistent,
+            parents: Parents::None,
+            protected: false,
+            acls: None,
+            timeout: None,
+        }
+    }
+
+    /// Starts a read of `path`'s data and [`Stat`] (Curator's `getData()`); `.watch()` also sets
+    /// a watch.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let (config, stat) = client.get_data("/config/app").await?;
+    /// println!("{} bytes at version {}", config.len(), stat.version);
+    ///
+    /// // Read and wait for the next change.
+    /// let (_, _, changed) = client.get_data("/config/app").watch().await?;
+    /// let event = changed.await;
+    /// println!("{:?} on {}", event.event_type, event.path);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_data(&self, path: &str) -> GetDataBuilder<'_> {
+        GetDataBuilder { op: Op::new(self, path) }
+    }
+
+    /// Starts a write of `path`'s data (Curator's `setData()`); `.version(v)` makes it
+    /// conditional. Awaiting it returns the node's new [`Stat`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::ErrorCode;
+    ///
+    /// let (old, stat) = client.get_data("/counter").await?;
+    /// let next = (String::from_utf8_lossy(&old).parse::<u64>().unwrap_or(0) + 1).to_string();
+    /// match client.set_data("/counter", next).version(stat.version).await {
+    ///     Ok(_) => {}
+    ///     Err(e) if e.code() == Some(ErrorCode::BadVersion) => { /* someone else won; read again */ }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn set_data(&self, path: &str, data: impl Into<Vec<u8>>) -> SetDataBuilder<'_> {
+        SetDataBuilder { op: Op::new(self, path), data: data.into(), version: None }
+    }
+
+    /// Starts an existence check of `path` (Curator's `checkExists()`): its [`Stat`], or `None`;
+    /// `.watch()` also sets a watch (which fires on creation if the node does not exist).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// if client.exists("/ready").await?.is_none() {
+    ///     let (_, created) = client.exists("/ready").watch().await?;
+    ///     created.await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn exists(&self, path: &str) -> ExistsBuilder<'_> {
+        ExistsBuilder { op: Op::new(self, path) }
+    }
+
+    /// Starts a listing of `path`'s children (Curator's `getChildren()`), names only, in the
+    /// server's order; `.watch()` also sets a child watch.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let (workers, changed) = client.get_children("/workers").watch().await?;
+    /// println!("{} workers", workers.len());
+    /// changed.await;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_children(&self, path: &str) -> GetChildrenBuilder<'_> {
+        GetChildrenBuilder { op: Op::new(self, path) }
+    }
+
+    /// Starts a delete of `path` (Curator's `delete()`): `.version(v)`, `.deleting_children_if_needed()`,
+    /// `.guaranteed()`, `.quietly()`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// // Remove a whole subtree, and keep trying in the background if the connection fails.
+    /// client.delete("/jobs").deleting_children_if_needed().guaranteed().quietly().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self, path: &str) -> DeleteBuilder<'_> {
+        DeleteBuilder { op: Op::new(self, path), version: None, children: false, guaranteed: false, quietly: false }
+    }
+
+    /// Starts a persistent watch on `path` (ZooKeeper 3.6's `addWatch`): a [`WatchStream`] of
+    /// every change of the node (`.recursive()`: of the node and all its descendants), until
+    /// the session ends.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use futures_core::Stream;
+    ///
+    /// let mut changes = client.watch("/config").recursive().await?;
+    /// while let Some(event) = changes.next().await {
+    ///     println!("{:?} {}", event.event_type, event.path);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self, path: &str) -> PersistentWatchBuilder<'_> {
+        PersistentWatchBuilder { op: Op::new(self, path), recursive: false }
+    }
+
+    /// Commits `transaction` atomically (Curator's `transaction().forOperations(...)`): all its
+    /// operations apply, or none.
+    ///
+    /// A transaction is sent once per connection, like a sequential create: when the connection
+    /// fails after it was sent, its outcome is unknown and the retryable error is returned
+    /// rather than a retry that could apply it twice.
+    ///
+    /// # Errors
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation (nothing sent);
+    /// * [`Error::TransactionFailed`] naming the operation that failed and its code (nothing applied);
+    /// * a retryable [`Error::ZooKeeper`] when the outcome is unknown; [`Error::Closed`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped commit may still be applied (atomically).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::{CreateMode, OpResult, Transaction};
+    ///
+    /// let (_, stat) = client.get_data("/orders/next").await?;
+    /// let results = client
+    ///     .commit(
+    ///         Transaction::new()
+    ///             .check("/orders/next", stat.version)
+    ///             .create("/orders/order-", b"42", CreateMode::PersistentSequential)
+    ///             .set_data("/orders/next", b"43", Some(stat.version)),
+    ///     )
+    ///     .await?;
+    /// if let OpResult::Created { path, .. } = &results[1] {
+    ///     println!("created {path}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn commit(&self, transaction: Transaction) -> Result<Vec<OpResult>> {
+        let prepared = transaction.prepare(self)?;
+        let path = transaction.first_path();
+        let (zk, _) = self.connected_for_foreground(&path).await?;
+        let mut writer = zk.new_multi_writer();
+        prepared.add_to(&mut writer).map_err(|e| Error::zk(&path, e))?;
+        match writer.commit().await {
+            Ok(results) => Ok(results.into_iter().map(|r| OpResult::of(self, r)).collect()),
+            Err(zk::MultiWriteError::OperationFailed { index, source }) => Err(transaction.failed_at(index, &source)),
+            Err(zk::MultiWriteError::RequestFailed { source }) => Err(Error::zk(&path, source)),
+        }
+    }
+
+    /// Waits for a connection for a foreground call, refusing once the client is closed.
+    async fn connected_for_foreground(&self, path: &str) -> Result<(zk::Client, crate::SessionIdentity)> {
+        if self.is_closed() {
+            return Err(Error::Closed { path: path.to_string() });
+        }
+        self.connected(path, None).await
+    }
+
+    /// Deletes every descendant of the namespace-fixed `fixed`, deepest first.
+    async fn delete_children(&self, path: &str, fixed: &str, deadline: Option<Instant>) -> Result<()> {
+        // Iterative depth-first walk: a stack of directories still to empty.
+        let mut stack = vec![fixed.to_string()];
+        let mut rounds = 0;
+        while let Some(dir) = stack.last().cloned() {
+            let d = dir.as_str();
+            let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await
+            {
+                Ok(children) => children,
+                Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            if children.is_empty() {
+                stack.pop();
+                if dir != fixed {
+                    match self.with_retry(path, deadline, |zk| async move { zk.delete(d, None).await }).await {
+                        Ok(()) => {}
+                        Err(e) if e.is(ErrorCode::NoNode) => {}
+                        Err(e) if e.is(ErrorCode::NotEmpty) && rounds < DELETE_CHILDREN_ROUNDS => {
+                            // A child appeared meanwhile: empty it again.
+                            rounds += 1;
+                            stack.push(dir);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            } else {
+                stack.extend(children.iter().map(|child| paths::join(&dir, child)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What all single-node builders share: the client, the path and the timeout.
+struct Op<'a> {
+    client: &'a CuratorClient,
+    path: String,
+    timeout: Option<Duration>,
+}
+
+impl<'a> Op<'a> {
+    fn new(client: &'a CuratorClient, path: &str) -> Self {
+        Op { client, path: path.to_string(), timeout: None }
+    }
+
+    /// Validates the path and returns it namespace-fixed, with the call's deadline.
+    fn start(&self) -> Result<(String, Option<Instant>)> {
+        paths::validate_path(&self.path)?;
+        if self.client.is_closed() {
+            return Err(Error::Closed { path: self.path.clone() });
+        }
+        Ok((self.client.fix_path(&self.path), deadline_of(self.timeout)))
+    }
+}
+
+macro_rules! timeout_method {
+    () => {
+        /// Bounds the whole call, retries included: past `timeout` it fails with
+        /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). Default: the retry
+        /// policy alone bounds it.
+        pub fn timeout(mut self, timeout: Duration) -> Self {
+            self.op.timeout = Some(timeout);
+            self
+        }
+    };
+}
+
+/// Where missing parents of a create come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Parents {
+    None,
+    Persistent,
+    Containers,
+}
+
+/// A create of one node: [`CuratorClient::create`]. Await it for the created path.
+///
+/// # Errors
+/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for a bad TTL or an
+///   empty ACL (nothing sent);
+/// * [`Error::ZooKeeper`] with [`ErrorCode::NodeExists`], [`ErrorCode::NoNode`] (a parent is
+///   missing and parents were not asked for), [`ErrorCode::NoAuth`],
+///   [`ErrorCode::NoChildrenForEphemerals`], …;
+/// * for an unprotected sequential create, a retryable error when the outcome is unknown (it
+///   is sent once per connection: a retry could make a second node);
+/// * [`Error::DeadlineExceeded`], [`Error::Closed`].
+///
+/// # Cancel safety
+/// A protected create is cancel safe (a node it may have made is deleted in the background);
+/// any other create is not: a dropped call may still create the node.
+#[must_use = "a builder does nothing until awaited"]
+pub struct CreateBuilder<'a> {
+    client: &'a CuratorClient,
+    path: String,
+    data: Vec<u8>,
+    mode: CreateMode,
+    parents: Parents,
+    protected: bool,
+    acls: Option<Vec<Acl>>,
+    timeout: Option<Duration>,
+}
+
+impl<'a> CreateBuilder<'a> {
+    /// The node's data. Default: empty (Curator's `forPath(path)` writes the client's default
+    /// data; pass [`CuratorClient::default_data`] for that).
+    pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = data.into();
+        self
+    }
+
+    /// The kind of node. Default: [`CreateMode::Persistent`].
+    pub fn mode(mut self, mode: CreateMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Creates missing parents as PERSISTENT nodes (Curator's `creatingParentsIfNeeded`).
+    pub fn creating_parents_if_needed(mut self) -> Self {
+        self.parents = Parents::Persistent;
+        self
+    }
+
+    /// Creates missing parents as CONTAINER nodes, which the server deletes once empty
+    /// (Curator's `creatingParentContainersIfNeeded`); PERSISTENT if the client was built with
+    /// [`dont_use_container_parents`](crate::CuratorClientBuilder::dont_use_container_parents).
+    pub fn creating_parent_containers_if_needed(mut self) -> Self {
+        self.parents = Parents::Containers;
+        self
+    }
+
+    /// Curator's `withProtection`: the node is named `_c_<uuid>-<name>` so that, when the
+    /// connection fails mid-create, the client finds the node it made instead of making another;
+    /// a protected create (sequential ones included) is therefore retried under the policy.
+    /// Protected creates make missing parents as containers.
+    pub fn with_protection(mut self) -> Self {
+        self.protected = true;
+        self
+    }
+
+    /// The node's ACL instead of the client's [`AclProvider`](crate::AclProvider)'s.
+    pub fn with_acl(mut self, acls: Vec<Acl>) -> Self {
+        self.acls = Some(acls);
+        self
+    }
+
+    /// Bounds the whole call, retries included: past `timeout` it fails with
+    /// [`Error::DeadlineExceeded`]. Default: the retry policy alone bounds it.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    async fn run(self) -> Result<String> {
+        let client = self.client;
+        paths::validate_path(&self.path)?;
+        self.mode.validate()?;
+        if self.path == "/" {
+            return Err(Error::InvalidPath { path: self.path, reason: "the root node always exists" });
+        }
+        if client.is_closed() {
+            return Err(Error::Closed { path: self.path });
+        }
+        let deadline = deadline_of(self.timeout);
+        if self.protected {
+            let parent = paths::parent(&self.path).to_string();
+            let name = paths::node_name(&self.path).to_string();
+            let (created, _) =
+                client.create_protected(&parent, &name, &self.data, self.mode, deadline, false, self.acls).await?;
+            return Ok(created.path);
+        }
+        let fixed = client.fix_path(&self.path);
+        let acls = match self.acls {
+            Some(acls) if acls.is_empty() => {
+                return Err(Error::invalid_argument("acl", "[]", "a node needs at least one ACL entry"))
+            }
+            Some(acls) => acl::to_raw(&acls),
+            None => client.raw_acls_for(&fixed),
+        };
+        let options = &self.mode.options(&acls);
+        let fixed = fixed.as_str();
+        let data = self.data.as_slice();
+        let path = self.path.as_str();
+        let mut parent_rounds = 0;
+        loop {
+            let result = if self.mode.is_sequential() {
+                match client.connected(path, deadline).await {
+                    Ok((zk, _)) => {
+                        let create = zk.create(fixed, data, options);
+                        match deadline {
+                            Some(d) => match tokio::time::timeout_at(d.into(), create).await {
+                                Ok(created) => created.map_err(|e| Error::zk(path, e)),
+                                Err(_) => Err(client.retrying(path, deadline).deadline_exceeded("creating")),
+                            },
+                            None => create.await.map_err(|e| Error::zk(path, e)),
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            } else {
+                client.with_retry(path, deadline, |zk| async move { zk.create(fixed, data, options).await }).await
+            };
+            match result {
+                Err(e) if e.is(ErrorCode::NoNode) && self.parents != Parents::None && parent_rounds < 5 => {
+                    parent_rounds += 1;
+                    let containers = self.parents == Parents::Containers;
+                    match client.create_parents_as(paths::parent(fixed), deadline, containers).await {
+                        Ok(()) => {}
+                        Err(e) if e.is(ErrorCode::NoNode) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+                Ok((_, seq)) => {
+                    let sequence = seq.into_i64();
+                    return Ok(if sequence >= 0 { format!("{path}{seq}") } else { path.to_string() });
+                }
+            }
+        }
+    }
+}
+
+impl<'a> IntoFuture for CreateBuilder<'a> {
+    type Output = Result<String>;
+    type IntoFuture = BoxFuture<'a, Result<String>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}
+
+/// A one-time watch (ZooKeeper's watcher): a future that resolves with the first event on the
+/// watched node — or [`EventType::SessionEnded`](crate::EventType::SessionEnded) when the
+/// session it was set on ends first.
+///
+/// Dropping it drops the local registration (the server-side watch stays until it fires).
+///
+/// # Cancel safety
+/// Cancel safe (it is a plain future; awaiting a `&mut` of it again resumes the wait).
+#[must_use = "a watch does nothing unless awaited"]
+pub struct Watch {
+    fired: BoxFuture<'static, WatchedEvent>,
+}
+
+impl Watch {
+    fn new(client: &CuratorClient, watcher: zk::OneshotWatcher) -> Watch {
+        let client = client.clone();
+        Watch {
+            fired: Box::pin(async move {
+                let event = watcher.changed().await;
+                WatchedEvent::of(&event, client.unfix_path(&event.path).to_string())
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watch")
+    }
+}
+
+impl Future for Watch {
+    type Output = WatchedEvent;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<WatchedEvent> {
+        self.fired.as_mut().poll(cx)
+    }
+}
+
+macro_rules! read_builder {
+    ($builder:ident, $watched:ident, $output:ty, $watched_output:ty, $doc:literal) => {
+        #[doc = $doc]
+        ///
+        /// # Errors
+        /// [`Error::InvalidPath`] naming the path; [`Error::ZooKeeper`] (e.g. [`ErrorCode::NoNode`],
+        /// [`ErrorCode::NoAuth`]) when the server refuses; retryable errors once the policy gives
+        /// up; [`Error::DeadlineExceeded`]; [`Error::Closed`].
+        ///
+        /// # Cancel safety
+        /// Cancel safe (a read).
+        #[must_use = "a builder does nothing until awaited"]
+        pub struct $builder<'a> {
+            op: Op<'a>,
+        }
+
+        impl<'a> $builder<'a> {
+            timeout_method!();
+
+            /// Also sets a one-time watch, returned as a [`Watch`] future.
+            pub fn watch(self) -> $watched<'a> {
+                $watched { op: self.op }
+            }
+        }
+
+        #[doc = concat!("[`", stringify!($builder), "`] with a watch.")]
+        ///
+        /// # Errors
+        /// As the unwatched read.
+        ///
+        /// # Cancel safety
+        /// Cancel safe (a read; a dropped call may leave a server-side watch that fires
+        /// unobserved).
+        #[must_use = "a builder does nothing until awaited"]
+        pub struct $watched<'a> {
+            op: Op<'a>,
+        }
+
+        impl<'a> $watched<'a> {
+            timeout_method!();
+        }
+
+        impl<'a> IntoFuture for $builder<'a> {
+            type Output = Result<$output>;
+            type IntoFuture = BoxFuture<'a, Result<$output>>;
+
+            fn into_future(self) -> Self::IntoFuture {
+                Box::pin(self.run())
+            }
+        }
+
+        impl<'a> IntoFuture for $watched<'a> {
+            type Output = Result<$watched_output>;
+            type IntoFuture = BoxFuture<'a, Result<$watched_output>>;
+
+            fn into_future(self) -> Self::IntoFuture {
+                Box::pin(self.run())
+            }
+        }
+    };
+}
+
+read_builder!(
+    GetDataBuilder,
+    GetDataWatchBuilder,
+    (Vec<u8>, Stat),
+    (Vec<u8>, Stat, Watch),
+    "A read of a node's data and stat: [`CuratorClient::get_data`]."
+);
+read_builder!(
+    ExistsBuilder,
+    ExistsWatchBuilder,
+    Option<Stat>,
+    (Option<Stat>, Watch),
+    "An existence check: [`CuratorClient::exists`]."
+);
+read_builder!(
+    GetChildrenBuilder,
+    GetChildrenWatchBuilder,
+    Vec<String>,
+    (Vec<String>, Watch),
+    "A listing of a node's children: [`CuratorClient::get_children`]."
+);
+
+impl GetDataBuilder<'_> {
+    async fn run(self) -> Result<(Vec<u8>, Stat)> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let (data, stat) = self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.get_data(f).await }).await?;
+        Ok((data, stat.into()))
+    }
+}
+
+impl GetDataWatchBuilder<'_> {
+    async fn run(self) -> Result<(Vec<u8>, Stat, Watch)> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let (data, stat, watcher) = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move { zk.get_and_watch_data(f).await })
+            .await?;
+        Ok((data, stat.into(), Watch::new(self.op.client, watcher)))
+    }
+}
+
+impl ExistsBuilder<'_> {
+    async fn run(self) -> Result<Option<Stat>> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let stat = self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.check_stat(f).await }).await?;
+        Ok(stat.map(Stat::from))
+    }
+}
+
+impl ExistsWatchBuilder<'_> {
+    async fn run(self) -> Result<(Option<Stat>, Watch)> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let (stat, watcher) = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await })
+            .await?;
+        Ok((stat.map(Stat::from), Watch::new(self.op.client, watcher)))
+    }
+}
+
+impl GetChildrenBuilder<'_> {
+    async fn run(self) -> Result<Vec<String>> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.list_children(f).await }).await
+    }
+}
+
+impl GetChildrenWatchBuilder<'_> {
+    async fn run(self) -> Result<(Vec<String>, Watch)> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let (children, watcher) = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move { zk.list_and_watch_children(f).await })
+            .await?;
+        Ok((children, Watch::new(self.op.client, watcher)))
+    }
+}
+
+/// A write of a node's data: [`CuratorClient::set_data`]. Await it for the new [`Stat`].
+///
+/// Retried under the policy. A retried versioned write whose first attempt did apply fails with
+/// [`ErrorCode::BadVersion`] (as in Curator): read again to tell.
+///
+/// # Errors
+/// [`Error::InvalidPath`]; [`Error::ZooKeeper`] with [`ErrorCode::NoNode`],
+/// [`ErrorCode::BadVersion`], [`ErrorCode::NoAuth`], …; [`Error::DeadlineExceeded`];
+/// [`Error::Closed`].
+///
+/// # Cancel safety
+/// Not cancel safe: a dropped call may still write.
+#[must_use = "a builder does nothing until awaited"]
+pub struct SetDataBuilder<'a> {
+    op: Op<'a>,
+    data: Vec<u8>,
+    version: Option<i32>,
+}
+
+impl<'a> SetDataBuilder<'a> {
+    /// Writes only if the node's data version is `version` (Curator's `withVersion`).
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    timeout_method!();
+
+    async fn run(self) -> Result<Stat> {
+        let (fixed, deadline) = self.op.start()?;
+        let (f, data, version) = (fixed.as_str(), self.data.as_slice(), self.version);
+        let stat = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move { zk.set_data(f, data, version).await })
+            .await?;
+        Ok(stat.into())
+    }
+}
+
+impl<'a> IntoFuture for SetDataBuilder<'a> {
+    type Output = Result<Stat>;
+    type IntoFuture = BoxFuture<'a, Result<Stat>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}
+
+/// A delete: [`CuratorClient::delete`].
+///
+/// # Errors
+/// * [`Error::InvalidPath`] (the root cannot be deleted); [`Error::InvalidArgument`] for
+///   `guaranteed()` with `version()` (the background retry could not honour the version);
+/// * [`Error::ZooKeeper`] with [`ErrorCode::NoNode`] (unless `quietly()`),
+///   [`ErrorCode::BadVersion`], [`ErrorCode::NotEmpty`] (without
+///   `deleting_children_if_needed()`), [`ErrorCode::NoAuth`];
+/// * [`Error::DeadlineExceeded`]; [`Error::Closed`].
+///
+/// With `guaranteed()`, a delete whose foreground attempt fails with a retryable or session
+/// error is handed to the client's background queue (which keeps trying until the node is
+/// gone) and the foreground error is still returned.
+///
+/// # Cancel safety
+/// With `guaranteed()`, cancel safe (a dropped call is queued in the background); otherwise a
+/// dropped call may or may not have deleted.
+#[must_use = "a builder does nothing until awaited"]
+pub struct DeleteBuilder<'a> {
+    op: Op<'a>,
+    version: Option<i32>,
+    children: bool,
+    guaranteed: bool,
+    quietly: bool,
+}
+
+impl<'a> DeleteBuilder<'a> {
+    /// Deletes only if the node's data version is `version`.
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// Deletes the node's descendants first (Curator's `deletingChildrenIfNeeded`).
+    pub fn deleting_children_if_needed(mut self) -> Self {
+        self.children = true;
+        self
+    }
+
+    /// Keeps trying in the background when the connection fails (Curator's `guaranteed()`).
+    pub fn guaranteed(mut self) -> Self {
+        self.guaranteed = true;
+        self
+    }
+
+    /// A missing node is success (Curator's `quietly()`).
+    pub fn quietly(mut self) -> Self {
+        self.quietly = true;
+        self
+    }
+
+    timeout_method!();
+
+    async fn run(self) -> Result<()> {
+        let (fixed, deadline) = self.op.start()?;
+        let client = self.op.client;
+        let path = self.op.path.as_str();
+        if path == "/" {
+            return Err(Error::InvalidPath { path: path.to_string(), reason: "the root node cannot be deleted" });
+        }
+        if self.guaranteed && self.version.is_some() {
+            return Err(Error::invalid_argument(
+                "version",
+                self.version.unwrap_or_default(),
+                "a guaranteed delete cannot take a version: its background retries could delete a newer node",
+            ));
+        }
+        if self.children {
+            client.delete_children(path, &fixed, deadline).await?;
+        }
+        let result = if self.guaranteed {
+            // NoNode counts as success there already.
+            let exists = if self.quietly {
+                true
+            } else {
+                let f = fixed.as_str();
+                client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await?.is_some()
+            };
+            if !exists {
+                return Err(Error::code_on(path, ErrorCode::NoNode));
+            }
+            client.delete_fixed_guaranteed(&fixed, deadline).await
+        } else {
+            let (f, version) = (fixed.as_str(), self.version);
+            client.with_retry(path, deadline, |zk| async move { zk.delete(f, version).await }).await
+        };
+        match result {
+            Err(e) if self.quietly && e.is(ErrorCode::NoNode) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+impl<'a> IntoFuture for DeleteBuilder<'a> {
+    type Output = Result<()>;
+    type IntoFuture = BoxFuture<'a, Result<()>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}
+
+/// A persistent watch: [`CuratorClient::watch`]. Await it for the [`WatchStream`].
+///
+/// # Errors
+/// [`Error::InvalidPath`]; [`Error::ZooKeeper`] with [`ErrorCode::Unimplemented`] on a server
+/// older than 3.6; retryable errors once the policy gives up; [`Error::DeadlineExceeded`];
+/// [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe.
+#[must_use = "a builder does nothing until awaited"]
+pub struct PersistentWatchBuilder<'a> {
+    op: Op<'a>,
+    recursive: bool,
+}
+
+impl<'a> PersistentWatchBuilder<'a> {
+    /// Watches the whole subtree (`AddWatchMode.PERSISTENT_RECURSIVE`): data changes,
+    /// creations and deletions of every descendant; child-list changes are not reported.
+    pub fn recursive(mut self) -> Self {
+        self.recursive = true;
+        self
+    }
+
+    timeout_method!();
+
+    async fn run(self) -> Result<WatchStream> {
+        let (fixed, deadline) = self.op.start()?;
+        let mode = if self.recursive { zk::AddWatchMode::PersistentRecursive } else { zk::AddWatchMode::Persistent };
+        let f = fixed.as_str();
+        let watcher =
+            self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.watch(f, mode).await }).await?;
+        Ok(WatchStream::new(self.op.client.clone(), watcher))
+    }
+}
+
+impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
+    type Output = Result<WatchStream>;
+    type IntoFuture = BoxFuture<'a, Result<WatchStream>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}
+
+type NextEvent = BoxFuture<'static, (zk::PersistentWatcher, zk::WatchedEvent)>;
+
+/// The events of a persistent watch ([`CuratorClient::watch`]), a
+/// [`Stream`](futures_core::Stream) of [`WatchedEvent`]s. It also yields
+/// [`Disconnected`](crate::EventType::Disconnected) and
+/// [`Reconnected`](crate::EventType::Reconnected) (read the data again after them: events
+/// during the gap can be missed), and ends after
+/// [`SessionEnded`](crate::EventType::SessionEnded): the watch belonged to that session. Set a
+/// new one on the client's next session.
+///
+/// Dropping it drops the local registration.
+pub struct WatchStream {
+    client: CuratorClient,
+    watcher: Option<zk::PersistentWatcher>,
+    next: Option<NextEvent>,
+    ended: bool,
+}
+
+impl WatchStream {
+    fn new(client: CuratorClient, watcher: zk::PersistentWatcher) -> WatchStream {
+        WatchStream { client, watcher: Some(watcher), next: None, ended: false }
+    }
+
+    /// The next event; `None` after [`SessionEnded`](crate::EventType::SessionEnded).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an event not yet returned is returned by the next call.
+    pub async fn next(&mut self) -> Option<WatchedEvent> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchedEvent>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if self.next.is_none() {
+            let Some(mut watcher) = self.watcher.take() else {
+                return Poll::Ready(None);
+            };
+            self.next = Some(Box::pin(async move {
+                let event = watcher.changed().await;
+                (watcher, event)
+            }));
+        }
+        let Some(next) = self.next.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let (watcher, event) = std::task::ready!(next.as_mut().poll(cx));
+        self.next = None;
+        let event = WatchedEvent::of(&event, self.client.unfix_path(&event.path).to_string());
+        // zookeeper-client's watcher panics when polled after a terminal session event.
+        if event.event_type == crate::EventType::SessionEnded {
+            self.ended = true;
+        } else {
+            self.watcher = Some(watcher);
+        }
+        Poll::Ready(Some(event))
+    }
+}
+
+impl std::fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStream").field("ended", &self.ended).finish()
+    }
+}
+
+impl futures_core::Stream for WatchStream {
+    type Item = WatchedEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchedEvent>> {
+        self.get_mut().poll_event(cx)
+    }
+}
+
+/// The outcome of one operation of a committed [`Transaction`] (or guarded write), in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpResult {
+    /// A create: the created path (with its sequence number), without the namespace.
+    Created {
+        /// The node's path.
+        path: String,
+        /// Its stat.
+        stat: Stat,
+    },
+    /// A set-data: the node's new stat.
+    DataSet {
+        /// Its stat.
+        stat: Stat,
+    },
+    /// A delete.
+    Deleted,
+    /// A version check.
+    Checked,
+}
+
+impl OpResult {
+    fn of(client: &CuratorClient, result: zk::MultiWriteResult) -> OpResult {
+        match result {
+            zk::MultiWriteResult::Create { path, stat } => {
+                OpResult::Created { path: client.unfix_path(&path).to_string(), stat: stat.into() }
+            }
+            zk::MultiWriteResult::SetData { stat } => OpResult::DataSet { stat: stat.into() },
+            zk::MultiWriteResult::Delete => OpResult::Deleted,
+            _ => OpResult::Checked,
+        }
+    }
+
+    pub(crate) fn of_guarded(client: &CuratorClient, result: zk::MultiWriteResult) -> OpResult {
+        OpResult::of(client, result)
+    }
+}
+
+/// Operations applied atomically: all or none (ZooKeeper's `multi`). Build it with the chained
+/// methods (nothing is checked until commit), then give it to [`CuratorClient::commit`] or to a
+/// lock's `guarded_write` ([`GuardedWrite`](crate::GuardedWrite) is this type).
+///
+/// ```
+/// use zk_curator::{CreateMode, Transaction};
+///
+/// let tx = Transaction::new()
+///     .create("/app/a", b"1", CreateMode::Persistent)
+///     .set_data("/app/b", b"2", None)
+///     .delete("/app/c", Some(3))
+///     .check("/app/d", 0);
+/// assert_eq!(tx.len(), 4);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Transaction {
+    ops: Vec<TxOp>,
+}
+
+#[derive(Clone, Debug)]
+enum TxOp {
+    Create { path: String, data: Vec<u8>, mode: CreateMode },
+    SetData { path: String, data: Vec<u8>, version: Option<i32> },
+    Delete { path: String, version: Option<i32> },
+    Check { path: String, version: i32 },
+}
+
+impl TxOp {
+    fn path(&self) -> &str {
+        match self {
+            TxOp::Create { path, .. } | TxOp::SetData { path, .. } | TxOp::Delete { path, .. } | TxOp::Check { path, .. } => {
+                path
+            }
+        }
+    }
+}
+
+/// A transaction with every path namespace-fixed and every ACL chosen, ready to send.
+pub(crate) struct PreparedTransaction {
+    ops: Vec<(TxOp, String, Vec<zk::Acl>)>,
+}
+
+impl PreparedTransaction {
+    /// Adds every operation to a zookeeper-client multi writer (or check writer).
+    pub(crate) fn add_to_check_writer(&self, writer: &mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error> {
+        for (op, fixed, acls) in &self.ops {
+            match op {
+                TxOp::Create { data, mode, .. } => writer.add_create(fixed, data, &mode.options(acls))?,
+                TxOp::SetData { data, version, .. } => writer.add_set_data(fixed, data, *version)?,
+                TxOp::Delete { version, .. } => writer.add_delete(fixed, *version)?,
+                TxOp::Check { version, .. } => writer.add_check_version(fixed, *version)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn add_to(&self, writer: &mut zk::MultiWriter<'_>) -> std::result::Result<(), zk::Error> {
+        for (op, fixed, acls) in &self.ops {
+            match op {
+                TxOp::Create { data, mode, .. } => writer.add_create(fixed, data, &mode.options(acls))?,
+                TxOp::SetData { data, version, .. } => writer.add_set_data(fixed, data, *version)?,
+                TxOp::Delete { version, .. } => writer.add_delete(fixed, *version)?,
+                TxOp::Check { version, .. } => writer.add_check_version(fixed, *version)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Transaction {
+    /// An empty transaction.
+    pub fn new() -> Transaction {
+        Transaction::default()
+    }
+
+    /// The number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when it has no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Adds a create of `path` with `data` and `mode` (ACL from the client's provider). Parents
+    /// must exist (or be created earlier in the same transaction).
+    pub fn create(mut self, path: &str, data: impl AsRef<[u8]>, mode: CreateMode) -> Self {
+        self.ops.push(TxOp::Create { path: path.to_string(), data: data.as_ref().to_vec(), mode });
+        self
+    }
+
+    /// Adds a set-data of `path` (`version` `None` = any version).
+    pub fn set_data(mut self, path: &str, data: impl AsRef<[u8]>, version: Option<i32>) -> Self {
+        self.ops.push(TxOp::SetData { path: path.to_string(), data: data.as_ref().to_vec(), version });
+        self
+    }
+
+    /// Adds a delete of `path` (`version` `None` = any version).
+    pub fn delete(mut self, path: &str, version: Option<i32>) -> Self {
+        self.ops.push(TxOp::Delete { path: path.to_string(), version });
+        self
+    }
+
+    /// Adds a check that `path`'s data version is `version`.
+    pub fn check(mut self, path: &str, version: i32) -> Self {
+        self.ops.push(TxOp::Check { path: path.to_string(), version });
+        self
+    }
+
+    /// Validates every operation and fixes its path for `client`.
+    pub(crate) fn prepare(&self, client: &CuratorClient) -> Result<PreparedTransaction> {
+        let mut ops = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            paths::validate_path(op.path())?;
+            let fixed = client.fix_path(op.path());
+            let acls = match op {
+                TxOp::Create { mode, path, .. } => {
+                    mode.validate()?;
+                    if path == "/" {
+                        return Err(Error::InvalidPath { path: path.clone(), reason: "the root node always exists" });
+                    }
+                    client.raw_acls_for(&fixed)
+                }
+                _ => Vec::new(),
+            };
+            ops.push((op.clone(), fixed, acls));
+        }
+        Ok(PreparedTransaction { ops })
+    }
+
+    fn first_path(&self) -> String {
+        self.ops.first().map_or_else(|| "/".to_string(), |op| op.path().to_string())
+    }
+
+    /// The error of operation `index` failing with `source`.
+    pub(crate) fn failed_at(&self, index: usize, source: &zk::Error) -> Error {
+        match (source, self.ops.get(index)) {
+            (zk::Error::ClientClosed, op) => {
+                Error::Closed { path: op.map_or_else(String::new, |op| op.path().to_string()) }
+            }
+            (source, Some(op)) => {
+                Error::TransactionFailed { index, path: op.path().to_string(), code: ErrorCode::of(source) }
+            }
+            (source, None) => Error::zk(&self.first_path(), source.clone()),
+        }
+    }
+
+    /// The path of operation `index`.
+    pub(crate) fn path_at(&self, index: usize) -> Option<&str> {
+        self.ops.get(index).map(TxOp::path)
+    }
+}
