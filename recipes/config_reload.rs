@@ -17,7 +17,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::zookeeper_client::CreateMode;
 use zk_curator::{CuratorClient, GuardedWrite, InterProcessReadWriteLock};
 
 #[derive(Parser, Debug)]
@@ -90,7 +89,7 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     let client = CuratorClient::builder(&connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let base = format!("/config-reload/run-{}", std::process::id());
     for i in 0..args.parts {
-        client.create(&part_path(&base, i), b"v0", CreateMode::Persistent).await?;
+        client.create(&part_path(&base, i)).data(b"v0").creating_parent_containers_if_needed().await?;
     }
     println!(
         "config of {} parts at {base}/config; {} reader processes, 1 writer process, lock {base}/lock",
@@ -188,7 +187,6 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
     let (reloads, parts): (u32, u32) = (w[4].parse()?, w[5].parse()?);
     let client = CuratorClient::builder(connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let lock = InterProcessReadWriteLock::new(&client, &format!("{base}/lock"))?;
-    let zk = client.zookeeper()?;
     let last = format!("v{reloads}");
     if role == "writer" {
         for version in 1..=reloads {
@@ -199,7 +197,7 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
             for i in 0..parts {
                 // Part by part, with a pause: a torn config exists in between, for anyone
                 // reading without the lock. Each write is fenced by our write lock.
-                guard.guarded_write(GuardedWrite::new().set_data(&part_path(base, i), data.as_bytes(), None)?).await?;
+                guard.guarded_write(GuardedWrite::new().set_data(&part_path(base, i), data.as_bytes(), None)).await?;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let end = now_us();
@@ -212,7 +210,7 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
             let start = now_us();
             let mut seen = Vec::new();
             for i in 0..parts {
-                let (data, _) = zk.get_data(&client_path(&client, &part_path(base, i))).await?;
+                let (data, _) = client.get_data(&part_path(base, i)).await?;
                 seen.push(String::from_utf8_lossy(&data).into_owned());
                 tokio::time::sleep(Duration::from_millis(3)).await;
             }
@@ -230,9 +228,4 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
     }
     client.close().await;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The path as the raw handle sees it (with the client's namespace, if any).
-fn client_path(client: &CuratorClient, path: &str) -> String {
-    format!("{}{path}", client.namespace())
 }

@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use zk_curator::zookeeper_client::CreateMode;
 use zk_curator::{CuratorClient, FencingToken, GuardedWrite, HoldState, InterProcessMutex};
 
 /// A toy storage service that fences writes by token — the check a real store (a database row's
@@ -60,7 +59,7 @@ async fn main() -> AnyResult<()> {
     let builder = || CuratorClient::builder(&connect).session_timeout(Duration::from_secs(4));
     let client_a = builder().connect().await?;
     let client_b = builder().connect().await?;
-    client_a.create(&data_path, b"", CreateMode::Persistent).await?;
+    client_a.create(&data_path).creating_parent_containers_if_needed().await?;
 
     let a = InterProcessMutex::new(&client_a, &lock_path)?.lock().await?;
     println!("A holds the lock, token {}", a.fencing_token());
@@ -68,8 +67,7 @@ async fn main() -> AnyResult<()> {
     println!("A writes part 1: accepted");
 
     println!("A stalls past its session timeout (simulated: its session is expired on the server)...");
-    let session = client_a.zookeeper()?.session().clone();
-    zk_curator::testing::expire_session(&connect, &session).await?;
+    zk_curator::testing::expire_session(&connect, &client_a).await?;
 
     let b = InterProcessMutex::new(&client_b, &lock_path)?.lock().await?;
     println!("B holds the lock, token {}", b.fencing_token());
@@ -86,11 +84,11 @@ async fn main() -> AnyResult<()> {
         Err(e) => println!("A writes part 2: {e}"),
     }
     // ...and by ZooKeeper itself for lock-guarded writes.
-    match a.guarded_write(GuardedWrite::new().set_data(&data_path, b"A: part 2", None)?).await {
+    match a.guarded_write(GuardedWrite::new().set_data(&data_path, b"A: part 2", None)).await {
         Ok(_) => return Err("a guarded write by a stale holder was accepted".into()),
         Err(e) => println!("A's lock-guarded ZooKeeper write: {e} (kind {:?})", e.kind()),
     }
-    b.guarded_write(GuardedWrite::new().set_data(&data_path, b"B: full report", None)?).await?;
+    b.guarded_write(GuardedWrite::new().set_data(&data_path, b"B: full report", None)).await?;
     println!("B's lock-guarded ZooKeeper write: accepted");
 
     let _ = a.release().await;

@@ -202,17 +202,16 @@ async fn worker(w: &[String], without_semaphore: bool) -> AnyResult<ExitCode> {
 
 /// How many lease and internal-mutex nodes under `path` belong to our session.
 async fn nodes_of_our_session(client: &CuratorClient, path: &str) -> AnyResult<usize> {
-    let zk = client.zookeeper()?;
     let mut ours = 0;
     for parent in ["leases", "locks"] {
-        let parent = format!("{}{path}/{parent}", client.namespace());
-        let children = match zk.list_children(&parent).await {
+        let parent = format!("{path}/{parent}");
+        let children = match client.get_children(&parent).await {
             Ok(children) => children,
-            Err(zk_curator::zookeeper_client::Error::NoNode) => continue,
+            Err(e) if e.code() == Some(zk_curator::ErrorCode::NoNode) => continue,
             Err(e) => return Err(e.into()),
         };
         for child in children {
-            if let Ok(Some(stat)) = zk.check_stat(&format!("{parent}/{child}")).await {
+            if let Ok(Some(stat)) = client.exists(&format!("{parent}/{child}")).await {
                 ours += usize::from(stat.ephemeral_owner == client.session_id());
             }
         }

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use zk_curator::raw as zk;
 use zk_curator::testing::TestingServer;
-use zk_curator::zookeeper_client as zk;
 use zk_curator::{
     CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard, ReadLock,
@@ -428,7 +428,7 @@ async fn mutex_uncontended(report: &Report, connect: &str, n: usize) -> BenchRes
     let mutex = InterProcessMutex::new(&client, &format!("{base}/lock"))?;
     // The floor, on the same session, interleaved with the mutex cycles: the pipelined create +
     // list and the delete the mutex does, without the library, in a sibling directory.
-    let zk = client.zookeeper()?;
+    let zk = zk_curator::raw::client(&client)?;
     let floor_parent = format!("{base}/floor");
     zk.mkdir(&floor_parent, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await?;
     let floor_prefix = format!("{floor_parent}/_c_00000000-0000-0000-0000-000000000000-lock-");
@@ -780,7 +780,7 @@ async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sess
     let mut progress = Instant::now();
     let all_queued = loop {
         // A congested server may drop the poller's connection too: keep polling.
-        let polled = match holder_client.zookeeper() {
+        let polled = match zk_curator::raw::client(&holder_client) {
             Ok(zk) => zk.check_stat(&path).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
@@ -1008,10 +1008,10 @@ async fn hold_for_a_while(
 async fn guarded_write(hold: &Hold, path: &str) -> &'static str {
     let data = format!("token={}", hold.fencing_token()).into_bytes();
     let attempt = async {
-        let set = GuardedWrite::new().set_data(path, &data, None)?;
+        let set = GuardedWrite::new().set_data(path, &data, None);
         match hold.guarded_write(set).await {
-            Err(Error::ZooKeeper { source: zk::Error::NoNode, .. }) => {
-                let create = GuardedWrite::new().create(path, &data, zk::CreateMode::Persistent)?;
+            Err(Error::ZooKeeper { code: zk_curator::ErrorCode::NoNode, .. }) => {
+                let create = GuardedWrite::new().create(path, &data, zk_curator::CreateMode::Persistent);
                 hold.guarded_write(create).await
             }
             other => other,

@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::zookeeper_client::CreateMode;
-use zk_curator::{CuratorClient, GuardedWrite, InterProcessMutex};
+use zk_curator::{CreateMode, CuratorClient, GuardedWrite, InterProcessMutex};
 
 #[derive(Parser, Debug)]
 #[command(about = "Sell tickets from several processes under a ZooKeeper mutex, then prove nothing was oversold")]
@@ -70,8 +69,12 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     };
     let client = CuratorClient::builder(&connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let base = format!("/ticket-sale/run-{}", std::process::id());
-    client.create(&format!("{base}/stock"), args.tickets.to_string().as_bytes(), CreateMode::Persistent).await?;
-    client.create(&format!("{base}/sold"), b"", CreateMode::Persistent).await?;
+    client
+        .create(&format!("{base}/stock"))
+        .data(args.tickets.to_string().as_bytes())
+        .creating_parent_containers_if_needed()
+        .await?;
+    client.create(&format!("{base}/sold")).creating_parent_containers_if_needed().await?;
     println!(
         "{} tickets in stock at {base}/stock; {} worker processes on lock {base}/lock",
         args.tickets, args.workers
@@ -112,15 +115,14 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     let elapsed = start.elapsed();
 
     // The proof, read back from ZooKeeper.
-    let zk = client.zookeeper()?;
-    let (stock, _) = zk.get_data(&format!("{base}/stock")).await?;
+    let (stock, _) = client.get_data(&format!("{base}/stock")).await?;
     let stock: i64 = String::from_utf8_lossy(&stock).parse()?;
-    let mut sold = zk.list_children(&format!("{base}/sold")).await?;
+    let mut sold = client.get_children(&format!("{base}/sold")).await?;
     sold.sort();
     let expected: Vec<String> = (1..=args.tickets).map(|n| format!("ticket-{n:05}")).collect();
     let mut owners = std::collections::BTreeMap::new();
     for ticket in &sold {
-        let (data, _) = zk.get_data(&format!("{base}/sold/{ticket}")).await?;
+        let (data, _) = client.get_data(&format!("{base}/sold/{ticket}")).await?;
         *owners.entry(String::from_utf8_lossy(&data).split(' ').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
     }
     println!();
@@ -142,11 +144,8 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
         ok &= passed;
     }
     // Tidy up (the lock path is a container and goes by itself).
-    for ticket in &sold {
-        let _ = zk.delete(&format!("{base}/sold/{ticket}"), None).await;
-    }
     for node in ["sold", "stock"] {
-        let _ = zk.delete(&format!("{base}/{node}"), None).await;
+        let _ = client.delete(&format!("{base}/{node}")).deleting_children_if_needed().await;
     }
     client.close().await;
     Ok(if ok {
@@ -165,8 +164,7 @@ async fn worker(id: &str, connect: &str, base: &str) -> AnyResult<ExitCode> {
     let mut sold = 0u32;
     loop {
         let guard = mutex.lock().await?;
-        let zk = client.zookeeper()?;
-        let (data, _) = zk.get_data(&stock_path).await?;
+        let (data, _) = client.get_data(&stock_path).await?;
         let stock: u32 = String::from_utf8_lossy(&data).parse()?;
         if stock == 0 {
             guard.release().await?;
@@ -176,11 +174,11 @@ async fn worker(id: &str, connect: &str, base: &str) -> AnyResult<ExitCode> {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let ticket = format!("{base}/sold/ticket-{stock:05}");
         let record = format!("worker-{id} token={}", guard.fencing_token());
-        let write = GuardedWrite::new().set_data(&stock_path, (stock - 1).to_string().as_bytes(), None)?.create(
+        let write = GuardedWrite::new().set_data(&stock_path, (stock - 1).to_string().as_bytes(), None).create(
             &ticket,
             record.as_bytes(),
             CreateMode::Persistent,
-        )?;
+        );
         guard.guarded_write(write).await?;
         sold += 1;
         println!("worker-{id}: sold ticket {stock:>5} (fencing token {})", guard.fencing_token());

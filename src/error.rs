@@ -232,7 +232,9 @@ impl Error {
     pub(crate) fn zk(path: &str, source: zookeeper_client::Error) -> Error {
         match source {
             zookeeper_client::Error::ClientClosed => Error::Closed { path: path.to_string() },
-            source => Error::ZooKeeper { path: path.to_string(), code: ErrorCode::of(&source), detail: source.to_string() },
+            source => {
+                Error::ZooKeeper { path: path.to_string(), code: ErrorCode::of(&source), detail: source.to_string() }
+            }
         }
     }
 

@@ -56,12 +56,27 @@ pub fn client(client: &CuratorClient) -> crate::Result<Client> {
 ///
 /// # Cancel safety
 /// As cancel safe as `op`: a dropped attempt may still be applied by the server.
-pub async fn with_retry<T, F, Fut>(client: &CuratorClient, path: &str, deadline: Option<Instant>, op: F) -> crate::Result<T>
+pub async fn with_retry<T, F, Fut>(
+    client: &CuratorClient,
+    path: &str,
+    deadline: Option<Instant>,
+    op: F,
+) -> crate::Result<T>
 where
     F: FnMut(Client) -> Fut,
     Fut: Future<Output = std::result::Result<T, Error>>,
 {
     client.with_retry(path, deadline, op).await
+}
+
+/// zk-curator's ACL entries of raw ones (e.g. what a raw `get_acl` returned).
+pub fn acls_from_raw(acls: &[Acl]) -> Vec<crate::Acl> {
+    acls.iter().map(crate::Acl::of_raw).collect()
+}
+
+/// Raw ACL entries of zk-curator's (e.g. for a raw `set_acl`).
+pub fn acls_to_raw(acls: &[crate::Acl]) -> Vec<Acl> {
+    crate::framework::acl::to_raw(acls)
 }
 
 /// zk-curator's error for a raw error on `path`.

@@ -23,7 +23,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zk_curator::zookeeper_client as zkc;
+use zk_curator::raw as zkc;
 use zk_curator::{CuratorClient, InterProcessMutex};
 
 const ITERATIONS: usize = 400;

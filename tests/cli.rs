@@ -654,7 +654,7 @@ mod lock_command {
     /// command's environment, and without credentials the run fails with 69.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn credentials_from_a_file_or_the_environment_stay_out_of_argv() {
-        use zk_curator::zookeeper_client::{self as zkc, Acl, AuthId, Permission};
+        use zk_curator::raw::{self as zkc, Acl, AuthId, Permission};
         let server = support::server().await;
         let connect = server.connect_string();
         let secure = format!("/{}", support::unique_path("cli-secure").trim_start_matches('/').replace('/', "-"));

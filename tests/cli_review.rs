@@ -36,8 +36,7 @@ async fn participants_agrees_with_the_recipe_about_foreign_children() {
     let obs = support::observer(&connect).await;
     for (kind, marker) in [("mutex", "-lock-"), ("write", "__WRIT__")] {
         let path = support::unique_path(&format!("review-foreign-{kind}"));
-        let persistent = zk_curator::zookeeper_client::CreateMode::Persistent
-            .with_acls(zk_curator::zookeeper_client::Acls::anyone_all());
+        let persistent = zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all());
         obs.mkdir(&path, &persistent).await.expect("the lock path");
         obs.create(&format!("{path}/-blocker"), b"", &persistent).await.expect("a foreign child");
 

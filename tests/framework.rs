@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
-use zk_curator::zookeeper_client as zk;
+use zk_curator::raw as zk;
+use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
 use zk_curator::{
     ConnectionState, ConnectionStateStream, CuratorClient, Error, ErrorKind, InterProcessMutex, RetryNTimes,
     RetryOneTime,
@@ -79,7 +79,7 @@ async fn builder_and_namespace() {
     assert_eq!(client.namespace(), "/app");
     let zk = support::observer(&connect).await;
 
-    let created = client.create("/x/y", b"d", zk::CreateMode::Persistent).await.expect("create /x/y");
+    let created = client.create("/x/y").data(b"d").creating_parent_containers_if_needed().await.expect("create /x/y");
     assert_eq!(created, "/x/y", "the returned path is namespace-free");
     let (data, stat) = zk.get_data("/app/x/y").await.expect("/app/x/y exists on the server");
     assert_eq!(data, b"d");
@@ -119,23 +119,18 @@ async fn builder_and_namespace() {
 
     // Invalid paths are refused before anything is sent.
     for bad in ["x/y", "/x/", "/x//y", "", "/x/./y"] {
-        let err = client.create(bad, b"", zk::CreateMode::Persistent).await.unwrap_err();
+        let err = client.create(bad).creating_parent_containers_if_needed().await.unwrap_err();
         assert!(matches!(&err, Error::InvalidPath { path, .. } if path == bad), "create {bad:?}: {err:?}");
         assert_bad_argument(&err, &format!("{bad:?}"));
         let err = client.delete_guaranteed(bad).await.unwrap_err();
         assert!(matches!(&err, Error::InvalidPath { path, .. } if path == bad), "delete {bad:?}: {err:?}");
         let err = client.delete_in_background(bad).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::BadArgument);
-        let err = client
-            .create_protected(bad, "lock-", b"", zk::CreateMode::EphemeralSequential, None, false)
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::BadArgument, "create_protected {bad:?}: {err:?}");
+        let err = client.create(bad).with_protection().await.unwrap_err();
+        assert!(matches!(&err, Error::InvalidPath { path, .. } if path == bad), "protected {bad:?}: {err:?}");
+        let err = client.create(bad).mode(zk_curator::CreateMode::EphemeralSequential).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::BadArgument, "sequential {bad:?}: {err:?}");
     }
-    let err =
-        client.create_protected("/p", "a/b", b"", zk::CreateMode::EphemeralSequential, None, false).await.unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
-    assert_bad_argument(&err, "a/b");
     assert!(
         support::sorted_children(&zk, "/").await.iter().all(|c| c == "zookeeper"),
         "a refused call left a node behind"
@@ -172,7 +167,13 @@ async fn state_sequence_on_server_restart() {
     assert_eq!(client.session(), before, "a restart within the session timeout keeps the session");
 
     let path = support::unique_path("restart");
-    client.create(&path, b"ok", zk::CreateMode::Ephemeral).await.expect("create after reconnect");
+    client
+        .create(&path)
+        .data(b"ok")
+        .mode(zk_curator::CreateMode::Ephemeral)
+        .creating_parent_containers_if_needed()
+        .await
+        .expect("create after reconnect");
     let (_, stat) = support::observer(&connect).await.get_data(&path).await.expect("node exists");
     assert_eq!(stat.ephemeral_owner, before.id);
     assert!(states.try_recv().is_none(), "no further state change expected");
@@ -190,14 +191,19 @@ async fn forced_expiry_gives_lost_then_new_session() {
     let client = support::client(&connect).await;
     let before = client.session();
     let eph = support::unique_path("eph");
-    client.create(&eph, b"", zk::CreateMode::Ephemeral).await.expect("ephemeral create");
+    client
+        .create(&eph)
+        .mode(zk_curator::CreateMode::Ephemeral)
+        .creating_parent_containers_if_needed()
+        .await
+        .expect("ephemeral create");
     let zk = support::observer(&connect).await;
     assert!(support::exists(&zk, &eph).await);
 
     let mut states = subscribe(&client).await;
-    let info = client.zookeeper().unwrap().session().clone();
+    let info = zk_curator::raw::client(&client).unwrap().session().clone();
     assert_eq!(info.id().0, before.id);
-    expire_session(&connect, &info).await.expect("expire_session");
+    zk_curator::raw::expire_session(&connect, &info).await.expect("expire_session");
     // The re-attach used to expire the session cuts our connection (SUSPENDED); our client may get
     // back onto the session before the close is applied (RECONNECTED), which expire_session retries.
     expect_state(&mut states, Lost, &[Suspended, Reconnected], Duration::from_secs(10)).await;
@@ -207,11 +213,16 @@ async fn forced_expiry_gives_lost_then_new_session() {
     assert_eq!(after.epoch, 2, "a new session was opened: {after:?}");
     assert_ne!(after.id, before.id);
     assert!(client.is_connected());
-    assert_eq!(client.zookeeper().unwrap().session_id().0, after.id);
+    assert_eq!(zk_curator::raw::client(&client).unwrap().session_id().0, after.id);
 
     assert!(!support::exists(&zk, &eph).await, "the old session's ephemeral node must be gone");
     let eph2 = support::unique_path("eph2");
-    client.create(&eph2, b"", zk::CreateMode::Ephemeral).await.expect("create on the new session");
+    client
+        .create(&eph2)
+        .mode(zk_curator::CreateMode::Ephemeral)
+        .creating_parent_containers_if_needed()
+        .await
+        .expect("create on the new session");
     let (_, stat) = zk.get_data(&eph2).await.unwrap();
     assert_eq!(stat.ephemeral_owner, after.id, "created by the new session");
     client.close().await;
@@ -233,7 +244,7 @@ async fn suspended_past_session_timeout_becomes_lost() {
     let mut states = subscribe(&client).await;
     // Make sure the connection is alive right now: the client heard from the server just before
     // the partition starts.
-    client.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("stat");
+    zk_curator::raw::with_retry(&client, "/", None, |zk| async move { zk.check_stat("/").await }).await.expect("stat");
 
     let blackholed = Instant::now();
     proxy.set_mode(ProxyMode::Blackhole);
@@ -269,7 +280,12 @@ async fn suspended_past_session_timeout_becomes_lost() {
     assert_eq!(after.epoch, 2, "{after:?}");
     assert_ne!(after.id, before.id);
     let path = support::unique_path("after-lost");
-    client.create(&path, b"", zk::CreateMode::Ephemeral).await.expect("create on the new session");
+    client
+        .create(&path)
+        .mode(zk_curator::CreateMode::Ephemeral)
+        .creating_parent_containers_if_needed()
+        .await
+        .expect("create on the new session");
     let (_, stat) = support::observer(&server.connect_string()).await.get_data(&path).await.unwrap();
     assert_eq!(stat.ephemeral_owner, after.id);
     client.close().await;
@@ -293,29 +309,30 @@ async fn retry_loop() {
 
     // Retryable failures are retried under the policy; others are returned at once.
     let attempts = AtomicU32::new(0);
-    let result = client
-        .with_retry("/", None, |zk| {
-            let n = attempts.fetch_add(1, Ordering::SeqCst);
-            async move {
-                match n {
-                    0 => Err(zk::Error::ConnectionLoss),
-                    1 => Err(zk::Error::SessionExpired),
-                    _ => zk.check_stat("/").await.map(|s| s.is_some()),
-                }
+    let result = zk_curator::raw::with_retry(&client, "/", None, |zk| {
+        let n = attempts.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 => Err(zk::Error::ConnectionLoss),
+                1 => Err(zk::Error::SessionExpired),
+                _ => zk.check_stat("/").await.map(|s| s.is_some()),
             }
-        })
-        .await;
+        }
+    })
+    .await;
     assert!(result.expect("succeeds on the third attempt"));
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
     let attempts = AtomicU32::new(0);
-    let err = client
-        .with_retry("/missing", None, |zk| {
-            attempts.fetch_add(1, Ordering::SeqCst);
-            async move { zk.get_data("/missing").await }
-        })
-        .await
-        .unwrap_err();
-    assert!(matches!(&err, Error::ZooKeeper { path, source: zk::Error::NoNode } if path == "/missing"), "{err:?}");
+    let err = zk_curator::raw::with_retry(&client, "/missing", None, |zk| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        async move { zk.get_data("/missing").await }
+    })
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::ZooKeeper { path, code: zk_curator::ErrorCode::NoNode, .. } if path == "/missing"),
+        "{err:?}"
+    );
     assert_eq!(attempts.load(Ordering::SeqCst), 1, "NoNode is not retried");
     let limited = CuratorClient::builder(&connect)
         .retry_policy(RetryOneTime::new(Duration::from_millis(10)))
@@ -323,13 +340,12 @@ async fn retry_loop() {
         .await
         .expect("connect");
     let attempts = AtomicU32::new(0);
-    let err = limited
-        .with_retry("/", None, |_zk| {
-            attempts.fetch_add(1, Ordering::SeqCst);
-            async { Err::<(), _>(zk::Error::ConnectionLoss) }
-        })
-        .await
-        .unwrap_err();
+    let err = zk_curator::raw::with_retry(&limited, "/", None, |_zk| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        async { Err::<(), _>(zk::Error::ConnectionLoss) }
+    })
+    .await
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Retryable, "{err:?}");
     assert_eq!(attempts.load(Ordering::SeqCst), 2, "one try + one retry");
     limited.close().await;
@@ -339,12 +355,14 @@ async fn retry_loop() {
     server.stop().await.expect("stop");
     expect_state(&mut states, Suspended, &[], Duration::from_secs(8)).await;
     let start = Instant::now();
-    let err = client
-        .with_retry("/deadline", Some(Instant::now() + Duration::from_millis(500)), |zk| async move {
-            zk.check_stat("/deadline").await
-        })
-        .await
-        .unwrap_err();
+    let err = zk_curator::raw::with_retry(
+        &client,
+        "/deadline",
+        Some(Instant::now() + Duration::from_millis(500)),
+        |zk| async move { zk.check_stat("/deadline").await },
+    )
+    .await
+    .unwrap_err();
     let took = start.elapsed();
     println!("deadline of 500 ms gave up after {took:?}: {err}");
     assert!(matches!(&err, Error::DeadlineExceeded { path, .. } if path == "/deadline"), "{err:?}");
@@ -361,7 +379,9 @@ async fn retry_loop() {
         let p = op_path.as_str();
         let options = persistent();
         let options = &options;
-        op_client.with_retry(p, None, |zk| async move { zk.create(p, b"r", options).await }).await.map(|_| ())
+        zk_curator::raw::with_retry(&op_client, p, None, |zk| async move { zk.create(p, b"r", options).await })
+            .await
+            .map(|_| ())
     });
     server.restart().await.expect("restart");
     tokio::time::timeout(Duration::from_secs(15), op)
@@ -390,21 +410,17 @@ async fn container_parents() {
     let parent = format!("{base}/a/b/c");
     assert!(!support::exists(&zk, &format!("{base}/a")).await);
 
-    let (node, listing) = client
-        .create_protected(&parent, "lock-", b"data", zk::CreateMode::EphemeralSequential, None, true)
-        .await
-        .expect("create_protected");
+    let node = protected(&client, &parent, b"data").await.expect("protected create");
+    let listing = client.get_children(&parent).await.expect("listing");
     assert!(node.path.starts_with(&format!("{parent}/_c_")), "{node:?}");
     assert_eq!(node.path, format!("{parent}/{}", node.name));
     assert!(zk_curator::is_protected(&node.name), "{node:?}");
     assert!(node.name[40..].starts_with("lock-"), "{node:?}");
     assert!(node.sequence >= 0);
-    assert_eq!(node.session, client.session());
-    assert_eq!(listing.expect("listing requested"), vec![node.name.clone()]);
+    assert_eq!(listing, vec![node.name.clone()]);
     let (data, stat) = zk.get_data(&node.path).await.expect("node exists");
     assert_eq!(data, b"data");
     assert_eq!(stat.ephemeral_owner, client.session_id());
-    assert_eq!(stat.czxid, node.czxid);
     for dir in [format!("{base}/a"), format!("{base}/a/b"), parent.clone()] {
         let (_, stat) = zk.get_data(&dir).await.unwrap_or_else(|e| panic!("{dir}: {e}"));
         assert_eq!(stat.ephemeral_owner, 0, "{dir}");
@@ -421,6 +437,25 @@ async fn container_parents() {
 
 // ---------------------------------------------------------------------------------------------
 // 7
+
+/// A node made by a protected, ephemeral-sequential create of `parent/lock-`.
+#[derive(Debug)]
+struct Made {
+    path: String,
+    name: String,
+    sequence: i64,
+}
+
+async fn protected(client: &CuratorClient, parent: &str, data: &[u8]) -> zk_curator::Result<Made> {
+    let path = client
+        .create(&format!("{parent}/lock-"))
+        .data(data)
+        .mode(zk_curator::CreateMode::EphemeralSequential)
+        .with_protection()
+        .await?;
+    let name = path.rsplit('/').next().unwrap_or_default().to_string();
+    Ok(Made { sequence: zk_curator::parse_sequence(&name).unwrap_or(-1), path, name })
+}
 
 /// Children of `parent` starting with the protection prefix of `name`.
 fn with_prefix<'a>(children: &'a [String], name: &str) -> Vec<&'a String> {
@@ -442,7 +477,7 @@ async fn protected_create_after_cut_connection() {
         .expect("connect");
     let zk = support::observer(&connect).await;
     let parent = support::unique_path("protected");
-    client.create(&parent, b"", zk::CreateMode::Persistent).await.expect("parent");
+    client.create(&parent).creating_parent_containers_if_needed().await.expect("parent");
     let session = client.session();
     let mut created: Vec<String> = Vec::new();
     let wait_connected = || async {
@@ -451,12 +486,7 @@ async fn protected_create_after_cut_connection() {
     let spawn_create = |client: &CuratorClient| {
         let client = client.clone();
         let parent = parent.clone();
-        tokio::spawn(async move {
-            client
-                .create_protected(&parent, "lock-", b"", zk::CreateMode::EphemeralSequential, None, false)
-                .await
-                .map(|(node, _)| node)
-        })
+        tokio::spawn(async move { protected(&client, &parent, b"").await })
     };
 
     // (a) The create reaches the server, which applies it, but the reply is lost: freeze the server,
@@ -522,21 +552,19 @@ async fn protected_create_after_cut_connection() {
 
     // Cancellation: a create_protected dropped mid-way leaves nothing behind.
     let clean = support::unique_path("cancelled");
-    client.create(&clean, b"", zk::CreateMode::Persistent).await.expect("parent");
+    client.create(&clean).creating_parent_containers_if_needed().await.expect("parent");
     let cversion = |zk: zk::Client, path: String| async move { zk.get_data(&path).await.unwrap().1.cversion };
     // (d) Polled once — the create request is sent — then dropped.
     let mut attempts = 0;
     let cv0 = loop {
         attempts += 1;
         let cv0 = cversion(zk.clone(), clean.clone()).await;
-        let once = client
-            .create_protected(&clean, "lock-", b"", zk::CreateMode::EphemeralSequential, None, false)
-            .now_or_never();
+        let once = protected(&client, &clean, b"").now_or_never();
         match once {
             None => break cv0,
             // On a busy machine the reply can arrive before the single poll looks for it: then the
             // node is the caller's. Remove it and try again.
-            Some(Ok((node, _))) if attempts < 5 => {
+            Some(Ok(node)) if attempts < 5 => {
                 println!("(d) the create finished within one poll; again");
                 client.delete_guaranteed(&node.path).await.expect("delete");
             }
@@ -553,9 +581,7 @@ async fn protected_create_after_cut_connection() {
     let task = {
         let client = client.clone();
         let clean = clean.clone();
-        tokio::spawn(async move {
-            client.create_protected(&clean, "lock-", b"", zk::CreateMode::EphemeralSequential, None, false).await
-        })
+        tokio::spawn(async move { protected(&client, &clean, b"").await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     task.abort();
@@ -574,9 +600,7 @@ async fn protected_create_after_cut_connection() {
         let task = {
             let client = client.clone();
             let clean = clean.clone();
-            tokio::spawn(async move {
-                client.create_protected(&clean, "lock-", b"", zk::CreateMode::EphemeralSequential, None, false).await
-            })
+            tokio::spawn(async move { protected(&client, &clean, b"").await })
         };
         tokio::time::sleep(Duration::from_micros(delay_us)).await;
         proxy.set_mode(ProxyMode::Cut);
@@ -587,7 +611,7 @@ async fn protected_create_after_cut_connection() {
         wait_connected().await;
         match outcome {
             // Finished before the cut: the node is the caller's, not garbage.
-            Ok(Ok((node, _))) => {
+            Ok(Ok(node)) => {
                 println!("cut after {delay_us} us: the create had already finished");
                 assert_eq!(support::sorted_children(&zk, &clean).await, vec![node.name.clone()]);
                 client.delete_guaranteed(&node.path).await.expect("delete");
@@ -625,10 +649,10 @@ async fn guaranteed_delete_after_server_comes_back() {
         .expect("connect");
     let base = support::unique_path("gd");
     // Persistent (its own parent is a container), so it stays when its children go.
-    client.create(&base, b"", zk::CreateMode::Persistent).await.expect("create base");
+    client.create(&base).creating_parent_containers_if_needed().await.expect("create base");
     let (a, b) = (format!("{base}/a"), format!("{base}/b"));
     for p in [&a, &b] {
-        client.create(p, b"", zk::CreateMode::Persistent).await.expect("create");
+        client.create(p).creating_parent_containers_if_needed().await.expect("create");
     }
     // NoNode counts as success.
     client.delete_guaranteed(&format!("{base}/never")).await.expect("deleting a missing node is Ok");
@@ -689,7 +713,7 @@ async fn close() {
     // (a) close() lets a pending background delete finish.
     let client = proxied(Duration::from_secs(10)).await.expect("connect");
     let path = support::unique_path("close-pending");
-    client.create(&path, b"", zk::CreateMode::Persistent).await.expect("create");
+    client.create(&path).creating_parent_containers_if_needed().await.expect("create");
     proxy.set_mode(ProxyMode::Cut);
     support::eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
     let outcome = client.delete_in_background(&path).expect("queue");
@@ -703,7 +727,7 @@ async fn close() {
         })
     };
     support::eventually(Duration::from_secs(1), "close() has begun", || async { client.is_closed() }).await;
-    assert_closed(client.create("/x", b"", zk::CreateMode::Persistent).await, "create while closing");
+    assert_closed(client.create("/x").creating_parent_containers_if_needed().await, "create while closing");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!closing.is_finished(), "close() must wait for the pending delete");
     assert!(support::exists(&zk, &path).await);
@@ -718,14 +742,14 @@ async fn close() {
     // Everything afterwards fails with Closed.
     assert!(client.is_closed());
     assert!(!client.is_connected());
-    assert_closed(client.create("/x", b"", zk::CreateMode::Persistent).await, "create");
-    assert_closed(
-        client.create_protected("/p", "lock-", b"", zk::CreateMode::EphemeralSequential, None, false).await,
-        "create_protected",
-    );
+    assert_closed(client.create("/x").creating_parent_containers_if_needed().await, "create");
+    assert_closed(protected(&client, "/p", b"").await, "create_protected");
     assert_closed(client.delete_guaranteed("/x").await, "delete_guaranteed");
-    assert_closed(client.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await, "with_retry");
-    assert_closed(client.zookeeper(), "zookeeper()");
+    assert_closed(
+        zk_curator::raw::with_retry(&client, "/", None, |zk| async move { zk.check_stat("/").await }).await,
+        "with_retry",
+    );
+    assert_closed(zk_curator::raw::client(&client), "zookeeper()");
     let mutex = InterProcessMutex::new(&client, "/locks/closed").expect("mutex");
     assert_closed(tokio::time::timeout(Duration::from_secs(5), mutex.acquire()).await.expect("prompt"), "acquire");
     assert_closed(tokio::time::timeout(Duration::from_secs(5), mutex.lock()).await.expect("prompt"), "lock");
@@ -740,7 +764,7 @@ async fn close() {
     // (b) close() waits at most max_close_wait for a delete that cannot finish.
     let client = proxied(Duration::from_millis(800)).await.expect("connect");
     let path = support::unique_path("close-stuck");
-    client.create(&path, b"", zk::CreateMode::Persistent).await.expect("create");
+    client.create(&path).creating_parent_containers_if_needed().await.expect("create");
     proxy.set_mode(ProxyMode::Cut);
     support::eventually(Duration::from_secs(5), "client noticed the cut", || async { !client.is_connected() }).await;
     let outcome = client.delete_in_background(&path).expect("queue");
@@ -796,7 +820,7 @@ async fn close() {
 async fn acls_apply_to_lock_nodes_and_parents() {
     let server = support::server().await;
     let connect = server.connect_string();
-    let ip_all = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("ip", "127.0.0.1"));
+    let ip_all = zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"));
     let client = CuratorClient::builder(&connect)
         .namespace("ns")
         .acls(vec![ip_all.clone()])
@@ -810,15 +834,15 @@ async fn acls_apply_to_lock_nodes_and_parents() {
     let observer = support::observer(&connect).await;
     for node in [format!("/ns{path}"), format!("/ns{}", guard.node_path()), "/ns".to_string()] {
         let (acls, _) = observer.get_acl(&node).await.unwrap_or_else(|e| panic!("acl of {node}: {e}"));
-        assert_eq!(acls, vec![ip_all.clone()], "ACL of {node}");
+        assert_eq!(zk::acls_from_raw(&acls), vec![ip_all.clone()], "ACL of {node}");
     }
     guard.release().await.unwrap();
 
     let open = support::client(&connect).await;
     let other = support::unique_path("acl-open");
-    open.create(&other, b"", zk::CreateMode::Persistent).await.unwrap();
+    open.create(&other).creating_parent_containers_if_needed().await.unwrap();
     let (acls, _) = observer.get_acl(&other).await.unwrap();
-    assert_eq!(acls, zk::Acls::anyone_all().to_vec(), "default stays open, like Curator");
+    assert_eq!(zk::acls_from_raw(&acls), zk_curator::Acl::open_unsafe(), "default stays open, like Curator");
 
     let empty = CuratorClient::builder(&connect).acls(Vec::new()).connect().await.unwrap_err();
     assert_eq!(empty.kind(), ErrorKind::BadArgument);
@@ -836,13 +860,18 @@ async fn sequential_create_is_not_duplicated_by_a_retry() {
     let client =
         support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(20), Duration::from_secs(5)).await;
     let parent = support::unique_path("seq");
-    client.create(&parent, b"", zk::CreateMode::Persistent).await.unwrap();
+    client.create(&parent).creating_parent_containers_if_needed().await.unwrap();
 
     proxy.set_mode(ProxyMode::DropReplies);
     let creating = {
         let (client, parent) = (client.clone(), parent.clone());
         tokio::spawn(async move {
-            client.create(&format!("{parent}/job-"), b"once", zk::CreateMode::PersistentSequential).await
+            client
+                .create(&format!("{parent}/job-"))
+                .data(b"once")
+                .mode(zk_curator::CreateMode::PersistentSequential)
+                .creating_parent_containers_if_needed()
+                .await
         })
     };
     // The server applied the create; its reply is lost.
@@ -857,7 +886,7 @@ async fn sequential_create_is_not_duplicated_by_a_retry() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(support::sorted_children(&obs, &parent).await, ["job-0000000000"], "no second node");
     // A non-sequential create is safe to retry and still is.
-    client.create(&format!("{parent}/plain"), b"", zk::CreateMode::Persistent).await.unwrap();
+    client.create(&format!("{parent}/plain")).creating_parent_containers_if_needed().await.unwrap();
 }
 
 /// close() while the client is replacing a lost session: the replacement must not outlive close()
@@ -878,7 +907,11 @@ async fn close_during_a_session_replacement_leaves_no_session() {
     proxy.set_mode(ProxyMode::Pass);
     client.close().await;
     assert!(client.is_closed());
-    assert_eq!(client.zookeeper().map(|_| ()).map_err(|e| e.kind()), Err(ErrorKind::Closed), "no live handle");
+    assert_eq!(
+        zk_curator::raw::client(&client).map(|_| ()).map_err(|e| e.kind()),
+        Err(ErrorKind::Closed),
+        "no live handle"
+    );
     // A session that outlived close() would keep its TCP connection through the proxy.
     support::eventually(Duration::from_secs(10), "every connection of the closed client is gone", || async {
         proxy.connections() == 0

@@ -11,8 +11,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::zookeeper_client as zkc;
 use zk_curator::{
     ConnectionState, Contender, CuratorClient, Error, ErrorKind, GuardedWrite, HoldState, InterProcessMutex,
     LockDriver, RetryNTimes, StandardLockDriver, Verdict,
@@ -110,7 +110,7 @@ async fn a_lost_hold_is_never_reentered() {
     ma.acquire().await.unwrap();
     let hold = ma.current_hold().unwrap();
     let node = hold.path().to_string();
-    expire_session(&connect, a.zookeeper().unwrap().session()).await.expect("expire A's session");
+    expire_session(&connect, &a).await.expect("expire A's session");
     support::eventually(Duration::from_secs(10), "A's hold is lost", || async { hold.hold_state() == HoldState::Lost })
         .await;
     let gb = mb.try_lock_for(Duration::from_secs(10)).await.unwrap().expect("B takes the lock");
@@ -407,18 +407,21 @@ async fn guarded_writes_name_the_real_failure_and_strip_the_namespace() {
     let namespaced = support::namespaced_client(&connect, "app").await;
     let guard = InterProcessMutex::new(&namespaced, &path).unwrap().lock().await.unwrap();
     let target = format!("{path}-created");
-    let write = GuardedWrite::new().create(&target, b"v", zkc::CreateMode::Persistent).unwrap();
+    let write = GuardedWrite::new().create(&target, b"v", zk_curator::CreateMode::Persistent);
     match &guard.guarded_write(write).await.unwrap()[..] {
-        [zkc::MultiWriteResult::Create { path: created, .. }] => assert_eq!(created, &target),
+        [zk_curator::OpResult::Created { path: created, .. }] => assert_eq!(created, &target),
         other => panic!("one create result expected: {other:?}"),
     }
     assert!(support::exists(&obs, &format!("/app{target}")).await);
     guard.release().await.unwrap();
 
     // A check refused for lack of READ on our node is not a lost lock: the hold stays Held.
-    let no_read = zkc::Acl::new(
-        zkc::Permission::WRITE | zkc::Permission::CREATE | zkc::Permission::DELETE | zkc::Permission::ADMIN,
-        zkc::AuthId::new("world", "anyone"),
+    let no_read = zk_curator::Acl::new(
+        zk_curator::Permissions::WRITE
+            | zk_curator::Permissions::CREATE
+            | zk_curator::Permissions::DELETE
+            | zk_curator::Permissions::ADMIN,
+        zk_curator::Id::anyone(),
     );
     let parent = format!("{path}-no-read");
     obs.create("/zkc-test", b"", &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all())).await.ok();
@@ -430,9 +433,11 @@ async fn guarded_writes_name_the_real_failure_and_strip_the_namespace() {
         .await
         .unwrap();
     let guard = InterProcessMutex::new(&restricted, &parent).unwrap().lock().await.unwrap();
-    let write = GuardedWrite::new().set_data(&parent, b"x", None).unwrap();
+    let write = GuardedWrite::new().set_data(&parent, b"x", None);
     match guard.guarded_write(write).await {
-        Err(Error::ZooKeeper { path: named, source: zkc::Error::NoAuth }) => assert_eq!(named, guard.node_path()),
+        Err(Error::ZooKeeper { path: named, code: zk_curator::ErrorCode::NoAuth, .. }) => {
+            assert_eq!(named, guard.node_path())
+        }
         other => panic!("a NoAuth check must be reported as NoAuth on the lock node, not LockLost: {other:?}"),
     }
     assert_eq!(guard.hold_state(), HoldState::Held, "NoAuth does not mean the node is gone");

@@ -24,8 +24,8 @@ use rand::{Rng, SeedableRng};
 use support::exclusion::{check_exclusion, HoldLog, Interval};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::oneshot;
+use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingServer};
-use zk_curator::zookeeper_client as zkc;
 use zk_curator::{
     CuratorClient, Error, ErrorKind, FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, MutexGuard,
     RetryNTimes, SessionIdentity, StandardLockDriver,
@@ -161,7 +161,7 @@ fn summary(name: &str, values: &[Duration]) -> String {
 }
 
 fn set_token(resource: &str, token: FencingToken) -> GuardedWrite {
-    GuardedWrite::new().set_data(resource, token.to_string().as_bytes(), None).expect("valid path")
+    GuardedWrite::new().set_data(resource, token.to_string().as_bytes(), None)
 }
 
 // =============================================================================================
@@ -332,7 +332,7 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
     let b = support::client(&connect).await;
     let path = support::unique_path("expiry");
     let resource = support::unique_path("expiry-resource");
-    b.create(&resource, b"", zkc::CreateMode::Persistent).await.expect("resource node");
+    b.create(&resource).creating_parent_containers_if_needed().await.expect("resource node");
     let ma = InterProcessMutex::new(&a, &path).unwrap();
     let mb = InterProcessMutex::new(&b, &path).unwrap();
     let log = HoldLog::default();
@@ -372,7 +372,9 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
         support::eventually_queued(&obs, &path, 2, "B queued behind A").await;
 
         // A has just heard from the server (worst case for its timer), then the partition starts.
-        a.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("stat through the proxy");
+        zk_curator::raw::with_retry(&a, "/", None, |zk| async move { zk.check_stat("/").await })
+            .await
+            .expect("stat through the proxy");
         let partitioned = Instant::now();
         proxy.set_mode(ProxyMode::Blackhole);
 
@@ -511,7 +513,7 @@ async fn server_restart_within_session_timeout() {
     }
     let sessions: Vec<SessionIdentity> = clients.iter().map(|c| c.session()).collect();
     let resource = support::unique_path("restart-resource");
-    clients[0].create(&resource, b"", zkc::CreateMode::Persistent).await.unwrap();
+    clients[0].create(&resource).creating_parent_containers_if_needed().await.unwrap();
 
     for round in 0..2 {
         let h = round % clients.len();
@@ -1013,8 +1015,7 @@ async fn expired_waiter_queues_again_with_one_node() {
         .await;
         let old_node = waiter_nodes(&obs, &path).await[0].0.clone();
 
-        let info = w.zookeeper().unwrap().session().clone();
-        expire_session(&connect, &info).await.expect("expire W's session");
+        expire_session(&connect, &w).await.expect("expire W's session");
         support::eventually(Duration::from_secs(10), "W's client opened a new session", || async {
             w.session().epoch > old_session.epoch && w.is_connected()
         })
@@ -1068,6 +1069,7 @@ async fn bad_input_gives_typed_errors() {
     let connect = server.connect_string();
     let client = support::client(&connect).await;
     let path = support::unique_path("bad-input");
+    let held = InterProcessMutex::new(&client, &format!("{path}-held")).unwrap().lock().await.unwrap();
 
     // invalid paths
     // (a character above U+FFFF is one ZooKeeper rejects: Java sees a surrogate pair)
@@ -1078,15 +1080,47 @@ async fn bad_input_gives_typed_errors() {
             continue; // a valid path for anything but a lock
         }
         expect_kind(
-            GuardedWrite::new().set_data(bad, b"", None),
+            held.guarded_write(GuardedWrite::new().set_data(bad, b"", None)).await,
             ErrorKind::BadArgument,
             &format!("guarded set {bad:?}"),
         );
+        // The data API names the path in a typed error and sends nothing.
+        let named = |e: Error| assert!(matches!(&e, Error::InvalidPath { path, .. } if path == bad), "{e:?}");
+        named(expect_kind(client.create(bad).await, ErrorKind::BadArgument, &format!("create {bad:?}")));
+        named(expect_kind(client.get_data(bad).await, ErrorKind::BadArgument, &format!("get_data {bad:?}")));
+        named(expect_kind(client.set_data(bad, "x").await, ErrorKind::BadArgument, &format!("set_data {bad:?}")));
+        named(expect_kind(client.exists(bad).watch().await, ErrorKind::BadArgument, &format!("exists {bad:?}")));
+        named(expect_kind(client.get_children(bad).await, ErrorKind::BadArgument, &format!("children {bad:?}")));
+        named(expect_kind(client.delete(bad).await, ErrorKind::BadArgument, &format!("delete {bad:?}")));
+        named(expect_kind(client.watch(bad).await, ErrorKind::BadArgument, &format!("watch {bad:?}")));
+        named(expect_kind(
+            client.commit(zk_curator::Transaction::new().check("/", 0).delete(bad, None)).await,
+            ErrorKind::BadArgument,
+            &format!("transaction {bad:?}"),
+        ));
         expect_kind(client.delete_guaranteed(bad).await, ErrorKind::BadArgument, &format!("delete {bad:?}"));
     }
-    expect_kind(GuardedWrite::new().create("x", b"", zkc::CreateMode::Persistent), ErrorKind::BadArgument, "create");
-    expect_kind(GuardedWrite::new().delete("/a/", None), ErrorKind::BadArgument, "delete");
-    expect_kind(GuardedWrite::new().check("//", 0), ErrorKind::BadArgument, "check");
+    for (write, what) in [
+        (GuardedWrite::new().create("x", b"", zk_curator::CreateMode::Persistent), "create"),
+        (GuardedWrite::new().delete("/a/", None), "delete"),
+        (GuardedWrite::new().check("//", 0), "check"),
+        (GuardedWrite::new().create("/a", b"", zk_curator::CreateMode::PersistentWithTtl(Duration::ZERO)), "zero ttl"),
+    ] {
+        expect_kind(held.guarded_write(write).await, ErrorKind::BadArgument, what);
+    }
+    expect_kind(client.create("/").await, ErrorKind::BadArgument, "create /");
+    expect_kind(client.delete("/").await, ErrorKind::BadArgument, "delete /");
+    expect_kind(
+        client.create(&format!("{path}-ttl")).mode(zk_curator::CreateMode::PersistentWithTtl(Duration::MAX)).await,
+        ErrorKind::BadArgument,
+        "absurd ttl",
+    );
+    expect_kind(client.create(&format!("{path}-acl")).with_acl(Vec::new()).await, ErrorKind::BadArgument, "empty acl");
+    expect_kind(
+        client.delete(&format!("{path}-held")).guaranteed().version(3).await,
+        ErrorKind::BadArgument,
+        "guaranteed delete with a version",
+    );
 
     // empty / invalid lock names and lease counts
     for name in ["", "a/b", "/", "lock-\u{1f600}"] {
@@ -1127,11 +1161,11 @@ async fn bad_input_gives_typed_errors() {
     let guard = m.lock().await.unwrap();
     let missing = format!("{path}-missing");
     let e = expect_kind(
-        guard.guarded_write(GuardedWrite::new().set_data(&missing, b"x", None).unwrap()).await,
+        guard.guarded_write(GuardedWrite::new().set_data(&missing, b"x", None)).await,
         ErrorKind::Other,
         "set_data of a missing node",
     );
-    assert!(matches!(e, Error::ZooKeeper { source: zkc::Error::NoNode, .. }), "{e:?}");
+    assert!(matches!(e, Error::ZooKeeper { code: zk_curator::ErrorCode::NoNode, .. }), "{e:?}");
     assert_eq!(guard.hold_state(), HoldState::Held);
     guard.release().await.unwrap();
     // a huge timeout saturates instead of overflowing

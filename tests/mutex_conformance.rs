@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zk_curator::testing::expire_session;
-use zk_curator::zookeeper_client as zkc;
 use zk_curator::{
     ConnectionState, CuratorClient, Error, ErrorKind, HoldState, InterProcessMutex, LockDriver, MutexGuard, NodeSpec,
     StandardLockDriver,
@@ -271,9 +269,9 @@ async fn killed_session_while_waiting() {
     let old_session = a.session_id();
     let mut states = a.connection_states();
     assert_eq!(states.recv().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
-    let info = a.zookeeper().unwrap().session().clone();
+    let info = zk_curator::raw::client(&a).unwrap().session().clone();
     let killed = Instant::now();
-    expire_session(&connect, &info).await.expect("expire A's session");
+    zk_curator::raw::expire_session(&connect, &info).await.expect("expire A's session");
     let (got, at, b_node) = tokio::time::timeout(Duration::from_secs(10), b_got).await.expect("B acquires").unwrap();
     assert!(got, "B must get the lock once A's session is gone");
     println!("killed_session_while_waiting: B acquired {:?} after the kill", at - killed);
@@ -520,7 +518,7 @@ impl LockDriver for PersistentDriver {
     }
 
     fn node_spec(&self, _caller_holds: &[String]) -> NodeSpec {
-        NodeSpec { name: self.lock_name().to_string(), mode: zkc::CreateMode::PersistentSequential }
+        NodeSpec::new(self.lock_name(), zk_curator::CreateMode::PersistentSequential)
     }
 }
 
@@ -540,8 +538,8 @@ async fn persistent_lock_with_custom_driver() {
     assert_eq!(stat.ephemeral_owner, 0, "the custom driver's node is persistent");
 
     let old = client.session_id();
-    let info = client.zookeeper().unwrap().session().clone();
-    expire_session(&connect, &info).await.expect("expire the session");
+    let info = zk_curator::raw::client(&client).unwrap().session().clone();
+    zk_curator::raw::expire_session(&connect, &info).await.expect("expire the session");
     new_session(&client, old, Duration::from_secs(10)).await;
 
     assert!(support::exists(&obs, &path).await, "the base path survives");
@@ -564,8 +562,8 @@ async fn persistent_lock_with_custom_driver() {
     let guard = m.lock().await.unwrap();
     let node = guard.node_path().to_string();
     let old = client.session_id();
-    let info = client.zookeeper().unwrap().session().clone();
-    expire_session(&connect, &info).await.expect("expire the session again");
+    let info = zk_curator::raw::client(&client).unwrap().session().clone();
+    zk_curator::raw::expire_session(&connect, &info).await.expect("expire the session again");
     new_session(&client, old, Duration::from_secs(10)).await;
     assert!(support::exists(&obs, &node).await, "a persistent node survives its session");
     drop(guard);

@@ -265,7 +265,7 @@ async fn killed_writer_session() {
     l1.write_lock().acquire().await.unwrap();
     let node = l1.write_lock().lock_node_path().unwrap();
     assert!(l2.read_lock().try_lock_for(Duration::from_millis(300)).await.unwrap().is_none(), "the writer excludes");
-    expire_session(&connect, c1.zookeeper().unwrap().session()).await.unwrap();
+    expire_session(&connect, &c1).await.unwrap();
     let reader = l2.read_lock().try_lock_for(Duration::from_secs(10)).await.unwrap().expect("reader after expiry");
     let obs = support::observer(&connect).await;
     assert!(!support::exists(&obs, &node).await);

@@ -34,7 +34,7 @@ async fn a_lost_write_hold_is_never_downgraded() {
     let old_writer = l1.write_lock().lock_node_path().unwrap();
     let hold = l1.write_lock().current_hold().unwrap();
     let old_session = c1.session_id();
-    expire_session(&connect, c1.zookeeper().unwrap().session()).await.unwrap();
+    expire_session(&connect, &c1).await.unwrap();
     support::session_replaced(&c1, old_session).await;
     assert_eq!(hold.hold_state(), HoldState::Lost);
     let writer = l2.write_lock().lock().await.unwrap();
@@ -82,7 +82,7 @@ async fn a_downgrade_across_a_replaced_session_is_refused() {
     let curator_writer = l1_curator.write_lock().lock_node_path().unwrap();
     let write_guard = l1_guard.write_lock().lock().await.unwrap();
     let guard_writer = write_guard.node_path().to_string();
-    let session = c1.zookeeper().unwrap().session().clone();
+    let session = zk_curator::raw::client(&c1).unwrap().session().clone();
     let old_session = c1.session_id();
 
     proxy.set_mode(ProxyMode::Cut);
@@ -90,7 +90,7 @@ async fn a_downgrade_across_a_replaced_session_is_refused() {
         write_guard.hold_state() == HoldState::Suspended
     })
     .await;
-    expire_session(&connect, &session).await.unwrap();
+    zk_curator::raw::expire_session(&connect, &session).await.unwrap();
     let mut new_writers = Vec::new();
     for path in [&curator_path, &guard_path] {
         new_writers.push(InterProcessReadWriteLock::new(&c2, path).unwrap().write_lock().lock().await.unwrap());
@@ -139,7 +139,7 @@ async fn a_semaphore_waiter_whose_session_is_replaced_starts_over() {
     let mut waiter_a = tokio::spawn(async move { semaphore_a.acquire().await });
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node").await;
     let old_session = a.session_id();
-    expire_session(&connect, a.zookeeper().unwrap().session()).await.unwrap();
+    expire_session(&connect, &a).await.unwrap();
     support::session_replaced(&a, old_session).await;
     // A is back in line on its new session (as a lease node, or waiting for the internal mutex).
     let a_session = a.session_id();

@@ -88,7 +88,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
     let waiter = tokio::spawn(async move { sem.acquire_timeout(timeout).await });
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node").await;
     let old = a.session_id();
-    expire_session(&connect, a.zookeeper().unwrap().session()).await.unwrap();
+    expire_session(&connect, &a).await.unwrap();
     support::session_replaced(&a, old).await;
     // Not released: the restarted waiter must give up at its deadline, not stall past it.
     let got = support::join("the timed waiter", timeout + Duration::from_secs(20), waiter).await;
@@ -104,7 +104,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
     let waiter = tokio::spawn(async move { sem.acquire().await });
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node again").await;
     let old = a.session_id();
-    expire_session(&connect, a.zookeeper().unwrap().session()).await.unwrap();
+    expire_session(&connect, &a).await.unwrap();
     support::eventually(Duration::from_secs(20), "A's session ended", || async { a.session_id() != old }).await;
     waiter.abort();
     let _ = waiter.await;

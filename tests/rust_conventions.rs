@@ -30,7 +30,7 @@ async fn both_state_streams_are_futures_streams_and_survive_a_cancelled_next() {
         "nothing changed yet"
     );
     // The cancelled next left a receive in flight; the stream still delivers every change.
-    expire_session(&connect, client.zookeeper().unwrap().session()).await.expect("expire the session");
+    expire_session(&connect, &client).await.expect("expire the session");
     let lost = tokio::time::timeout(
         Duration::from_secs(30),
         states.by_ref().filter(|s| std::future::ready(*s == ConnectionState::Lost)).next(),

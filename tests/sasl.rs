@@ -7,8 +7,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, TestingServer};
-use zk_curator::zookeeper_client::{self as zkc, Acl, AuthId, Permission, SaslOptions};
+use zk_curator::{Acl, Id, Permissions, SaslOptions};
 use zk_curator::{CuratorClient, CuratorClientBuilder, ErrorKind, InterProcessMutex};
 
 /// An upper bound for calls that must fail promptly; only a hang exceeds it.
@@ -24,16 +25,15 @@ async fn sasl_server() -> TestingServer {
 }
 
 fn alice_acls() -> Vec<Acl> {
-    vec![Acl::new(Permission::ALL, AuthId::new("sasl", "alice")), Acl::new(Permission::READ, AuthId::anyone())]
+    vec![Acl::new(Permissions::ALL, Id::new("sasl", "alice")), Acl::new(Permissions::READ, Id::anyone())]
 }
 
 /// `/sasl-…`, created by a client without SASL: writable only by `sasl:alice`, readable by anyone.
 async fn alice_only_path(connect: &str, name: &str) -> String {
     let path = format!("/{}", support::unique_path(name).trim_start_matches('/').replace('/', "-"));
-    let admin = support::observer(connect).await;
-    let acls = alice_acls();
-    let mode = zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acls));
-    admin.create(&path, b"", &mode).await.expect("create the protected path");
+    let admin = support::client(connect).await;
+    admin.create(&path).with_acl(alice_acls()).await.expect("create the protected path");
+    admin.close().await;
     path
 }
 
@@ -59,7 +59,7 @@ async fn digest_md5_identity_locks_under_sasl_acls_and_survives_session_expiry()
     // The nodes the recipe made carry the ACL the client's provider asked for.
     for node in [format!("{secure}/report"), lock_path.clone(), guard.node_path().to_string()] {
         let (acls, _) = obs.get_acl(&node).await.unwrap_or_else(|e| panic!("get_acl {node}: {e}"));
-        assert_eq!(acls, alice_acls(), "{node}");
+        assert_eq!(zkc::acls_from_raw(&acls), alice_acls(), "{node}");
     }
     guard.release().await.unwrap();
 
@@ -76,7 +76,7 @@ async fn digest_md5_identity_locks_under_sasl_acls_and_survives_session_expiry()
 
     // The server expires alice's session; the replacement must run the SASL exchange by itself.
     let first = client.session();
-    expire_session(&connect, client.zookeeper().unwrap().session()).await.expect("expire alice's session");
+    expire_session(&connect, &client).await.expect("expire alice's session");
     support::eventually(Duration::from_secs(20), "a replacement session", || async {
         client.is_connected() && client.session() != first
     })

@@ -5,8 +5,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use zk_curator::raw as zkc;
 use zk_curator::testing::expire_session;
-use zk_curator::zookeeper_client::{self as zkc, Acl, AuthId, Permission};
+use zk_curator::{Acl, Id, Permissions};
 use zk_curator::{
     AclProvider, CuratorClient, ErrorKind, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
 };
@@ -17,12 +18,11 @@ const PROMPT: Duration = Duration::from_secs(10);
 /// `/secure-…` writable (CREATE) only by the digest identity `alice`; readable by anyone.
 async fn alice_only_path(connect: &str, name: &str) -> String {
     let path = format!("/{}", support::unique_path(name).trim_start_matches('/').replace('/', "-"));
-    let admin = support::observer(connect).await;
-    admin.auth("digest", b"alice:secret").await.expect("authenticate the admin as alice");
+    let admin = CuratorClient::builder(connect).authorization("digest", "alice:secret").connect().await.unwrap();
     // `auth` scheme: the server writes alice's digest identity into the ACL.
-    let acls = [Acl::new(Permission::ALL, AuthId::authed()), Acl::new(Permission::READ, AuthId::anyone())];
-    let mode = zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acls));
-    admin.create(&path, b"", &mode).await.expect("create the protected path");
+    let acls = vec![Acl::new(Permissions::ALL, Id::authenticated()), Acl::new(Permissions::READ, Id::anyone())];
+    admin.create(&path).with_acl(acls).await.expect("create the protected path");
+    admin.close().await;
     path
 }
 
@@ -31,7 +31,7 @@ fn alice(connect: &str) -> zk_curator::CuratorClientBuilder {
     CuratorClient::builder(connect)
         .session_timeout(Duration::from_secs(10))
         .authorization("digest", "alice:secret")
-        .acls(vec![Acl::new(Permission::ALL, AuthId::authed()), Acl::new(Permission::READ, AuthId::anyone())])
+        .acls(vec![Acl::new(Permissions::ALL, Id::authenticated()), Acl::new(Permissions::READ, Id::anyone())])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +48,7 @@ async fn digest_authorization_survives_session_replacement_and_nobody_else_gets_
 
     // The server expires alice's session; the replacement must authenticate again by itself.
     let first = client.session();
-    expire_session(&connect, client.zookeeper().unwrap().session()).await.expect("expire alice's session");
+    expire_session(&connect, &client).await.expect("expire alice's session");
     support::eventually(Duration::from_secs(20), "a replacement session", || async {
         client.is_connected() && client.session() != first
     })
@@ -110,7 +110,7 @@ async fn a_refused_authorization_names_the_scheme_never_the_secret() {
 struct LoopbackOnly;
 
 fn loopback_all() -> Acl {
-    Acl::new(Permission::ALL, AuthId::new("ip", "127.0.0.1"))
+    Acl::new(Permissions::ALL, Id::new("ip", "127.0.0.1"))
 }
 
 impl AclProvider for LoopbackOnly {
@@ -120,7 +120,7 @@ impl AclProvider for LoopbackOnly {
 
     fn acl_for_path(&self, path: &str) -> Vec<Acl> {
         if path.contains("/leases") {
-            vec![loopback_all(), Acl::new(Permission::READ, AuthId::anyone())]
+            vec![loopback_all(), Acl::new(Permissions::READ, Id::anyone())]
         } else {
             Vec::new() // the default
         }
@@ -146,7 +146,7 @@ async fn nodes_made_by_recipes_carry_the_acl_providers_answer() {
         let obs = obs.clone();
         async move {
             let (acls, _) = obs.get_acl(&path).await.unwrap_or_else(|e| panic!("get_acl {path}: {e}"));
-            acls
+            zkc::acls_from_raw(&acls)
         }
     };
     let ns = format!("/{namespace}");
@@ -159,7 +159,7 @@ async fn nodes_made_by_recipes_carry_the_acl_providers_answer() {
     ] {
         assert_eq!(acl_of(node.clone()).await, vec![loopback_all()], "{node}");
     }
-    let leases = vec![loopback_all(), Acl::new(Permission::READ, AuthId::anyone())];
+    let leases = vec![loopback_all(), Acl::new(Permissions::READ, Id::anyone())];
     for node in [format!("{ns}/jobs/throttle/leases"), format!("{ns}{}", lease.node_path())] {
         assert_eq!(acl_of(node.clone()).await, leases, "{node}");
     }

@@ -33,8 +33,8 @@ use rand::{Rng, SeedableRng};
 use support::curator_peer::{compiled_peer, CuratorPeer};
 use support::exclusion::{check_exclusion, HoldLog, Interval};
 use tokio::sync::{oneshot, Notify};
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
-use zk_curator::zookeeper_client as zkc;
+use zk_curator::raw as zkc;
+use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
 use zk_curator::{
     CuratorClient, Error, ErrorKind, GuardedWrite, Hold, HoldState, InterProcessReadWriteLock, InterProcessSemaphoreV2,
     Lease, ReadLockGuard, RetryNTimes, WriteLockGuard,
@@ -202,12 +202,11 @@ async fn until_lost(hold: &Arc<Hold>, done: impl Future<Output = ()>) -> Option<
 /// The version of `path` read through `client` (with its retries); None if it cannot be read now.
 async fn version_of(client: &CuratorClient, path: &str) -> Option<i32> {
     let owned = path.to_string();
-    let read = client
-        .with_retry(path, None, move |zk| {
-            let path = owned.clone();
-            async move { zk.check_stat(&path).await }
-        })
-        .await;
+    let read = zk_curator::raw::with_retry(client, path, None, move |zk| {
+        let path = owned.clone();
+        async move { zk.check_stat(&path).await }
+    })
+    .await;
     match read {
         Ok(Some(stat)) => Some(stat.version),
         Ok(None) => panic!("the data node {path} is gone"),
@@ -249,10 +248,10 @@ impl RwCtx {
             } else {
                 GuardedWrite::new().check(&self.data, v)
             };
-            match hold.guarded_write(proof.expect("valid path")).await {
+            match hold.guarded_write(proof).await {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::LockLost => lost_at = Some(Instant::now()),
-                Err(Error::ZooKeeper { source: zkc::Error::BadVersion, .. }) => self.violations.push(format!(
+                Err(Error::ZooKeeper { code: zk_curator::ErrorCode::BadVersion, .. }) => self.violations.push(format!(
                     "{who} ({}, token {}): a write landed on {} during the {} hold (version {v} at its start)",
                     hold.name(),
                     hold.fencing_token(),
@@ -292,7 +291,7 @@ impl SemCtx {
     async fn hold(&self, client: &CuratorClient, who: &str, lease: &Lease, start: Instant, done: impl Future) -> bool {
         let mode = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
         let mut marker = None;
-        if let Ok(zk) = client.zookeeper() {
+        if let Ok(zk) = zk_curator::raw::client(client) {
             match zk.create(&format!("{}/rust-", self.markers), who.as_bytes(), &mode).await {
                 Ok((_, sequence)) => {
                     marker = Some((zk.clone(), format!("{}/rust-{sequence}", self.markers)));
@@ -401,7 +400,7 @@ async fn server_proven_checks_detect_a_write_during_a_hold() {
     let intruder = support::observer(&connect).await;
     let path = support::unique_path("proof-selftest");
     let data = format!("{path}-data");
-    client.create(&data, b"", zkc::CreateMode::Persistent).await.unwrap();
+    client.create(&data).creating_parent_containers_if_needed().await.unwrap();
     let ctx = RwCtx { log: HoldLog::default(), data: data.clone(), violations: Violations::default() };
     let rw = InterProcessReadWriteLock::new(&client, &path).unwrap();
 
@@ -440,7 +439,7 @@ async fn server_proven_checks_detect_a_write_during_a_hold() {
 
     // markers: one too many holders is reported
     let markers = format!("{path}-markers");
-    client.create(&markers, b"", zkc::CreateMode::Persistent).await.unwrap();
+    client.create(&markers).creating_parent_containers_if_needed().await.unwrap();
     let sem_ctx = SemCtx {
         log: HoldLog::default(),
         markers: markers.clone(),
@@ -699,7 +698,7 @@ async fn read_write_lock_fault_run() {
     let data = format!("{path}-data");
     let clock = Clock::now();
     let (mut peer, setup) = tokio::join!(CuratorPeer::start(&connect), support::client(&connect));
-    setup.create(&data, b"", zkc::CreateMode::Persistent).await.unwrap();
+    setup.create(&data).creating_parent_containers_if_needed().await.unwrap();
     let ctx = RwCtx { log: HoldLog::default(), data: data.clone(), violations: Violations::default() };
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -791,7 +790,9 @@ async fn read_write_lock_fault_run() {
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await; // B queues behind V
-    v.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("V reaches the server");
+    zk_curator::raw::with_retry(&v, "/", None, |zk| async move { zk.check_stat("/").await })
+        .await
+        .expect("V reaches the server");
     let partitioned = Instant::now();
     expiring.set_mode(ProxyMode::Blackhole);
     tokio::time::timeout(Duration::from_secs(15), v_lost_rx).await.expect("V observes Lost").expect("V's task");
@@ -1012,7 +1013,7 @@ async fn semaphore_fault_run() {
     let markers = format!("{path}-markers");
     let clock = Clock::now();
     let (mut peer, setup) = tokio::join!(CuratorPeer::start(&connect), support::client(&connect));
-    setup.create(&markers, b"", zkc::CreateMode::Persistent).await.unwrap();
+    setup.create(&markers).creating_parent_containers_if_needed().await.unwrap();
     let obs = support::observer(&connect).await;
     let ctx = SemCtx {
         log: HoldLog::default(),
@@ -1092,8 +1093,10 @@ async fn semaphore_fault_run() {
     for (who, w) in [("W1", &w1), ("W2", &w2)] {
         let old = w.session();
         let waiting_for_lease = owns_a_node(&obs, &path, &["leases"], old.id).await;
-        let info = w.zookeeper().unwrap().session().clone();
-        expire_session(&connect, &info).await.unwrap_or_else(|e| panic!("expire {who}'s session: {e}"));
+        let info = zk_curator::raw::client(w).unwrap().session().clone();
+        zk_curator::raw::expire_session(&connect, &info)
+            .await
+            .unwrap_or_else(|e| panic!("expire {who}'s session: {e}"));
         expired.push(Instant::now());
         println!("sem: {who}'s session expired while it waited (with a lease node: {waiting_for_lease})");
         support::eventually(Duration::from_secs(10), &format!("{who}'s client is on a new session"), || async {
@@ -1104,7 +1107,9 @@ async fn semaphore_fault_run() {
 
     // Fault 2: a holder's session is expired by the server (blackholed): V observes Lost before
     // anyone else takes its lease.
-    v.with_retry("/", None, |zk| async move { zk.check_stat("/").await }).await.expect("V reaches the server");
+    zk_curator::raw::with_retry(&v, "/", None, |zk| async move { zk.check_stat("/").await })
+        .await
+        .expect("V reaches the server");
     expiring.set_mode(ProxyMode::Blackhole);
     // (V's pin ends by itself once Lost; its release then fails or deletes nothing)
     let blackholed = Instant::now();

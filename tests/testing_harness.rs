@@ -8,7 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer};
+use zk_curator::testing::{FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState, StateWatcher};
 
 const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -143,7 +143,7 @@ async fn expire_session_deletes_ephemerals_and_the_owner_sees_expired() {
     owner.create(&path, b"", &EPHEMERAL).await.expect("create");
     let mut watcher = owner.state_watcher();
 
-    expire_session(&server.connect_string(), owner.session()).await.expect("expire_session");
+    zk_curator::raw::expire_session(&server.connect_string(), owner.session()).await.expect("expire_session");
 
     let observer = connect(&server.connect_string(), Duration::from_secs(10)).await;
     assert!(!node_exists(&observer, &path).await, "ephemeral node survived expire_session");
@@ -192,7 +192,9 @@ async fn cluster_elects_a_new_leader_after_the_leader_is_killed() {
     // expire_session works through the full connect string (one host is down).
     let owner = connect(&cluster.connect_string(), Duration::from_secs(10)).await;
     owner.create("/cluster-ephemeral", b"", &EPHEMERAL).await.expect("create ephemeral");
-    expire_session(&cluster.connect_string(), owner.session()).await.expect("expire_session on the ensemble");
+    zk_curator::raw::expire_session(&cluster.connect_string(), owner.session())
+        .await
+        .expect("expire_session on the ensemble");
     client.sync("/").await.expect("sync");
     assert!(!node_exists(&client, "/cluster-ephemeral").await, "ephemeral survived expire_session");
 }

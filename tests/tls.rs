@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 use zk_curator::testing::{ServerTls, TestingServer};
-use zk_curator::zookeeper_client::TlsOptions;
+use zk_curator::TlsOptions;
 use zk_curator::{CuratorClient, InterProcessMutex};
 
 /// A CA and PEM texts of certificates it signed.

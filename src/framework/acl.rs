@@ -62,7 +62,6 @@ impl Permissions {
         .fold(zk::Permission::NONE, |all, (_, raw)| all | raw)
     }
 
-    #[cfg(test)]
     fn of_raw(raw: zk::Permission) -> Permissions {
         [
             (Self::READ, zk::Permission::READ),
@@ -94,13 +93,9 @@ impl BitOrAssign for Permissions {
 impl fmt::Display for Permissions {
     /// ZooKeeper's CLI letters (`cdrwa`), in the order r, w, c, d, a.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (perm, letter) in [
-            (Self::READ, 'r'),
-            (Self::WRITE, 'w'),
-            (Self::CREATE, 'c'),
-            (Self::DELETE, 'd'),
-            (Self::ADMIN, 'a'),
-        ] {
+        for (perm, letter) in
+            [(Self::READ, 'r'), (Self::WRITE, 'w'), (Self::CREATE, 'c'), (Self::DELETE, 'd'), (Self::ADMIN, 'a')]
+        {
             if self.contains(perm) {
                 f.write_fmt(format_args!("{letter}"))?;
             }
@@ -205,8 +200,7 @@ impl Acl {
         zk::Acl::new(self.permissions.to_raw(), zk::AuthId::new(&self.id.scheme, &self.id.id))
     }
 
-    #[cfg(test)]
-    fn of_raw(raw: &zk::Acl) -> Acl {
+    pub(crate) fn of_raw(raw: &zk::Acl) -> Acl {
         Acl::new(Permissions::of_raw(raw.permission()), Id::new(raw.scheme(), raw.id()))
     }
 }

@@ -121,7 +121,7 @@ impl CuratorClientBuilder {
         self
     }
 
-    /// The policy of [`CuratorClient::with_retry`]. Default: exponential back-off, 100 ms base, 3 retries.
+    /// The policy of [`raw::with_retry`](crate::raw::with_retry) and every operation of the client. Default: exponential back-off, 100 ms base, 3 retries.
     pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
         self.retry_policy = Arc::new(policy);
         self

@@ -14,13 +14,13 @@ use tokio::sync::watch;
 use tracing::{debug, info};
 use zookeeper_client as zk;
 
+use super::acl;
 use super::builder::{ClientConfig, CuratorClientBuilder};
 use super::guaranteed_delete::{DeleteOnDrop, DeleteOutcome, DeleteQueue, DeleteTarget};
 use super::paths;
 use super::retry::{retry_loop, Retrying};
 use super::session::{SessionConfig, SessionIdentity, Sessions, Status};
 use super::state::{ConnectionState, ConnectionStateStream};
-use super::acl;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 struct Inner {
@@ -36,7 +36,7 @@ struct Inner {
 ///   [`ConnectionState::Lost`]) the client emits `Lost`, opens a new session by itself and emits
 ///   [`ConnectionState::Reconnected`]. [`session`](Self::session) tells recipes which session they
 ///   are on.
-/// * **Retries**: [`with_retry`](Self::with_retry) retries connection loss, operation timeouts and
+/// * **Retries**: every operation (and [`raw::with_retry`](crate::raw::with_retry)) retries connection loss, operation timeouts and
 ///   session moves (including the disconnects `zookeeper-client` reports as `Error::Custom`) under the
 ///   configured [`RetryPolicy`](crate::RetryPolicy); a caller's deadline always wins.
 /// * **Namespace**: every recipe path is prefixed with the namespace on the way out and stripped on
@@ -90,8 +90,7 @@ impl CuratorClient {
         let tls = session.tls.is_some();
         #[cfg(not(feature = "tls"))]
         let tls = false;
-        let sessions =
-            Sessions::open(session).await.map_err(|source| Error::Connect {
+        let sessions = Sessions::open(session).await.map_err(|source| Error::Connect {
             connect,
             schemes,
             tls,

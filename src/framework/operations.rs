@@ -225,8 +225,7 @@ impl CuratorClient {
         let mut rounds = 0;
         while let Some(dir) = stack.last().cloned() {
             let d = dir.as_str();
-            let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await
-            {
+            let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await {
                 Ok(children) => children,
                 Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
                 Err(e) => return Err(e),
@@ -577,7 +576,8 @@ impl GetDataBuilder<'_> {
     async fn run(self) -> Result<(Vec<u8>, Stat)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
-        let (data, stat) = self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.get_data(f).await }).await?;
+        let (data, stat) =
+            self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.get_data(f).await }).await?;
         Ok((data, stat.into()))
     }
 }
@@ -599,7 +599,8 @@ impl ExistsBuilder<'_> {
     async fn run(self) -> Result<Option<Stat>> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
-        let stat = self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.check_stat(f).await }).await?;
+        let stat =
+            self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.check_stat(f).await }).await?;
         Ok(stat.map(Stat::from))
     }
 }
@@ -976,9 +977,10 @@ enum TxOp {
 impl TxOp {
     fn path(&self) -> &str {
         match self {
-            TxOp::Create { path, .. } | TxOp::SetData { path, .. } | TxOp::Delete { path, .. } | TxOp::Check { path, .. } => {
-                path
-            }
+            TxOp::Create { path, .. }
+            | TxOp::SetData { path, .. }
+            | TxOp::Delete { path, .. }
+            | TxOp::Check { path, .. } => path,
         }
     }
 }

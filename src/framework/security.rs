@@ -54,16 +54,13 @@ impl TlsOptions {
     /// [`Error::InvalidArgument`] naming `tls identity` when either text is unusable; the key
     /// is never printed.
     pub fn with_pem_identity(self, cert: &str, key: &str) -> Result<TlsOptions> {
-        self.0
-            .with_pem_identity(cert, key)
-            .map(TlsOptions)
-            .map_err(|_| {
-                Error::invalid_argument(
-                    "tls identity",
-                    pem_summary(cert),
-                    "needs a PEM certificate chain and a PEM private key that parse",
-                )
-            })
+        self.0.with_pem_identity(cert, key).map(TlsOptions).map_err(|_| {
+            Error::invalid_argument(
+                "tls identity",
+                pem_summary(cert),
+                "needs a PEM certificate chain and a PEM private key that parse",
+            )
+        })
     }
 }
 

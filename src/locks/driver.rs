@@ -105,11 +105,9 @@ pub trait LockDriver: Send + Sync + 'static {
         standard_verdict(sorted_children, contender.our_name, contender.max_leases)
     }
 
-    /// Decides over the children in server order (unsorted) — what [`LockInternals`] calls on every
-    /// look. The default sorts and asks [`verdict`](Self::verdict); a driver may decide without
+    /// Decides over the children in server order (unsorted) — what the lock loop (`LockInternals`) calls
+    /// on every look. The default sorts and asks [`verdict`](Self::verdict); a driver may decide without
     /// sorting, as long as the verdict is the same.
-    ///
-    /// [`LockInternals`]: crate::LockInternals
     fn evaluate(&self, mut children: Vec<String>, contender: &Contender<'_>) -> Verdict {
         self.sort(&mut children);
         self.verdict(&children, contender)

@@ -271,7 +271,8 @@ impl<D: LockDriver> LockInternals<D> {
                 }
             }
             let spec = self.driver.node_spec(caller_holds);
-            let created = self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true, None).await;
+            let created =
+                self.client.create_protected(&self.base, &spec.name, data, spec.mode, deadline, true, None).await;
             let (node, listing) = match created {
                 Ok(created) => created,
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),

@@ -3,7 +3,6 @@
 //! [`Hold::revocation_requested`](crate::Hold::revocation_requested) (its monitor watches the node's
 //! data) and decides whether to release. Wire-compatible with Curator in both directions.
 
-
 use crate::error::Result;
 use crate::framework::paths;
 use crate::CuratorClient;
@@ -22,8 +21,8 @@ impl Revoker {
     /// error. Works on Curator's holders (made revocable with `makeRevocable`) and on ours.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] naming the path; server errors after the client's retries (e.g.
-    /// `NoAuth`); [`Error::Closed`].
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path; server errors after the client's retries (e.g.
+    /// `NoAuth`); [`Error::Closed`](crate::Error::Closed).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call may or may not have written the request.

@@ -53,8 +53,8 @@ use std::time::Duration;
 pub use cluster::TestingCluster;
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ServerTls, TestingServer, TestingServerBuilder};
-pub use session::{expire_session, zk_connect_override};
 pub(crate) use session::expire_raw_session;
+pub use session::{expire_session, zk_connect_override};
 
 /// Why a harness operation failed.
 #[non_exhaustive]

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use zk_curator::{
-    java_cmp, ErrorCode, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, READ_LOCK_NAME,
+    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, ErrorCode, READ_LOCK_NAME,
     SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 
