@@ -11,12 +11,12 @@
 //!   within their timeout (plus a few ms) whatever the connection does, the server down included.
 //! * **Curator-style re-entrancy per thread, as in Curator** — `acquire()`/`release()` holds belong
 //!   to the calling OS thread: the thread that acquired may acquire again (no round trip) and must
-//!   release as often; another thread's `release()` fails with [`Error::NotOwner`](crate::Error::NotOwner).
+//!   release as often; another thread's `release()` fails with [`Error::NotOwner`].
 //!   Guards belong to no thread: they move between threads, the hold with them.
 //!
 //! Call it from plain threads. A waiting call made inside a tokio runtime context (an async task,
 //! `block_on`, `spawn_blocking`, a `Handle::enter` guard) returns
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` instead of blocking
+//! [`Error::InvalidArgument`] naming `runtime` instead of blocking
 //! the runtime or panicking: use the async API there ([`CuratorClient::async_client`]).
 //!
 //! ```no_run
