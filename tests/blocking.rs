@@ -105,6 +105,26 @@ fn assert_runtime_refused<T: std::fmt::Debug>(result: zk_curator::Result<T>, wha
     }
 }
 
+/// Everything the facade hands out can cross threads: guards and leases move (`Send`), recipes
+/// and clients are shared (`Send + Sync`).
+#[test]
+fn the_facade_types_cross_threads() {
+    fn send<T: Send + 'static>() {}
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<blocking::CuratorClient>();
+    shared::<InterProcessMutex>();
+    shared::<InterProcessReadWriteLock>();
+    shared::<blocking::ReadLock>();
+    shared::<blocking::WriteLock>();
+    shared::<InterProcessSemaphoreV2>();
+    shared::<InterProcessSemaphoreMutex>();
+    shared::<InterProcessMultiLock>();
+    send::<blocking::MutexGuard>();
+    send::<blocking::ReadLockGuard>();
+    send::<blocking::WriteLockGuard>();
+    send::<blocking::Lease>();
+}
+
 /// Three threads, each on its own client (session), take the mutex 8 times each with guards: the
 /// critical section is never entered twice at once, a read-modify-write counter loses no update,
 /// and the fencing tokens increase (checked by the shared exclusion checker). Half the guards are
