@@ -12,6 +12,8 @@
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
+//! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
+//!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
 //!
 //! The `zk-curator` command (feature `cli`) runs a command under any of these locks
@@ -21,7 +23,8 @@
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
 //! it is held, and every hold carries a fencing token.
 //!
-//! Everything is re-exported at the crate root; the modules are private.
+//! Everything is re-exported at the crate root; the modules are private, but for [`blocking`] and
+//! `testing`.
 //!
 //! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
 //! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
@@ -45,6 +48,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 mod error;
 mod framework;
 mod locks;

@@ -38,13 +38,38 @@ pub enum HolderId {
     Thread(std::thread::ThreadId),
 }
 
+tokio::task_local! {
+    /// The holder a call of the blocking facade acts for: the OS thread that made the call (see
+    /// [`HolderId::scope`]).
+    static ACTING_FOR: HolderId;
+}
+
 impl HolderId {
-    /// The identity of the caller: its tokio task if inside one, else its thread.
+    /// The identity of the caller: its tokio task if inside one, else its thread. Inside a call of
+    /// [`blocking`](crate::blocking), the thread that made the call.
     pub fn current() -> HolderId {
+        if let Ok(holder) = ACTING_FOR.try_with(|holder| *holder) {
+            return holder;
+        }
         match tokio::task::try_id() {
             Some(id) => HolderId::Task(id),
             None => HolderId::Thread(std::thread::current().id()),
         }
+    }
+}
+
+impl HolderId {
+    /// Runs `future` as `self`: [`current`](Self::current) inside it (not in tasks it spawns) is
+    /// `self`, even where it is polled by a tokio task. The blocking facade runs each call of a
+    /// thread this way, so that the thread owns its Curator-style holds, as in Curator, whatever
+    /// polls the call's future.
+    pub(crate) fn scope<F: std::future::Future>(self, future: F) -> impl std::future::Future<Output = F::Output> {
+        ACTING_FOR.scope(self, future)
+    }
+
+    /// Runs `f` as `self` (see [`scope`](Self::scope)).
+    pub(crate) fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        ACTING_FOR.sync_scope(self, f)
     }
 }
 
@@ -139,6 +164,14 @@ mod tests {
         assert!(matches!(here, HolderId::Task(_)));
         let thread = std::thread::spawn(HolderId::current).join().unwrap();
         assert!(matches!(thread, HolderId::Thread(_)));
+    }
+
+    #[tokio::test]
+    async fn a_scope_acts_for_its_holder_even_in_a_task() {
+        let thread = HolderId::Thread(std::thread::current().id());
+        assert_eq!(tokio::spawn(thread.scope(async { HolderId::current() })).await.unwrap(), thread);
+        assert_eq!(thread.sync_scope(HolderId::current), thread);
+        assert!(matches!(tokio::spawn(async { HolderId::current() }).await.unwrap(), HolderId::Task(_)));
     }
 
     /// What makes an ended task's hold unreachable: no later task gets its id, even once the task

@@ -1,0 +1,146 @@
+//! [`CuratorClient`]: the blocking client.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Core;
+use crate::error::Result;
+use crate::CuratorClientBuilder;
+
+/// A blocking [`CuratorClient`](crate::CuratorClient): the same client, with a tokio runtime of
+/// its own on a background thread, for use from plain threads. Cheap to clone (clones share the
+/// client and the runtime).
+///
+/// The client is closed when the last clone — and the last recipe or guard made through it — is
+/// dropped (in the background: pending deletes may finish within `max_close_wait`), or by
+/// [`close`](Self::close), which waits for that.
+///
+/// Everything the async client offers without waiting (connection state, session, namespace)
+/// works from any thread through [`async_client`](Self::async_client); what waits, through
+/// [`block_on`](Self::block_on).
+#[derive(Clone, Debug)]
+pub struct CuratorClient {
+    core: Arc<Core>,
+}
+
+impl CuratorClient {
+    /// Connects with every default (Curator's `CuratorFrameworkFactory.newClient` + `start` +
+    /// `blockUntilConnected`), as [`CuratorClient::connect`](crate::CuratorClient::connect).
+    ///
+    /// # Errors
+    /// As [`CuratorClientBuilder::connect`] ([`Error::Connect`](crate::Error::Connect) when no
+    /// session could be established within the connection timeout, 15 s by default);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
+    /// inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn connect(connect_string: &str) -> Result<CuratorClient> {
+        Self::from_builder(crate::CuratorClient::builder(connect_string))
+    }
+
+    /// Connects a client configured with the async [`CuratorClientBuilder`] (namespace, timeouts,
+    /// retry policy, credentials, TLS, ...), as [`CuratorClientBuilder::connect`].
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); the builder's argument errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zk_curator::{blocking, CuratorClient};
+    ///
+    /// let builder = CuratorClient::builder("zk1:2181,zk2:2181").namespace("billing");
+    /// let client = blocking::CuratorClient::from_builder(builder.session_timeout(Duration::from_secs(30)))?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn from_builder(builder: CuratorClientBuilder) -> Result<CuratorClient> {
+        Ok(CuratorClient { core: Core::start(|| builder.connect())? })
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// The async client inside: its synchronous methods work from any thread
+    /// ([`connection_state`](crate::CuratorClient::connection_state),
+    /// [`session_id`](crate::CuratorClient::session_id), ...); its async ones run through
+    /// [`block_on`](Self::block_on), or in async code while this client is alive (its background
+    /// work runs on this client's runtime, which stops when the last blocking handle is dropped).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// println!("state {:?}, session {:#x}", client.async_client().connection_state(), client.async_client().session_id());
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn async_client(&self) -> &crate::CuratorClient {
+        self.core.client()
+    }
+
+    /// Waits until the client is connected (Curator's `blockUntilConnected`): `Ok(true)` once it
+    /// is, `Ok(false)` if `timeout` passed first or the client was closed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
+    /// inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// if !client.block_until_connected(std::time::Duration::from_secs(5))? {
+    ///     eprintln!("ZooKeeper not reachable yet");
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn block_until_connected(&self, timeout: Duration) -> Result<bool> {
+        self.core.block_on(self.core.client().block_until_connected(timeout))
+    }
+
+    /// Waits for a future of the async API on the calling thread — for what this facade does not
+    /// wrap (the data API, guarded writes, `Hold::lost`, ...). The future runs on this client's
+    /// runtime as the calling thread: Curator-style holds taken in it belong to the thread, as
+    /// with this module's recipes. It may borrow; it must not block its thread.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
+    /// inside a tokio runtime context (the future is dropped unpolled); otherwise `Ok` with the
+    /// future's output.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let mutex = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?;
+    /// let guard = mutex.lock()?;
+    /// // Wait up to 10 s for the lock to be lost (a watchdog thread, say).
+    /// let lost = client.block_on(tokio::time::timeout(Duration::from_secs(10), guard.hold().lost()))?.is_ok();
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        self.core.block_on(future)
+    }
+
+    /// Closes the client and waits for it, as [`CuratorClient::close`](crate::CuratorClient::close):
+    /// pending background deletes may finish (bounded by `max_close_wait`), then the session is
+    /// closed. Every later operation fails with [`Error::Closed`](crate::Error::Closed), also
+    /// through clones, recipes and guards; waiting acquires stop with that error.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
+    /// inside a tokio runtime context (nothing is closed).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// client.close()?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn close(&self) -> Result<()> {
+        self.core.block_on(self.core.client().close())
+    }
+}

@@ -1,0 +1,196 @@
+//! A blocking facade over the client and every recipe, for programs that are not async (like
+//! `reqwest::blocking`).
+//!
+//! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
+//! async counterpart and waits for it on the calling thread. The promises are the async API's:
+//!
+//! * **Guards release on drop** — on any thread, also one that never saw a runtime: dropping a
+//!   [`MutexGuard`] or a [`Lease`] hands the delete to the client's background queue. `release()`
+//!   waits for the delete and reports its outcome.
+//! * **Strict deadlines** — `try_lock_for`, `acquire_timeout` and the other timed calls return
+//!   within their timeout (plus a few ms) whatever the connection does, the server down included.
+//! * **Curator-style re-entrancy per thread, as in Curator** — `acquire()`/`release()` holds belong
+//!   to the calling OS thread: the thread that acquired may acquire again (no round trip) and must
+//!   release as often; another thread's `release()` fails with [`Error::NotOwner`].
+//!   Guards belong to no thread: they move between threads, the hold with them.
+//!
+//! Call it from plain threads. A waiting call made inside a tokio runtime context (an async task,
+//! `block_on`, `spawn_blocking`, a `Handle::enter` guard) returns
+//! [`Error::InvalidArgument`] naming `runtime` instead of blocking
+//! the runtime or panicking: use the async API there ([`CuratorClient::async_client`]).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_curator::blocking::{CuratorClient, InterProcessMutex};
+//!
+//! fn nightly_report() -> zk_curator::Result<()> {
+//!     let client = CuratorClient::connect("127.0.0.1:2181")?;
+//!     let mutex = InterProcessMutex::new(&client, "/locks/nightly-report")?;
+//!     if let Some(guard) = mutex.try_lock_for(Duration::from_secs(5))? {
+//!         // ... generate the report, passing guard.fencing_token() to the store ...
+//!         guard.release()?;
+//!     }
+//!     client.close()
+//! }
+//! ```
+
+mod client;
+mod multi_lock;
+mod mutex;
+mod read_write;
+mod semaphore;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::locks::reentrancy::HolderId;
+
+pub use client::CuratorClient;
+pub use multi_lock::InterProcessMultiLock;
+pub use mutex::{InterProcessMutex, MutexGuard};
+pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
+pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
+
+/// The runtime of one blocking client and the client itself, shared (through an `Arc`) by the
+/// client's clones, its recipes and their guards: the runtime lives as long as anything that may
+/// still need it.
+///
+/// # Why a current-thread runtime on a thread of its own, polled from the callers' threads
+///
+/// * One thread is plenty: the client's own work (the session, its pings, background deletes,
+///   hold monitors) is a few light tasks. A `current_thread` runtime needs no extra tokio feature,
+///   and its thread does nothing but drive I/O, timers and those tasks (`Runtime::block_on` of a
+///   future that ends only when the last handle is dropped).
+/// * A blocking call polls its future on the calling thread with `Handle::block_on` (tokio
+///   documents that this works on a `current_thread` runtime while another thread is in
+///   `Runtime::block_on`, which drives the I/O and timers). So the future may borrow (a guard, a
+///   `GuardedWrite`), a panic in it reaches the caller, and callers on several threads wait at
+///   once without queueing behind each other.
+/// * The future runs as the calling thread ([`HolderId::scope`]): Curator-style holds belong to
+///   the thread, as in Curator — explicitly, not only because a future polled by `block_on` is no
+///   tokio task.
+pub(crate) struct Core {
+    client: crate::CuratorClient,
+    runtime: RuntimeThread,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("client", &self.client).finish()
+    }
+}
+
+impl Core {
+    /// Starts a runtime thread and connects a client on it with `connect`.
+    fn start<F, Fut>(connect: F) -> Result<Arc<Core>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<crate::CuratorClient>>,
+    {
+        outside_runtime()?;
+        let runtime = RuntimeThread::start()?;
+        // On an error, dropping `runtime` stops its thread (and drops the half-made session).
+        let client = runtime.block_on(connect())??;
+        Ok(Arc::new(Core { client, runtime }))
+    }
+
+    pub(crate) fn client(&self) -> &crate::CuratorClient {
+        &self.client
+    }
+
+    /// Waits for `future` on the calling thread, run as that thread's holder (see the type's
+    /// notes).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime context:
+    /// `future` is dropped unpolled.
+    pub(crate) fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        self.runtime.block_on(future)
+    }
+
+    /// Runs `f` with the runtime entered, as the calling thread's holder: for the synchronous
+    /// methods of the async API that start background work (a hold's monitor) or ask who the
+    /// caller is.
+    pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _entered = self.runtime.handle.enter();
+        current_thread().sync_scope(f)
+    }
+}
+
+impl Drop for Core {
+    /// The last handle is gone: the runtime thread closes the client (letting pending background
+    /// deletes finish, bounded by `max_close_wait`) and stops. Never blocks, needs no runtime.
+    fn drop(&mut self) {
+        self.runtime.stop(Some(self.client.clone()));
+    }
+}
+
+/// A `current_thread` runtime driven by a thread of its own until [`stop`](Self::stop)ped.
+struct RuntimeThread {
+    handle: tokio::runtime::Handle,
+    stop: parking_lot::Mutex<Option<oneshot::Sender<Option<crate::CuratorClient>>>>,
+}
+
+impl RuntimeThread {
+    fn start() -> Result<RuntimeThread> {
+        let failed = |e: std::io::Error| {
+            Error::invalid_argument("runtime", e, "the blocking client could not start its runtime thread")
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(failed)?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<Option<crate::CuratorClient>>();
+        std::thread::Builder::new()
+            .name("zk-curator-blocking".to_string())
+            .spawn(move || {
+                // Drives the runtime until the last handle is gone (or the sender is dropped).
+                if let Ok(Some(client)) = runtime.block_on(stopped) {
+                    runtime.block_on(client.close());
+                }
+                // Dropping the runtime here, on its own thread, ends the remaining tasks.
+            })
+            .map_err(failed)?;
+        Ok(RuntimeThread { handle, stop: parking_lot::Mutex::new(Some(stop)) })
+    }
+
+    fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        outside_runtime()?;
+        Ok(self.handle.block_on(current_thread().scope(future)))
+    }
+
+    /// Tells the thread to close `client` (if any) and stop. Idempotent; never blocks.
+    fn stop(&self, client: Option<crate::CuratorClient>) {
+        if let Some(stop) = self.stop.lock().take() {
+            let _ = stop.send(client);
+        }
+    }
+}
+
+impl Drop for RuntimeThread {
+    fn drop(&mut self) {
+        self.stop(None);
+    }
+}
+
+/// The holder identity of the calling OS thread.
+fn current_thread() -> HolderId {
+    HolderId::Thread(std::thread::current().id())
+}
+
+/// Refuses a waiting call inside a tokio runtime context: tokio's `block_on` would panic there,
+/// and blocking a runtime's thread stalls everything else on it. Conservative: tokio offers no way
+/// to tell a `spawn_blocking` thread (where waiting would be allowed) from an async one.
+fn outside_runtime() -> Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::invalid_argument(
+            "runtime",
+            "a tokio runtime context",
+            "a blocking call cannot wait inside a tokio runtime (an async task, block_on, spawn_blocking, \
+             Handle::enter); use the async API there (blocking::CuratorClient::async_client) or call from a \
+             thread outside any runtime",
+        ));
+    }
+    Ok(())
+}
