@@ -223,6 +223,7 @@ impl CuratorClientBuilder {
     /// address), as ZooKeeper's `zookeeper.ssl.hostnameVerification` does.
     /// Curator: `zkClientConfig` with `zookeeper.client.secure=true` and the `zookeeper.ssl.*`
     /// properties.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[cfg(feature = "tls")]
     pub fn tls(mut self, options: zk::TlsOptions) -> Self {
         self.tls = Some(Tls(options));
