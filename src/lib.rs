@@ -48,6 +48,17 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The examples of README.md, compiled (and run: they only define functions) by
+/// `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The examples of docs/security.md, which need the `tls` and `sasl` features.
+#[cfg(all(doctest, feature = "tls", feature = "sasl"))]
+#[doc = include_str!("../docs/security.md")]
+struct SecurityDoctests;
+
 pub mod blocking;
 mod error;
 mod framework;

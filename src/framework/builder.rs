@@ -50,7 +50,26 @@ impl std::fmt::Debug for Credential {
     }
 }
 
-/// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`).
+/// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`), from
+/// [`CuratorClient::builder`]. Every setting has Curator's default; finish with
+/// [`connect`](Self::connect) (connected first) or [`start`](Self::start) (connects in the
+/// background).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::{CuratorClient, ExponentialBackoffRetry};
+///
+/// # async fn demo() -> zk_curator::Result<()> {
+/// let client = CuratorClient::builder("zk1:2181,zk2:2181,zk3:2181")
+///     .namespace("billing") // every path below /billing
+///     .session_timeout(Duration::from_secs(30))
+///     .connection_timeout(Duration::from_secs(10))
+///     .retry_policy(ExponentialBackoffRetry::new(Duration::from_millis(100), 5))
+///     .authorization("digest", "billing:secret")
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct CuratorClientBuilder {
     connect_string: String,
@@ -190,8 +209,8 @@ impl CuratorClientBuilder {
     /// address), as ZooKeeper's `zookeeper.ssl.hostnameVerification` does.
     /// Curator: `zkClientConfig` with `zookeeper.client.secure=true` and the `zookeeper.ssl.*`
     /// properties.
-    #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[cfg(feature = "tls")]
     pub fn tls(mut self, options: TlsOptions) -> Self {
         self.tls = Some(options);
         self
@@ -232,6 +251,14 @@ impl CuratorClientBuilder {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the half-made session, which closes it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181").namespace("app").connect().await?;
+    /// println!("session {:#x}", client.session_id());
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(self) -> Result<CuratorClient> {
         let (config, session) = self.validate()?;
         CuratorClient::start(config, session).await
@@ -249,6 +276,18 @@ impl CuratorClientBuilder {
     /// called outside a tokio runtime (the client's background tasks need one). Connection
     /// failures are not errors here: the client keeps trying (with back-off, up to 1 s apart)
     /// until it is closed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181").start()?; // returns at once
+    /// if !client.block_until_connected(Duration::from_secs(10)).await {
+    ///     eprintln!("ZooKeeper is not reachable yet; lock calls wait for it within their deadlines");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn start(self) -> Result<CuratorClient> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::invalid_argument("runtime", "none", "start() must be called within a tokio runtime"));

@@ -97,6 +97,27 @@ where
 }
 
 /// Decides whether a failed operation may be retried, and how long to sleep first.
+///
+/// Set with [`CuratorClientBuilder::retry_policy`](crate::CuratorClientBuilder::retry_policy);
+/// Curator's six policies are here, and any other is a small implementation.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use zk_curator::RetryPolicy;
+///
+/// /// Retries 5 times, 200 ms apart, but only during the first 2 s of an operation.
+/// #[derive(Debug)]
+/// struct Brief;
+///
+/// impl RetryPolicy for Brief {
+///     fn allow_retry(&self, retry_count: u32, elapsed: Duration) -> Option<Duration> {
+///         (retry_count < 5 && elapsed < Duration::from_secs(2)).then_some(Duration::from_millis(200))
+///     }
+/// }
+///
+/// let builder = zk_curator::CuratorClient::builder("zk1:2181").retry_policy(Brief);
+/// ```
 pub trait RetryPolicy: Debug + Send + Sync + 'static {
     /// `retry_count` is 0 for the first retry; `elapsed` is the time since the operation started.
     /// Returns the sleep before the next attempt, or `None` to give up.
@@ -114,6 +135,17 @@ fn exponential_sleep(base: Duration, retry_count: u32, max_sleep: Duration) -> D
 }
 
 /// Retries up to `max_retries` times with a randomised, growing sleep (Curator's `ExponentialBackoffRetry`).
+///
+/// Retry *n* (from 0) sleeps `base_sleep` times a random factor from 1 to 2<sup>n+1</sup> − 1.
+///
+/// ```
+/// use std::time::Duration;
+/// use zk_curator::{CuratorClient, ExponentialBackoffRetry};
+///
+/// // Curator: new ExponentialBackoffRetry(1000, 3)
+/// let builder = CuratorClient::builder("zk1:2181")
+///     .retry_policy(ExponentialBackoffRetry::new(Duration::from_secs(1), 3));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ExponentialBackoffRetry {
     base_sleep: Duration,

@@ -70,6 +70,20 @@ impl fmt::Display for ConnectionState {
 /// the oldest changes; [`missed`](Self::missed) counts them. A subscriber that must not miss a
 /// `Lost` between two reads should compare [`CuratorClient::session`](crate::CuratorClient::session)
 /// too: a new session identity means LOST happened.
+///
+/// ```no_run
+/// # async fn demo(client: zk_curator::CuratorClient) {
+/// use futures::StreamExt;
+///
+/// // Curator's ConnectionStateListener.
+/// let mut states = client.connection_states();
+/// tokio::spawn(async move {
+///     while let Some(state) = states.next().await {
+///         tracing::info!(%state, "ZooKeeper connection");
+///     }
+/// });
+/// # }
+/// ```
 pub struct ConnectionStateStream {
     first: Option<ConnectionState>,
     /// Exactly one of `rx` and `receiving` is set: the receiver lives inside the receive in flight.
@@ -108,6 +122,20 @@ impl ConnectionStateStream {
     ///
     /// # Cancel safety
     /// Cancel safe: a state not yet returned stays queued for the next call.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) {
+    /// use zk_curator::ConnectionState;
+    ///
+    /// let mut states = client.connection_states();
+    /// while let Some(state) = states.recv().await {
+    ///     if state == ConnectionState::Lost {
+    ///         eprintln!("session lost: every lock it held is gone");
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub async fn recv(&mut self) -> Option<ConnectionState> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }

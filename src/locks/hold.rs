@@ -205,6 +205,21 @@ impl Hold {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// mutex.make_revocable();
+    /// mutex.acquire().await?;
+    /// let hold = mutex.current_hold().expect("held by this task");
+    /// tokio::select! {
+    ///     _ = work() => {}
+    ///     _ = hold.revocation_requested() => println!("{} asked for: letting go", hold.path()),
+    /// }
+    /// mutex.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn revocation_requested(self: &Arc<Self>) {
         let mut data = self.watch_data();
         if data.wait_for(|d| d.as_slice() == super::revocation::REVOKE_MESSAGE).await.is_err() {
@@ -216,6 +231,20 @@ impl Hold {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// mutex.acquire().await?;
+    /// let hold = mutex.current_hold().expect("held by this task");
+    /// tokio::select! {
+    ///     _ = work() => {}
+    ///     _ = hold.lost() => eprintln!("{} lost: stop", hold.path()),
+    /// }
+    /// mutex.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(self: &Arc<Self>) {
         let mut rx = self.watch_state();
         let _ = rx.wait_for(|s| *s == HoldState::Lost).await;
@@ -428,6 +457,17 @@ impl HoldStateStream {
     ///
     /// # Cancel safety
     /// Cancel safe: a change not yet returned is returned by the next call.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// let mut changes = guard.state_changes();
+    /// while let Some(state) = changes.next().await {
+    ///     println!("{} is {state:?}", guard.node_path()); // Suspended, Held, ..., Lost
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn next(&mut self) -> Option<HoldState> {
         std::future::poll_fn(|cx| self.poll_change(cx)).await
     }

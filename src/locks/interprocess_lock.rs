@@ -18,17 +18,53 @@ pub type LockFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>
 ///
 /// Each method behaves as the recipe's own method of the same name (errors, cancel safety, strict
 /// deadlines); see [`InterProcessMutex`](crate::InterProcessMutex).
+///
+/// # Examples
+/// ```
+/// use std::future::Future;
+/// use std::time::Duration;
+/// use zk_curator::InterProcessLock;
+///
+/// /// Runs `job` under any Curator-style lock: `Ok(false)` if the lock stayed busy for 5 s.
+/// async fn exclusively(lock: &dyn InterProcessLock, job: impl Future<Output = ()>) -> zk_curator::Result<bool> {
+///     if !lock.acquire_timeout(Duration::from_secs(5)).await? {
+///         return Ok(false);
+///     }
+///     job.await;
+///     lock.release().await?;
+///     Ok(true)
+/// }
+/// ```
 pub trait InterProcessLock: Send + Sync {
     /// The lock path.
     fn path(&self) -> &str;
 
     /// Waits until the calling task holds the lock (re-entrant).
+    ///
+    /// # Errors
+    /// As the recipe's own `acquire`, e.g. [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe for every lock of this crate: a dropped future leaves no node behind.
     fn acquire(&self) -> LockFuture<'_, ()>;
 
     /// Like [`acquire`](Self::acquire), giving up after `timeout` (`Ok(false)`).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
     fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool>;
 
     /// Releases one hold of the calling task.
+    ///
+    /// # Errors
+    /// As the recipe's own `release`: [`Error::NotOwner`](crate::Error::NotOwner) if the caller
+    /// holds nothing, or the delete's error (the node stays queued for deletion).
+    ///
+    /// # Cancel safety
+    /// Cancel safe for every lock of this crate: the delete goes on in the background.
     fn release(&self) -> LockFuture<'_, ()>;
 
     /// True if any task of this instance holds the lock.

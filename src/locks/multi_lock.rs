@@ -15,6 +15,23 @@ use crate::CuratorClient;
 ///
 /// Unlike Curator, one deadline covers the whole set (Curator gives every lock the full timeout),
 /// and a cancelled acquire gives back the locks it had already taken.
+///
+/// ```no_run
+/// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// use zk_curator::{InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock};
+///
+/// // A transfer between two accounts, while the ledger is not being rewritten.
+/// let ledger = InterProcessReadWriteLock::new(&client, "/locks/ledger")?;
+/// let both = InterProcessMultiLock::new(vec![
+///     Box::new(ledger.read_lock().clone()),
+///     Box::new(InterProcessMutex::new(&client, "/locks/accounts/17")?),
+///     Box::new(InterProcessMutex::new(&client, "/locks/accounts/42")?),
+/// ])?;
+/// both.acquire().await?;
+/// // ... move the money ...
+/// both.release().await?;
+/// # Ok(()) }
+/// ```
 pub struct InterProcessMultiLock {
     locks: Vec<Box<dyn InterProcessLock>>,
     path: String,
@@ -46,6 +63,19 @@ impl InterProcessMultiLock {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty list.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::{InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex};
+    ///
+    /// let locks: Vec<Box<dyn InterProcessLock>> = vec![
+    ///     Box::new(InterProcessMutex::new(&client, "/locks/a")?),
+    ///     Box::new(InterProcessSemaphoreMutex::new(&client, "/locks/b")?),
+    /// ];
+    /// let both = InterProcessMultiLock::new(locks)?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(locks: Vec<Box<dyn InterProcessLock>>) -> Result<Self> {
         if locks.is_empty() {
             return Err(Error::invalid_argument("locks", "[]", "must name at least one lock"));
@@ -58,6 +88,14 @@ impl InterProcessMultiLock {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming a bad path; [`Error::InvalidArgument`] for no paths.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let both = zk_curator::InterProcessMultiLock::from_paths(&client, &["/locks/a", "/locks/b"])?;
+    /// assert_eq!(both.path(), "/locks/a,/locks/b");
+    /// # Ok(()) }
+    /// ```
     pub fn from_paths(client: &CuratorClient, paths: &[&str]) -> Result<Self> {
         let mut locks: Vec<Box<dyn InterProcessLock>> = Vec::with_capacity(paths.len());
         for path in paths {
@@ -78,6 +116,15 @@ impl InterProcessMultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe: locks already taken are given back (in the background).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// locks.acquire().await?; // every lock, in order
+    /// // ... work ...
+    /// locks.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<()> {
         self.acquire_until(Deadline::Never).await.map(|_| ())
     }
@@ -90,6 +137,18 @@ impl InterProcessMultiLock {
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// // 5 s for the whole set, giving back included.
+    /// if locks.acquire_timeout(Duration::from_secs(5)).await? {
+    ///     // ... work ...
+    ///     locks.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         if timeout.is_zero() {
             // One attempt at each lock, as each part's own zero timeout means.
@@ -159,6 +218,17 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// Cancel safe: locks not yet released when the future is dropped are released in the
     /// background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// locks.acquire().await?;
+    /// // ... work ...
+    /// if let Err(e) = locks.release().await {
+    ///     eprintln!("releasing {}: {e}", locks.path()); // every lock was attempted
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self) -> Result<()> {
         let mut errors = Vec::new();
         // Until the loop is done, a dropped call gives back the locks it had not reached yet.

@@ -171,6 +171,19 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// if mutex.acquire_timeout(Duration::from_secs(5)).await? {
+    ///     // ... work while holding the lock ...
+    ///     mutex.release().await?;
+    /// } else {
+    ///     println!("{} is busy", mutex.path());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.acquire_reentrant(Wait::from_timeout(timeout), Basis::None).await.map(|hold| hold.is_some())
     }
@@ -255,6 +268,17 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe: the hold is released at the first poll and the delete continues in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn work() -> zk_curator::Result<()> { Ok(()) }
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// mutex.acquire().await?;
+    /// let outcome = work().await;
+    /// mutex.release().await?; // on every path: nobody else can release this task's hold
+    /// outcome
+    /// # }
+    /// ```
     pub async fn release(&self) -> Result<()> {
         let holder = HolderId::current();
         match self.shared.holders.release(holder) {
@@ -295,6 +319,16 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let nodes = mutex.participant_nodes().await?;
+    /// if let Some(holder) = nodes.first() {
+    ///     println!("held through {holder}, {} waiting", nodes.len() - 1);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.internals.participant_nodes(None).await
     }
@@ -307,6 +341,15 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let nodes = mutex.participant_nodes_timeout(Duration::from_secs(2)).await?;
+    /// println!("{} contenders on {}", nodes.len(), mutex.path());
+    /// # Ok(()) }
+    /// ```
     pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
         self.shared.internals.participant_nodes(Some(deadline_after(timeout))).await
     }
@@ -349,6 +392,20 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// match mutex.try_lock_for(Duration::from_secs(5)).await? {
+    ///     Some(guard) => {
+    ///         // ... work, passing guard.fencing_token() to the store ...
+    ///         guard.release().await?;
+    ///     }
+    ///     None => println!("busy; trying again later"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
         Ok(self.attempt(Wait::from_timeout(timeout), Basis::None).await?.map(|hold| self.guard(hold)))
     }
@@ -361,6 +418,17 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let Some(guard) = mutex.try_lock().await? else {
+    ///     return Ok(()); // another process runs the job
+    /// };
+    /// // ... run the job ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<MutexGuard<D>>> {
         self.try_lock_for(Duration::ZERO).await
     }
@@ -504,6 +572,21 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// mutex.make_revocable();
+    /// let guard = mutex.lock().await?;
+    /// tokio::select! {
+    ///     _ = work() => {}
+    ///     _ = guard.revocation_requested() => println!("asked to let go: stopping early"),
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn revocation_requested(&self) {
         self.hold.revocation_requested().await
     }
@@ -512,6 +595,19 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn write_report(_token: zk_curator::FencingToken) {}
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// tokio::select! {
+    ///     _ = write_report(guard.fencing_token()) => {}
+    ///     _ = guard.lost() => eprintln!("lock lost: stop writing"),
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         self.hold.lost().await
     }
@@ -540,6 +636,18 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Cancel safety
     /// Cancel safe: the hold is released at the first poll; the delete continues in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// // ... work ...
+    /// if let Err(e) = guard.release().await {
+    ///     // The hold is gone anyway; the node keeps being deleted in the background.
+    ///     eprintln!("release of {}: {e}", mutex.path());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.mutex.shared.guards.fetch_sub(1, Ordering::SeqCst);

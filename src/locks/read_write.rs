@@ -228,6 +228,16 @@ macro_rules! half_methods {
         ///
         /// # Cancel safety
         /// Cancel safe: the hold is released at the first poll; the delete goes on in the background.
+        ///
+        /// # Examples
+        /// ```no_run
+        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        #[doc = concat!("let half = lock.", $name, "_lock();")]
+        /// half.acquire().await?;
+        /// // ...
+        /// half.release().await?;
+        /// # Ok(()) }
+        /// ```
         pub async fn release(&self) -> Result<()> {
             self.mutex.release().await
         }
@@ -265,6 +275,16 @@ macro_rules! half_methods {
         ///
         /// # Cancel safety
         /// Cancel safe (read only).
+        ///
+        /// # Examples
+        /// ```no_run
+        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        #[doc = concat!("let half = lock.", $name, "_lock();")]
+        /// for node in half.participant_nodes().await? {
+        ///     println!("{node}");
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub async fn participant_nodes(&self) -> Result<Vec<String>> {
             let all = self.mutex.participant_nodes().await?;
             Ok(self.own_kind(all))
@@ -277,6 +297,16 @@ macro_rules! half_methods {
         ///
         /// # Cancel safety
         /// Cancel safe (read only).
+        ///
+        /// # Examples
+        /// ```no_run
+        /// # use std::time::Duration;
+        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        #[doc = concat!("let half = lock.", $name, "_lock();")]
+        /// let nodes = half.participant_nodes_timeout(Duration::from_secs(2)).await?;
+        /// println!("{} on {}", nodes.len(), half.path());
+        /// # Ok(()) }
+        /// ```
         pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
             let all = self.mutex.participant_nodes_timeout(timeout).await?;
             Ok(self.own_kind(all))
@@ -311,6 +341,18 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// // A downgrade, Curator-style: the read lock at the writer's place, then the write lock goes.
+    /// lock.write_lock().acquire().await?;
+    /// lock.read_lock().acquire().await?;
+    /// lock.write_lock().release().await?;
+    /// // ... read what was written; no other writer came in between ...
+    /// lock.read_lock().release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<()> {
         self.acquire_wait(Wait::Forever).await.map(|_| ())
     }
@@ -322,6 +364,17 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// if lock.read_lock().acquire_timeout(Duration::from_secs(1)).await? {
+    ///     // ... read ...
+    ///     lock.read_lock().release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.acquire_wait(Wait::from_timeout(timeout)).await
     }
@@ -336,6 +389,15 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// let guard = lock.read_lock().lock().await?;
+    /// // ... read; other readers may hold the lock at the same time ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<ReadLockGuard> {
         self.mutex.lock().await
     }
@@ -347,6 +409,17 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// if let Some(guard) = lock.read_lock().try_lock_for(Duration::from_millis(500)).await? {
+    ///     // ... serve from the current configuration ...
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReadLockGuard>> {
         self.mutex.try_lock_for(timeout).await
     }
@@ -358,6 +431,16 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// match lock.read_lock().try_lock().await? {
+    ///     Some(guard) => guard.release().await?,
+    ///     None => println!("a writer holds or waits for {}", lock.path()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<ReadLockGuard>> {
         self.mutex.try_lock().await
     }
@@ -374,6 +457,18 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind; `writer` is untouched.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// let write = lock.write_lock().lock().await?;
+    /// // ... write ...
+    /// let read = lock.read_lock().lock_while_writing(&write).await?;
+    /// write.release().await?; // a writer queued behind us stays behind the read hold
+    /// // ... read what was just written ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_while_writing(&self, writer: &WriteLockGuard) -> Result<ReadLockGuard> {
         if paths::parent(writer.node_path()) != self.path() {
             return Err(Error::invalid_argument("writer", writer.node_path(), "is not a write lock of this lock path"));
@@ -409,6 +504,15 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// lock.write_lock().acquire().await?;
+    /// // ... write, alone ...
+    /// lock.write_lock().release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<()> {
         self.refuse_upgrade()?;
         self.mutex.acquire().await
@@ -421,6 +525,18 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// if !lock.write_lock().acquire_timeout(Duration::from_secs(5)).await? {
+    ///     return Ok(()); // readers or another writer kept it for 5 s
+    /// }
+    /// // ... write ...
+    /// lock.write_lock().release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.refuse_upgrade()?;
         self.mutex.acquire_timeout(timeout).await
@@ -435,6 +551,15 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// let guard = lock.write_lock().lock().await?;
+    /// // ... write, alone; the guard may move to another task ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<WriteLockGuard> {
         self.refuse_upgrade()?;
         self.mutex.lock().await
@@ -447,6 +572,17 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// match lock.write_lock().try_lock_for(Duration::from_secs(5)).await? {
+    ///     Some(guard) => guard.release().await?,
+    ///     None => println!("{} stayed busy", lock.path()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<WriteLockGuard>> {
         self.refuse_upgrade()?;
         self.mutex.try_lock_for(timeout).await
@@ -459,6 +595,16 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// if let Some(guard) = lock.write_lock().try_lock().await? {
+    ///     // ... write ...
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<WriteLockGuard>> {
         self.refuse_upgrade()?;
         self.mutex.try_lock().await

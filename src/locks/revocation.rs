@@ -26,6 +26,16 @@ impl Revoker {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call may or may not have written the request.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// if let Some(holder) = mutex.participant_nodes().await?.first() {
+    ///     zk_curator::Revoker::attempt_revoke(&client, holder).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn attempt_revoke(client: &CuratorClient, node_path: &str) -> Result<()> {
         paths::validate_path(node_path)?;
         let fixed = client.fix_path(node_path);

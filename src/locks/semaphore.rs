@@ -126,6 +126,21 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// // The limit is the integer in /throttle/reports-limit (created with 3), changeable at run time.
+    /// let jobs = zk_curator::InterProcessSemaphoreV2::with_shared_count(
+    ///     &client,
+    ///     "/throttle/reports",
+    ///     "/throttle/reports-limit",
+    ///     3,
+    /// )
+    /// .await?;
+    /// println!("at most {} at once", jobs.max_leases());
+    /// # Ok(()) }
+    /// ```
     pub async fn with_shared_count(client: &CuratorClient, path: &str, count_path: &str, seed: i32) -> Result<Self> {
         paths::validate_path(count_path)?;
         if seed < 1 {
@@ -159,6 +174,15 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// Cancel safe: no lease node (and no internal-mutex node) outlives a dropped call.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let lease = jobs.acquire().await?;
+    /// // ... run the job; the lease may move to another task ...
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<Lease> {
         let lease = self.acquire_one(Wait::Forever).await?;
         lease.ok_or_else(|| Error::Closed { path: self.path().to_string() })
@@ -171,6 +195,18 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let Some(lease) = jobs.acquire_timeout(Duration::from_secs(10)).await? else {
+    ///     return Ok(()); // every lease stayed taken for 10 s
+    /// };
+    /// // ... run the job ...
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
         self.acquire_one(Wait::from_timeout(timeout)).await
     }
@@ -187,6 +223,15 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// Cancel safe: leases already taken are released in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let leases = jobs.acquire_many(2).await?; // a job that counts double
+    /// // ... run it ...
+    /// zk_curator::return_all(leases).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_many(&self, n: usize) -> Result<Vec<Lease>> {
         let leases = self.acquire_many_wait(n, Wait::Forever).await?;
         leases.ok_or_else(|| Error::Closed { path: self.path().to_string() })
@@ -200,6 +245,17 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// if let Some(leases) = jobs.acquire_many_timeout(2, Duration::from_secs(10)).await? {
+    ///     // ... run it ...
+    ///     zk_curator::return_all(leases).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<Lease>>> {
         self.acquire_many_wait(n, Wait::from_timeout(timeout)).await
     }
@@ -277,6 +333,14 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let leases = jobs.participant_nodes().await?;
+    /// println!("{} of {} leases taken", leases.len(), jobs.max_leases());
+    /// # Ok(()) }
+    /// ```
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.leases.participant_nodes(None).await
     }
@@ -289,6 +353,18 @@ impl InterProcessSemaphoreV2 {
 ///
 /// # Cancel safety
 /// Cancel safe: leases not yet released are released in the background.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+/// let mut leases = Vec::new();
+/// for _ in 0..2 {
+///     leases.push(jobs.acquire().await?);
+/// }
+/// // ... run the jobs ...
+/// zk_curator::return_all(leases).await?;
+/// # Ok(()) }
+/// ```
 pub async fn return_all(leases: Vec<Lease>) -> Result<()> {
     return_all_by(leases, None).await
 }
@@ -357,6 +433,19 @@ impl Lease {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run_job() {}
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let lease = jobs.acquire().await?;
+    /// tokio::select! {
+    ///     _ = run_job() => {}
+    ///     _ = lease.lost() => eprintln!("lease lost: stop the job"),
+    /// }
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         self.hold.lost().await
     }
@@ -384,6 +473,18 @@ impl Lease {
     ///
     /// # Cancel safety
     /// Cancel safe: the lease is released at the first poll; the delete goes on in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// let lease = jobs.acquire().await?;
+    /// // ... run the job ...
+    /// if let Err(e) = lease.release().await {
+    ///     // The lease is given back anyway; its node keeps being deleted in the background.
+    ///     eprintln!("returning {}: {e}", jobs.path());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.hold.release().await
@@ -485,6 +586,15 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// lock.acquire().await?;
+    /// // ... work; any task may release ...
+    /// lock.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<()> {
         let lease = self.semaphore.acquire().await?;
         *self.lease.lock() = Some(lease);
@@ -498,6 +608,17 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// if lock.acquire_timeout(Duration::from_secs(5)).await? {
+    ///     // ... work ...
+    ///     lock.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         let Some(lease) = self.semaphore.acquire_timeout(timeout).await? else {
             return Ok(false);
@@ -513,6 +634,18 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Cancel safety
     /// Cancel safe: released at the first poll, the delete goes on in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// lock.acquire().await?;
+    /// let lock = lock.clone();
+    /// tokio::spawn(async move {
+    ///     // ... work ...
+    ///     lock.release().await // another task than the one that acquired
+    /// });
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self) -> Result<()> {
         let lease = self.lease.lock().take();
         match lease {

@@ -62,6 +62,14 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe: nodes already started are killed and their directories removed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = zk_curator::testing::TestingCluster::start(3).await?;
+    /// let client = zk_curator::CuratorClient::connect(&cluster.connect_string()).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn start(nodes: usize) -> TestingResult<TestingCluster> {
         if nodes == 0 {
             return Err(TestingError::InvalidArgument { message: "a cluster needs at least one node".into() });
@@ -139,6 +147,18 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe: the node is stopped or being stopped; call again to wait.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut cluster = TestingCluster::start(3).await?;
+    /// let leader = cluster.leader().await.expect("a 3-node ensemble has a leader");
+    /// cluster.stop(leader).await?;
+    /// cluster.wait_for_quorum(Duration::from_secs(30)).await?; // the other two elect a new leader
+    /// # Ok(()) }
+    /// ```
     pub async fn stop(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.terminate(STOP_GRACE).await?;
@@ -154,6 +174,17 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe: the signal is sent at the first poll.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut cluster = TestingCluster::start(3).await?;
+    /// cluster.kill(0).await?;
+    /// cluster.kill(1).await?; // no quorum left: clients go SUSPENDED
+    /// cluster.restart(1).await?; // a quorum again
+    /// # Ok(()) }
+    /// ```
     pub async fn kill(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.kill().await?;
@@ -171,6 +202,17 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe: a node being started is killed with the cluster.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut cluster = TestingCluster::start(3).await?;
+    /// cluster.stop(2).await?;
+    /// // ... the ensemble serves on with two nodes ...
+    /// cluster.restart(2).await?; // back in the quorum when this returns
+    /// # Ok(()) }
+    /// ```
     pub async fn restart(&mut self, i: usize) -> TestingResult<()> {
         let node = self.node(i)?;
         node.supervisor.kill().await?;
@@ -202,6 +244,17 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = TestingCluster::start(3).await?;
+    /// if let Some(i) = cluster.leader().await {
+    ///     println!("leader: node {i} at {}", cluster.node_connect_string(i));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leader(&self) -> Option<usize> {
         self.modes().await.iter().position(|mode| mode.as_deref() == Some("leader"))
     }
@@ -214,6 +267,18 @@ impl TestingCluster {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut cluster = TestingCluster::start(5).await?;
+    /// cluster.kill(0).await?;
+    /// cluster.kill(1).await?;
+    /// cluster.wait_for_quorum(Duration::from_secs(30)).await?; // 3 of 5 still form a quorum
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_for_quorum(&self, timeout: Duration) -> TestingResult<()> {
         let started = Instant::now();
         let majority = self.nodes.len() / 2 + 1;

@@ -93,6 +93,22 @@ impl FaultProxy {
     ///
     /// # Cancel safety
     /// Cancel safe: nothing outlives a dropped call.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
+    /// # use zk_curator::CuratorClient;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = TestingServer::start().await?;
+    /// let proxy = FaultProxy::start(&server.connect_string()).await?;
+    /// let client = CuratorClient::builder(&proxy.connect_string())
+    ///     .session_timeout(Duration::from_secs(2))
+    ///     .connect()
+    ///     .await?;
+    /// proxy.set_mode(ProxyMode::Blackhole); // the server expires the session after 2 s
+    /// # Ok(()) }
+    /// ```
     pub async fn start(upstream: &str) -> TestingResult<FaultProxy> {
         if upstream.trim().is_empty() {
             return Err(TestingError::InvalidArgument { message: "FaultProxy upstream is empty".into() });

@@ -282,6 +282,21 @@ pub(crate) async fn wait_ready(
 ///
 /// Defaults: tick 200 ms, minimum session timeout two ticks, maximum session timeout 60 s,
 /// container nodes checked every 100 ms, a free port chosen by the harness.
+///
+/// ```no_run
+/// # async fn demo() -> zk_curator::testing::TestingResult<()> {
+/// use std::time::Duration;
+/// use zk_curator::testing::TestingServer;
+///
+/// // Sessions as short as 1 s, for quick expiry tests, on a server this test may stop.
+/// let server = TestingServer::builder()
+///     .tick_time(Duration::from_millis(100))
+///     .min_session_timeout(Duration::from_secs(1))
+///     .owned()
+///     .start()
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is awaited"]
 pub struct TestingServerBuilder {
@@ -410,6 +425,16 @@ impl TestingServerBuilder {
     ///
     /// # Cancel safety
     /// Cancel safe: a server being started is killed and its directory removed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use zk_curator::testing::TestingServer;
+    /// # async fn demo() -> zk_curator::testing::TestingResult<()> {
+    /// let server = TestingServer::builder().max_session_timeout(Duration::from_secs(10)).start().await?;
+    /// println!("ZooKeeper at {}", server.connect_string());
+    /// # Ok(()) }
+    /// ```
     pub async fn start(self) -> TestingResult<TestingServer> {
         if let Some(connect) = zk_connect_override().filter(|_| !self.owned) {
             let port = external_port(&connect);
@@ -592,11 +617,31 @@ impl TestingServer {
     ///
     /// # Cancel safety
     /// Cancel safe: a server being started is killed and its directory removed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = zk_curator::testing::TestingServer::start().await?;
+    /// let client = zk_curator::CuratorClient::connect(&server.connect_string()).await?;
+    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/test")?;
+    /// // ... the test ...
+    /// client.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn start() -> TestingResult<TestingServer> {
         Self::builder().start().await
     }
 
     /// A builder to change timing or pick the port.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::testing::TestingResult<()> {
+    /// use std::time::Duration;
+    ///
+    /// let server = zk_curator::testing::TestingServer::builder().tick_time(Duration::from_millis(50)).start().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder() -> TestingServerBuilder {
         TestingServerBuilder::default()
     }
@@ -656,6 +701,17 @@ impl TestingServer {
     ///
     /// # Cancel safety
     /// Cancel safe: the process is killed at the first poll.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::{testing::TestingServer, CuratorClient};
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut server = TestingServer::builder().owned().start().await?;
+    /// let client = CuratorClient::connect(&server.connect_string()).await?;
+    /// server.stop().await?; // the client goes SUSPENDED
+    /// server.restart().await?; // the same session comes back: RECONNECTED
+    /// # Ok(()) }
+    /// ```
     pub async fn stop(&mut self) -> TestingResult<()> {
         let local = self.local("stop")?;
         local.supervisor.kill().await?;
@@ -674,6 +730,17 @@ impl TestingServer {
     ///
     /// # Cancel safety
     /// Cancel safe: a server being started is killed when the handle drops.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::testing::TestingServer;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut server = TestingServer::builder().owned().start().await?;
+    /// server.stop().await?;
+    /// // ... check what clients do without a server ...
+    /// server.restart().await?; // same port, same data
+    /// # Ok(()) }
+    /// ```
     pub async fn restart(&mut self) -> TestingResult<()> {
         let local = self.local("restart")?;
         local.supervisor.kill().await?;

@@ -56,6 +56,18 @@ const OP_CLOSE_SESSION: i32 = -11;
 ///
 /// # Cancel safety
 /// Not cancel safe: a dropped call may or may not have closed the session.
+///
+/// # Examples
+/// ```no_run
+/// # use zk_curator::testing::{expire_session, TestingServer};
+/// # use zk_curator::CuratorClient;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = TestingServer::start().await?;
+/// let client = CuratorClient::connect(&server.connect_string()).await?;
+/// expire_session(&server.connect_string(), &client).await?;
+/// // The client goes LOST, then opens a new session by itself.
+/// # Ok(()) }
+/// ```
 pub async fn expire_session(connect: &str, client: &crate::CuratorClient) -> TestingResult<()> {
     let raw = client.raw_client().map_err(|source| TestingError::ZooKeeper {
         context: format!("finding the current session of {client:?}"),
