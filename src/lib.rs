@@ -6,7 +6,12 @@
 //! The crate has the same layers as Curator:
 //!
 //! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
-//!   connection states, retry policies, namespaces, protected creates and guaranteed deletes;
+//!   connection states, retry policies, namespaces, protected creates and guaranteed deletes, and
+//!   Curator's data API ([`create`](CuratorClient::create), [`get_data`](CuratorClient::get_data),
+//!   [`set_data`](CuratorClient::set_data), [`exists`](CuratorClient::exists),
+//!   [`get_children`](CuratorClient::get_children), [`delete`](CuratorClient::delete),
+//!   [`watch`](CuratorClient::watch), [`commit`](CuratorClient::commit) of a [`Transaction`]) in
+//!   the crate's own types ([`CreateMode`], [`Acl`], [`Stat`], [`ErrorCode`], …);
 //! * the lock machinery — a reentrancy map, the `LockInternals` loop, pluggable [`LockDriver`]s
 //!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
@@ -23,8 +28,9 @@
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
 //! it is held, and every hold carries a fencing token.
 //!
-//! Everything is re-exported at the crate root; the modules are private, but for [`blocking`] and
-//! `testing`.
+//! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
+//! `testing` and [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside
+//! the semver promise.
 //!
 //! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
 //! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
