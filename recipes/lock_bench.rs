@@ -1010,7 +1010,7 @@ async fn guarded_write(hold: &Hold, path: &str) -> &'static str {
     let attempt = async {
         let set = GuardedWrite::new().set_data(path, &data, None);
         match hold.guarded_write(set).await {
-            Err(Error::ZooKeeper { code: zk_curator::ErrorCode::NoNode, .. }) => {
+            Err(e) if e.code() == Some(zk_curator::ErrorCode::NoNode) => {
                 let create = GuardedWrite::new().create(path, &data, zk_curator::CreateMode::Persistent);
                 hold.guarded_write(create).await
             }

@@ -550,3 +550,43 @@ fn close_and_drop_close_the_client() {
     let left = zk.eventually_no_children(&path, Duration::from_secs(5));
     assert!(left.is_empty(), "nodes left behind: {left:?}");
 }
+
+#[test]
+fn the_data_api_from_plain_threads() {
+    let mut zk = Zk::owned();
+    let client = zk.client();
+    let base = support::unique_path("blocking-data");
+    let node = format!("{base}/config");
+    assert_eq!(client.create(&node, b"v1", zk_curator::CreateMode::Persistent).unwrap(), node);
+    let (data, stat) = client.get_data(&node).unwrap();
+    assert_eq!(data, b"v1");
+    // A conditional write from another thread wins; ours at the old version is refused, typed.
+    let other = client.clone();
+    let (node2, version) = (node.clone(), stat.version);
+    thread::spawn(move || other.set_data(&node2, b"v2", Some(version)).unwrap()).join().unwrap();
+    let refused = client.set_data(&node, b"v3", Some(version)).unwrap_err();
+    assert_eq!(refused.code(), Some(zk_curator::ErrorCode::BadVersion), "{refused}");
+    assert_eq!(client.get_data(&node).unwrap().0, b"v2");
+    assert_eq!(client.get_children(&base).unwrap(), vec!["config".to_string()]);
+    // A one-time watch, waited for on a plain thread.
+    let (_, _, changed) = client.call(client.async_client().get_data(&node).watch()).unwrap();
+    client.set_data(&node, b"v4", None).unwrap();
+    let event = client.block_on(changed).unwrap();
+    assert_eq!((event.event_type, event.path.as_str()), (zk_curator::EventType::NodeDataChanged, node.as_str()));
+    let results =
+        client.commit(zk_curator::Transaction::new().check(&node, 2).delete(&node, None).delete(&base, None)).unwrap();
+    assert_eq!(results.len(), 3);
+    assert!(client.exists(&node).unwrap().is_none());
+
+    // Server down: a timed read returns within its timeout, typed; after a restart, calls work.
+    zk.stop();
+    let reader = client.clone();
+    let path = node.clone();
+    let (result, took) = within("a timed read with the server down", Duration::from_secs(1) + SLACK, move || {
+        reader.call(reader.async_client().get_data(&path).timeout(Duration::from_secs(1)))
+    });
+    let err = result.unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::DeadlineExceeded | ErrorKind::Retryable), "{err:?} after {took:?}");
+    zk.restart();
+    assert!(client.exists(&node).unwrap().is_none());
+}

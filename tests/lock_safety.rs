@@ -1165,7 +1165,10 @@ async fn bad_input_gives_typed_errors() {
         ErrorKind::Other,
         "set_data of a missing node",
     );
-    assert!(matches!(e, Error::ZooKeeper { code: zk_curator::ErrorCode::NoNode, .. }), "{e:?}");
+    assert!(
+        matches!(&e, Error::TransactionFailed { index: 0, path, code: zk_curator::ErrorCode::NoNode } if *path == missing),
+        "{e:?}"
+    );
     assert_eq!(guard.hold_state(), HoldState::Held);
     guard.release().await.unwrap();
     // a huge timeout saturates instead of overflowing

@@ -251,7 +251,7 @@ impl RwCtx {
             match hold.guarded_write(proof).await {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::LockLost => lost_at = Some(Instant::now()),
-                Err(Error::ZooKeeper { code: zk_curator::ErrorCode::BadVersion, .. }) => self.violations.push(format!(
+                Err(e) if e.code() == Some(zk_curator::ErrorCode::BadVersion) => self.violations.push(format!(
                     "{who} ({}, token {}): a write landed on {} during the {} hold (version {v} at its start)",
                     hold.name(),
                     hold.fencing_token(),

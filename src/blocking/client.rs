@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Core;
 use crate::error::Result;
-use crate::CuratorClientBuilder;
+use crate::{CreateMode, CuratorClientBuilder, OpResult, Stat, Transaction};
 
 /// A blocking [`CuratorClient`](crate::CuratorClient): the same client, with a tokio runtime of
 /// its own on a background thread, for use from plain threads. Cheap to clone (clones share the
@@ -142,5 +142,146 @@ impl CuratorClient {
     /// ```
     pub fn close(&self) -> Result<()> {
         self.core.block_on(self.core.client().close())
+    }
+
+    /// Runs a call of the async data API and returns its result — the builders with every
+    /// option: `client.call(client.async_client().create("/a").mode(CreateMode::Container))`.
+    ///
+    /// # Errors
+    /// The call's error; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let (_, _, changed) = client.call(client.async_client().get_data("/config").watch())?;
+    /// let event = client.block_on(changed)?;
+    /// println!("{:?}", event.event_type);
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn call<T>(&self, call: impl std::future::IntoFuture<Output = Result<T>>) -> Result<T> {
+        self.core.block_on(call.into_future())?
+    }
+
+    /// Creates `path` with `data` and `mode`, making missing parents as containers (see
+    /// [`CuratorClient::create`](crate::CuratorClient::create)); returns the created path.
+    ///
+    /// # Errors
+    /// As the async create; `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let job = client.create("/jobs/job-", b"payload", zk_curator::CreateMode::PersistentSequential)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn create(&self, path: &str, data: impl Into<Vec<u8>>, mode: CreateMode) -> Result<String> {
+        self.call(self.async_client().create(path).data(data).mode(mode).creating_parent_containers_if_needed())
+    }
+
+    /// `path`'s data and stat (see [`CuratorClient::get_data`](crate::CuratorClient::get_data)).
+    ///
+    /// # Errors
+    /// As the async call (`ErrorCode::NoNode` for a missing node); `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let (data, stat) = client.get_data("/config")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        self.call(self.async_client().get_data(path))
+    }
+
+    /// Writes `path`'s data, only at `version` if given (see
+    /// [`CuratorClient::set_data`](crate::CuratorClient::set_data)); returns the new stat.
+    ///
+    /// # Errors
+    /// As the async call (`ErrorCode::BadVersion`, `NoNode`); `runtime` inside a tokio runtime
+    /// context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let (_, stat) = client.get_data("/config")?;
+    /// client.set_data("/config", b"v2", Some(stat.version))?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn set_data(&self, path: &str, data: impl Into<Vec<u8>>, version: Option<i32>) -> Result<Stat> {
+        let set = self.async_client().set_data(path, data);
+        match version {
+            Some(version) => self.call(set.version(version)),
+            None => self.call(set),
+        }
+    }
+
+    /// `path`'s stat, or `None` (see [`CuratorClient::exists`](crate::CuratorClient::exists)).
+    ///
+    /// # Errors
+    /// As the async call; `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let ready = client.exists("/ready")?.is_some();
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
+        self.call(self.async_client().exists(path))
+    }
+
+    /// `path`'s children (see [`CuratorClient::get_children`](crate::CuratorClient::get_children)).
+    ///
+    /// # Errors
+    /// As the async call; `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let workers = client.get_children("/workers")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn get_children(&self, path: &str) -> Result<Vec<String>> {
+        self.call(self.async_client().get_children(path))
+    }
+
+    /// Deletes `path`, only at `version` if given (see
+    /// [`CuratorClient::delete`](crate::CuratorClient::delete); [`call`](Self::call) gives
+    /// the other options).
+    ///
+    /// # Errors
+    /// As the async call (`NoNode`, `BadVersion`, `NotEmpty`); `runtime` inside a tokio runtime
+    /// context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// client.delete("/jobs/job-0000000007", None)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        let delete = self.async_client().delete(path);
+        match version {
+            Some(version) => self.call(delete.version(version)),
+            None => self.call(delete),
+        }
+    }
+
+    /// Commits `transaction` atomically (see [`CuratorClient::commit`](crate::CuratorClient::commit)).
+    ///
+    /// # Errors
+    /// As the async call (`Error::TransactionFailed`); `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// use zk_curator::{CreateMode, Transaction};
+    /// client.commit(Transaction::new().create("/a", b"", CreateMode::Persistent).set_data("/b", b"x", None))?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn commit(&self, transaction: Transaction) -> Result<Vec<OpResult>> {
+        self.call(self.async_client().commit(transaction))
     }
 }
