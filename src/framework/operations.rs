@@ -467,9 +467,33 @@ impl Watch {
         let client = client.clone();
         Watch {
             fired: Box::pin(async move {
-                let event = watcher.changed().await;
-                WatchedEvent::of(&event, client.unfix_path(&event.path).to_string())
+                match NoPanic(Box::pin(watcher.changed())).await {
+                    Some(event) => WatchedEvent::of(&event, client.unfix_path(&event.path).to_string()),
+                    None => session_ended(),
+                }
             }),
+        }
+    }
+}
+
+fn session_ended() -> WatchedEvent {
+    WatchedEvent { event_type: crate::EventType::SessionEnded, path: String::new() }
+}
+
+/// Polls a zookeeper-client watcher future, turning a panic in it into `None`: its receivers
+/// unwrap their channel, which panics when the session task is gone without having sent a
+/// terminal event (its runtime shut down). For our caller that is the session ending.
+struct NoPanic<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for NoPanic<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Some(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
         }
     }
 }
@@ -834,7 +858,7 @@ impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
     }
 }
 
-type NextEvent = BoxFuture<'static, (zk::PersistentWatcher, zk::WatchedEvent)>;
+type NextEvent = BoxFuture<'static, Option<(zk::PersistentWatcher, zk::WatchedEvent)>>;
 
 /// The events of a persistent watch ([`CuratorClient::watch`]), a
 /// [`Stream`](futures_core::Stream) of [`WatchedEvent`]s. It also yields
@@ -873,16 +897,20 @@ impl WatchStream {
             let Some(mut watcher) = self.watcher.take() else {
                 return Poll::Ready(None);
             };
-            self.next = Some(Box::pin(async move {
+            self.next = Some(Box::pin(NoPanic(Box::pin(async move {
                 let event = watcher.changed().await;
                 (watcher, event)
-            }));
+            }))));
         }
         let Some(next) = self.next.as_mut() else {
             return Poll::Ready(None);
         };
-        let (watcher, event) = std::task::ready!(next.as_mut().poll(cx));
+        let polled = std::task::ready!(next.as_mut().poll(cx));
         self.next = None;
+        let Some((watcher, event)) = polled else {
+            self.ended = true;
+            return Poll::Ready(Some(session_ended()));
+        };
         let event = WatchedEvent::of(&event, self.client.unfix_path(&event.path).to_string());
         // zookeeper-client's watcher panics when polled after a terminal session event.
         if event.event_type == crate::EventType::SessionEnded {
@@ -1099,5 +1127,20 @@ impl Transaction {
     /// The path of operation `index`.
     pub(crate) fn path_at(&self, index: usize) -> Option<&str> {
         self.ops.get(index).map(TxOp::path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_watcher_is_an_ended_session_not_a_panic() {
+        let panicking = NoPanic(Box::pin(async {
+            let dropped: Option<u8> = None;
+            dropped.expect("zookeeper-client unwrapping a dropped channel")
+        }));
+        assert_eq!(panicking.await, None);
+        assert_eq!(NoPanic(Box::pin(async { 7 })).await, Some(7));
     }
 }
