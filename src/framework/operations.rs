@@ -13,9 +13,10 @@ use zookeeper_client as zk;
 
 use super::acl::{self, Acl};
 use super::client::CuratorClient;
+use super::guaranteed_delete::DeleteTarget;
 use super::node::{CreateMode, Stat, WatchedEvent};
 use super::paths;
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -763,8 +764,31 @@ impl<'a> DeleteBuilder<'a> {
             let exists = if self.quietly {
                 true
             } else {
+                // Until the delete itself runs, a drop or a check that fails for connection
+                // trouble (or the deadline) hands the delete to the background queue too.
+                let mut fallback = client.delete_on_drop(DeleteTarget::Node(fixed.clone()));
                 let f = fixed.as_str();
-                client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await?.is_some()
+                match client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await {
+                    Ok(stat) => {
+                        fallback.disarm();
+                        stat.is_some()
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::Retryable
+                                | ErrorKind::SessionLost
+                                | ErrorKind::Closed
+                                | ErrorKind::DeadlineExceeded
+                        ) =>
+                    {
+                        return Err(e)
+                    }
+                    Err(e) => {
+                        fallback.disarm();
+                        return Err(e);
+                    }
+                }
             };
             if !exists {
                 return Err(Error::code_on(path, ErrorCode::NoNode));
