@@ -406,6 +406,10 @@ impl<'a> CreateBuilder<'a> {
         loop {
             let result = if self.mode.is_sequential() {
                 match client.connected(path, deadline).await {
+                    Ok(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                        // Sent now, the create would report a deadline error and could still be applied.
+                        Err(client.retrying(path, deadline).deadline_exceeded("creating"))
+                    }
                     Ok((zk, _)) => {
                         let create = zk.create(fixed, data, options);
                         match deadline {
