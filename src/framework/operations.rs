@@ -309,7 +309,9 @@ enum Parents {
 ///
 /// # Cancel safety
 /// A protected create is cancel safe (a node it may have made is deleted in the background);
-/// any other create is not: a dropped call may still create the node.
+/// any other create is not: a dropped call, or one that failed with
+/// [`Error::DeadlineExceeded`] after its request was sent (e.g. while the server was slow), may
+/// still create the node. Use [`with_protection`](Self::with_protection) when that matters.
 #[must_use = "a builder does nothing until awaited"]
 pub struct CreateBuilder<'a> {
     client: &'a CuratorClient,
