@@ -13,9 +13,10 @@ use zookeeper_client as zk;
 
 use super::acl::{self, Acl};
 use super::client::CuratorClient;
+use super::guaranteed_delete::DeleteTarget;
 use super::node::{CreateMode, Stat, WatchedEvent};
 use super::paths;
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -308,7 +309,9 @@ enum Parents {
 ///
 /// # Cancel safety
 /// A protected create is cancel safe (a node it may have made is deleted in the background);
-/// any other create is not: a dropped call may still create the node.
+/// any other create is not: a dropped call, or one that failed with
+/// [`Error::DeadlineExceeded`] after its request was sent (e.g. while the server was slow), may
+/// still create the node. Use [`with_protection`](Self::with_protection) when that matters.
 #[must_use = "a builder does nothing until awaited"]
 pub struct CreateBuilder<'a> {
     client: &'a CuratorClient,
@@ -405,6 +408,10 @@ impl<'a> CreateBuilder<'a> {
         loop {
             let result = if self.mode.is_sequential() {
                 match client.connected(path, deadline).await {
+                    Ok(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                        // Sent now, the create would report a deadline error and could still be applied.
+                        Err(client.retrying(path, deadline).deadline_exceeded("creating"))
+                    }
                     Ok((zk, _)) => {
                         let create = zk.create(fixed, data, options);
                         match deadline {
@@ -787,8 +794,31 @@ impl<'a> DeleteBuilder<'a> {
             let exists = if self.quietly {
                 true
             } else {
+                // Until the delete itself runs, a drop or a check that fails for connection
+                // trouble (or the deadline) hands the delete to the background queue too.
+                let mut fallback = client.delete_on_drop(DeleteTarget::Node(fixed.clone()));
                 let f = fixed.as_str();
-                client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await?.is_some()
+                match client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await {
+                    Ok(stat) => {
+                        fallback.disarm();
+                        stat.is_some()
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::Retryable
+                                | ErrorKind::SessionLost
+                                | ErrorKind::Closed
+                                | ErrorKind::DeadlineExceeded
+                        ) =>
+                    {
+                        return Err(e)
+                    }
+                    Err(e) => {
+                        fallback.disarm();
+                        return Err(e);
+                    }
+                }
             };
             if !exists {
                 return Err(Error::code_on(path, ErrorCode::NoNode));

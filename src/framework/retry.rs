@@ -78,6 +78,11 @@ where
 {
     let mut retrying = Retrying::new(policy, path, deadline);
     loop {
+        // A deadline already passed sends nothing: a request sent now would report a deadline
+        // error and could still be applied.
+        if retrying.expired() {
+            return Err(retrying.deadline_exceeded("waiting for"));
+        }
         let attempt = async {
             let (zk, _) = sessions.connected(path, deadline).await?;
             op(zk).await.map_err(|e| Error::zk(path, e))
