@@ -84,9 +84,9 @@ pub use framework::client::CuratorClient;
 pub use framework::guaranteed_delete::DeleteOutcome;
 pub use framework::node::{CreateMode, EventType, Stat, WatchedEvent};
 pub use framework::operations::{
-    CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder, GetChildrenWatchBuilder,
-    GetDataBuilder, GetDataWatchBuilder, OpResult, PersistentWatchBuilder, SetDataBuilder, Transaction, Watch,
-    WatchStream,
+    CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder,
+    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, OpResult, PersistentWatchBuilder, SetDataBuilder,
+    Transaction, Watch, WatchStream,
 };
 pub use framework::paths::validate_path;
 pub use framework::protected::{is_protected, parse_sequence, strip_protection, CreatedNode};

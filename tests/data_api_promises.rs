@@ -256,6 +256,13 @@ async fn every_timed_call_returns_within_its_timeout_while_blackholed() {
             Box::pin(async { client.delete(&p).deleting_children_if_needed().timeout(t).await.is_err() }),
         ),
         ("watch", Box::pin(async { client.watch(&base).timeout(t).await.is_err() })),
+        (
+            "commit",
+            Box::pin(async {
+                let tx = zk_curator::Transaction::new().create(&p, b"", CreateMode::Persistent);
+                client.commit(tx).timeout(t).await.is_err()
+            }),
+        ),
     ];
     for (what, call) in calls {
         let (failed, took) = timed(call).await;

@@ -165,7 +165,8 @@ impl CuratorClient {
     }
 
     /// Commits `transaction` atomically (Curator's `transaction().forOperations(...)`): all its
-    /// operations apply, or none.
+    /// operations apply, or none. `.timeout(d)` bounds the call; awaiting it returns one
+    /// [`OpResult`] per operation.
     ///
     /// A transaction is sent once per connection, like a sequential create: when the connection
     /// fails after it was sent, its outcome is unknown and the retryable error is returned
@@ -174,7 +175,9 @@ impl CuratorClient {
     /// # Errors
     /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation (nothing sent);
     /// * [`Error::TransactionFailed`] naming the operation that failed and its code (nothing applied);
-    /// * a retryable [`Error::ZooKeeper`] when the outcome is unknown; [`Error::Closed`].
+    /// * a retryable [`Error::ZooKeeper`] when the outcome is unknown; [`Error::Closed`];
+    /// * [`Error::DeadlineExceeded`] past the timeout (nothing sent if it passed before sending;
+    ///   otherwise the outcome is unknown).
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (atomically).
@@ -198,25 +201,20 @@ impl CuratorClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn commit(&self, transaction: Transaction) -> Result<Vec<OpResult>> {
-        let prepared = transaction.prepare(self)?;
-        let path = transaction.first_path();
-        let (zk, _) = self.connected_for_foreground(&path).await?;
-        let mut writer = zk.new_multi_writer();
-        prepared.add_to(&mut writer).map_err(|e| Error::zk(&path, e))?;
-        match writer.commit().await {
-            Ok(results) => Ok(results.into_iter().map(|r| OpResult::of(self, r)).collect()),
-            Err(zk::MultiWriteError::OperationFailed { index, source }) => Err(transaction.failed_at(index, &source)),
-            Err(zk::MultiWriteError::RequestFailed { source }) => Err(Error::zk(&path, source)),
-        }
+    pub fn commit(&self, transaction: Transaction) -> CommitBuilder<'_> {
+        CommitBuilder { client: self, transaction, timeout: None }
     }
 
     /// Waits for a connection for a foreground call, refusing once the client is closed.
-    async fn connected_for_foreground(&self, path: &str) -> Result<(zk::Client, crate::SessionIdentity)> {
+    async fn connected_for_foreground(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(zk::Client, crate::SessionIdentity)> {
         if self.is_closed() {
             return Err(Error::Closed { path: path.to_string() });
         }
-        self.connected(path, None).await
+        self.connected(path, deadline).await
     }
 
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first.
@@ -250,6 +248,61 @@ impl CuratorClient {
             }
         }
         Ok(())
+    }
+}
+
+/// A commit of a [`Transaction`]: [`CuratorClient::commit`]. Await it for the results.
+#[must_use = "a builder does nothing until awaited"]
+pub struct CommitBuilder<'a> {
+    client: &'a CuratorClient,
+    transaction: Transaction,
+    timeout: Option<Duration>,
+}
+
+impl<'a> CommitBuilder<'a> {
+    /// Bounds the whole call: past `timeout` it fails with [`Error::DeadlineExceeded`].
+    /// Default: waiting for a connection is bounded by the connection timeout, the reply by the
+    /// session's own failure detection.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    async fn run(self) -> Result<Vec<OpResult>> {
+        let (client, transaction) = (self.client, self.transaction);
+        let prepared = transaction.prepare(client)?;
+        let path = transaction.first_path();
+        let deadline = deadline_of(self.timeout);
+        let (zk, _) = client.connected_for_foreground(&path, deadline).await?;
+        // Sent after its deadline, a commit would report an error and could still be applied.
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"));
+        }
+        let mut writer = zk.new_multi_writer();
+        prepared.add_to(&mut writer).map_err(|e| Error::zk(&path, e))?;
+        let committed = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), writer.commit()).await {
+                Ok(committed) => committed,
+                Err(_) => {
+                    return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"))
+                }
+            },
+            None => writer.commit().await,
+        };
+        match committed {
+            Ok(results) => Ok(results.into_iter().map(|r| OpResult::of(client, r)).collect()),
+            Err(zk::MultiWriteError::OperationFailed { index, source }) => Err(transaction.failed_at(index, &source)),
+            Err(zk::MultiWriteError::RequestFailed { source }) => Err(Error::zk(&path, source)),
+        }
+    }
+}
+
+impl<'a> IntoFuture for CommitBuilder<'a> {
+    type Output = Result<Vec<OpResult>>;
+    type IntoFuture = BoxFuture<'a, Result<Vec<OpResult>>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
     }
 }
 
