@@ -1219,10 +1219,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_watcher_is_an_ended_session_not_a_panic() {
-        let panicking = NoPanic(Box::pin(async {
-            let dropped: Option<u8> = None;
-            dropped.expect("zookeeper-client unwrapping a dropped channel")
-        }));
+        let (sender, receiver) = tokio::sync::oneshot::channel::<u8>();
+        drop(sender);
+        // As zookeeper-client does: unwrap a channel whose sender is gone.
+        let panicking = NoPanic(Box::pin(async move { receiver.await.expect("a dropped channel") }));
         assert_eq!(panicking.await, None);
         assert_eq!(NoPanic(Box::pin(async { 7 })).await, Some(7));
     }
