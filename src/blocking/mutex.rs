@@ -413,7 +413,7 @@ impl<D: LockDriver> MutexGuard<D> {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let guard = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?.lock()?;
-    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None)?;
+    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
     /// client.block_on(guard.hold().guarded_write(write))??;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
