@@ -1,6 +1,6 @@
 //! [`CuratorClient`]: the blocking client.
 
-use std::future::Future;
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,9 +102,10 @@ impl CuratorClient {
     }
 
     /// Waits for a future of the async API on the calling thread — for what this facade does not
-    /// wrap (the data API, guarded writes, `Hold::lost`, ...). The future runs on this client's
-    /// runtime as the calling thread: Curator-style holds taken in it belong to the thread, as
-    /// with this module's recipes. It may borrow; it must not block its thread.
+    /// wrap (the data API, guarded writes, `Hold::lost`, ...). It takes anything `.await` takes
+    /// ([`IntoFuture`]), so the data API's builders go in as they are. The future runs on this
+    /// client's runtime as the calling thread: Curator-style holds taken in it belong to the
+    /// thread, as with this module's recipes. It may borrow; it must not block its thread.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
@@ -119,10 +120,12 @@ impl CuratorClient {
     /// let guard = mutex.lock()?;
     /// // Wait up to 10 s for the lock to be lost (a watchdog thread, say).
     /// let lost = client.block_on(tokio::time::timeout(Duration::from_secs(10), guard.hold().lost()))?.is_ok();
+    /// // A data-API builder, as it would be awaited.
+    /// let (config, _stat) = client.block_on(client.async_client().get_data("/config/app"))??;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
-        self.core.block_on(future)
+    pub fn block_on<F: IntoFuture>(&self, future: F) -> Result<F::Output> {
+        self.core.block_on(future.into_future())
     }
 
     /// Closes the client and waits for it, as [`CuratorClient::close`](crate::CuratorClient::close):

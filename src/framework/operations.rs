@@ -475,6 +475,10 @@ impl<'a> CreateBuilder<'a> {
                             None => create.await.map_err(|e| Error::zk(path, e)),
                         }
                     }
+                    // No connection before the deadline: the caller's deadline is what ended it.
+                    Err(e) if e.is_retryable() && deadline.is_some_and(|d| Instant::now() >= d) => {
+                        Err(client.retrying(path, deadline).deadline_exceeded("waiting for a connection to create"))
+                    }
                     Err(e) => Err(e),
                 }
             } else {
@@ -843,36 +847,27 @@ impl<'a> DeleteBuilder<'a> {
             client.delete_children(path, &fixed, deadline).await?;
         }
         let result = if self.guaranteed {
-            // NoNode counts as success there already.
+            // The delete is guaranteed from here on: when the existence check below fails for
+            // lack of a connection (or this future is dropped during it), the background queue
+            // takes the delete over, as `delete_fixed_guaranteed` does for the delete itself.
+            let mut fallback = client.delete_on_drop(DeleteTarget::Node(fixed.clone()));
+            // NoNode counts as success in `delete_fixed_guaranteed`: check first unless quietly.
             let exists = if self.quietly {
                 true
             } else {
-                // Until the delete itself runs, a drop or a check that fails for connection
-                // trouble (or the deadline) hands the delete to the background queue too.
-                let mut fallback = client.delete_on_drop(DeleteTarget::Node(fixed.clone()));
                 let f = fixed.as_str();
                 match client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await {
-                    Ok(stat) => {
-                        fallback.disarm();
-                        stat.is_some()
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::Retryable
-                                | ErrorKind::SessionLost
-                                | ErrorKind::Closed
-                                | ErrorKind::DeadlineExceeded
-                        ) =>
-                    {
-                        return Err(e)
-                    }
+                    Ok(stat) => stat.is_some(),
+                    // `fallback` queues the delete as it drops.
+                    Err(e) if hands_over(&e) => return Err(e),
                     Err(e) => {
                         fallback.disarm();
                         return Err(e);
                     }
                 }
             };
+            // `delete_fixed_guaranteed` arms its own fallback (no await point in between).
+            fallback.disarm();
             if !exists {
                 return Err(Error::code_on(path, ErrorCode::NoNode));
             }
@@ -886,6 +881,12 @@ impl<'a> DeleteBuilder<'a> {
             other => other,
         }
     }
+}
+
+/// Whether a guaranteed delete's foreground failure leaves the node's fate unknown, so that the
+/// background queue must take over (as in [`CuratorClient::delete_guaranteed`]).
+fn hands_over(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost | ErrorKind::Closed | ErrorKind::DeadlineExceeded)
 }
 
 impl<'a> IntoFuture for DeleteBuilder<'a> {
@@ -1027,7 +1028,9 @@ pub enum OpResult {
     Created {
         /// The node's path.
         path: String,
-        /// Its stat.
+        /// Its stat — only from servers with the fix of ZOOKEEPER-4026: older ones (3.8.0
+        /// included) answer a create inside a transaction without a stat, and every field is
+        /// then `-1`. Read the node (`exists`) when you need it.
         stat: Stat,
     },
     /// A set-data: the node's new stat.
