@@ -1028,10 +1028,9 @@ pub enum OpResult {
     Created {
         /// The node's path.
         path: String,
-        /// Its stat — only from servers with the fix of ZOOKEEPER-4026: older ones (3.8.0
-        /// included) answer a create inside a transaction without a stat, and every field is
-        /// then `-1`. Read the node (`exists`) when you need it.
-        stat: Stat,
+        /// Its stat — `None` from servers without the fix of ZOOKEEPER-4026 (3.8.0 included),
+        /// which answer a create inside a transaction without one. Read the node (`exists`) then.
+        stat: Option<Stat>,
     },
     /// A set-data: the node's new stat.
     DataSet {
@@ -1048,7 +1047,9 @@ impl OpResult {
     fn of(client: &CuratorClient, result: zk::MultiWriteResult) -> OpResult {
         match result {
             zk::MultiWriteResult::Create { path, stat } => {
-                OpResult::Created { path: client.unfix_path(&path).to_string(), stat: stat.into() }
+                // Without a stat, zookeeper-client fills every field with -1.
+                let stat = (stat.czxid >= 0).then(|| Stat::from(stat));
+                OpResult::Created { path: client.unfix_path(&path).to_string(), stat }
             }
             zk::MultiWriteResult::SetData { stat } => OpResult::DataSet { stat: stat.into() },
             zk::MultiWriteResult::Delete => OpResult::Deleted,
