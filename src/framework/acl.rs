@@ -49,30 +49,24 @@ impl Permissions {
         Permissions(bits & Self::ALL.0)
     }
 
+    /// Each of our permissions with zookeeper-client's.
+    const RAW: [(Permissions, zk::Permission); 5] = [
+        (Self::READ, zk::Permission::READ),
+        (Self::WRITE, zk::Permission::WRITE),
+        (Self::CREATE, zk::Permission::CREATE),
+        (Self::DELETE, zk::Permission::DELETE),
+        (Self::ADMIN, zk::Permission::ADMIN),
+    ];
+
     fn to_raw(self) -> zk::Permission {
-        [
-            (Self::READ, zk::Permission::READ),
-            (Self::WRITE, zk::Permission::WRITE),
-            (Self::CREATE, zk::Permission::CREATE),
-            (Self::DELETE, zk::Permission::DELETE),
-            (Self::ADMIN, zk::Permission::ADMIN),
-        ]
-        .into_iter()
-        .filter(|(ours, _)| self.contains(*ours))
-        .fold(zk::Permission::NONE, |all, (_, raw)| all | raw)
+        Self::RAW
+            .into_iter()
+            .filter(|(ours, _)| self.contains(*ours))
+            .fold(zk::Permission::NONE, |all, (_, raw)| all | raw)
     }
 
     fn of_raw(raw: zk::Permission) -> Permissions {
-        [
-            (Self::READ, zk::Permission::READ),
-            (Self::WRITE, zk::Permission::WRITE),
-            (Self::CREATE, zk::Permission::CREATE),
-            (Self::DELETE, zk::Permission::DELETE),
-            (Self::ADMIN, zk::Permission::ADMIN),
-        ]
-        .into_iter()
-        .filter(|(_, theirs)| raw.has(*theirs))
-        .fold(Self::NONE, |all, (ours, _)| all | ours)
+        Self::RAW.into_iter().filter(|(_, theirs)| raw.has(*theirs)).fold(Self::NONE, |all, (ours, _)| all | ours)
     }
 }
 

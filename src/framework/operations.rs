@@ -1105,27 +1105,61 @@ pub(crate) struct PreparedTransaction {
     ops: Vec<(TxOp, String, Vec<zk::Acl>)>,
 }
 
-impl PreparedTransaction {
-    /// Adds every operation to a zookeeper-client multi writer (or check writer).
-    pub(crate) fn add_to_check_writer(&self, writer: &mut zk::CheckWriter<'_>) -> std::result::Result<(), zk::Error> {
-        for (op, fixed, acls) in &self.ops {
-            match op {
-                TxOp::Create { data, mode, .. } => writer.add_create(fixed, data, &mode.options(acls))?,
-                TxOp::SetData { data, version, .. } => writer.add_set_data(fixed, data, *version)?,
-                TxOp::Delete { version, .. } => writer.add_delete(fixed, *version)?,
-                TxOp::Check { version, .. } => writer.add_check_version(fixed, *version)?,
+/// What a prepared transaction is written into: zookeeper-client's multi writer, or its check
+/// writer (a multi behind a check of the lock node, for guarded writes).
+pub(crate) trait OpSink {
+    fn create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        options: &zk::CreateOptions<'_>,
+    ) -> std::result::Result<(), zk::Error>;
+    fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> std::result::Result<(), zk::Error>;
+    fn delete(&mut self, path: &str, version: Option<i32>) -> std::result::Result<(), zk::Error>;
+    fn check(&mut self, path: &str, version: i32) -> std::result::Result<(), zk::Error>;
+}
+
+macro_rules! op_sink {
+    ($writer:ty) => {
+        impl OpSink for $writer {
+            fn create(
+                &mut self,
+                path: &str,
+                data: &[u8],
+                options: &zk::CreateOptions<'_>,
+            ) -> std::result::Result<(), zk::Error> {
+                self.add_create(path, data, options)
+            }
+            fn set_data(
+                &mut self,
+                path: &str,
+                data: &[u8],
+                version: Option<i32>,
+            ) -> std::result::Result<(), zk::Error> {
+                self.add_set_data(path, data, version)
+            }
+            fn delete(&mut self, path: &str, version: Option<i32>) -> std::result::Result<(), zk::Error> {
+                self.add_delete(path, version)
+            }
+            fn check(&mut self, path: &str, version: i32) -> std::result::Result<(), zk::Error> {
+                self.add_check_version(path, version)
             }
         }
-        Ok(())
-    }
+    };
+}
 
-    fn add_to(&self, writer: &mut zk::MultiWriter<'_>) -> std::result::Result<(), zk::Error> {
+op_sink!(zk::MultiWriter<'_>);
+op_sink!(zk::CheckWriter<'_>);
+
+impl PreparedTransaction {
+    /// Adds every operation to `writer`.
+    pub(crate) fn add_to(&self, writer: &mut impl OpSink) -> std::result::Result<(), zk::Error> {
         for (op, fixed, acls) in &self.ops {
             match op {
-                TxOp::Create { data, mode, .. } => writer.add_create(fixed, data, &mode.options(acls))?,
-                TxOp::SetData { data, version, .. } => writer.add_set_data(fixed, data, *version)?,
-                TxOp::Delete { version, .. } => writer.add_delete(fixed, *version)?,
-                TxOp::Check { version, .. } => writer.add_check_version(fixed, *version)?,
+                TxOp::Create { data, mode, .. } => writer.create(fixed, data, &mode.options(acls))?,
+                TxOp::SetData { data, version, .. } => writer.set_data(fixed, data, *version)?,
+                TxOp::Delete { version, .. } => writer.delete(fixed, *version)?,
+                TxOp::Check { version, .. } => writer.check(fixed, *version)?,
             }
         }
         Ok(())

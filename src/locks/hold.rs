@@ -347,7 +347,7 @@ impl Hold {
             return Err(self.lost_error("the lock's session ended"));
         }
         let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
-        prepared.add_to_check_writer(&mut writer).map_err(|e| Error::zk(write.path_at(0).unwrap_or("/"), e))?;
+        prepared.add_to(&mut writer).map_err(|e| Error::zk(write.path_at(0).unwrap_or("/"), e))?;
         match writer.commit().await {
             Ok(results) => Ok(results.into_iter().map(|result| OpResult::of_guarded(&self.client, result)).collect()),
             Err(zk::CheckWriteError::CheckFailed { source: zk::Error::NoNode }) => {
