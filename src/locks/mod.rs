@@ -6,7 +6,8 @@
 //!
 //! Recipes: [`InterProcessMutex`](crate::InterProcessMutex), [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock),
 //! [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2) (with [`Lease`](crate::Lease)s),
-//! [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex) and
+//! [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex),
+//! [`LeaderLatch`](crate::LeaderLatch) (leadership as a hold of a `latch-` node) and
 //! [`InterProcessMultiLock`](crate::InterProcessMultiLock), the locks behind the common [`InterProcessLock`](crate::InterProcessLock) trait, the mutex and
 //! the read-write halves revocable ([`Revoker`](crate::Revoker)). Every
 //! hold of every recipe is a [`Hold`](crate::Hold) with a [`FencingToken`](crate::FencingToken), a [`HoldState`](crate::HoldState), the node's data and
@@ -16,6 +17,7 @@ pub(crate) mod driver;
 pub(crate) mod hold;
 pub(crate) mod internals;
 pub(crate) mod interprocess_lock;
+pub(crate) mod leader_latch;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod read_write;

@@ -1,0 +1,446 @@
+//! [`LeaderLatch`]: Curator's leader latch — every participant queues a node under the latch path,
+//! the first in line leads until it closes, its session ends or its node is deleted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use super::driver::StandardLockDriver;
+use super::hold::{FencingToken, Hold, HoldState};
+use super::internals::{deadline_after, Basis, Wait};
+use super::mutex::InterProcessMutex;
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
+use crate::CuratorClient;
+
+/// Curator's `LeaderLatch` lock name: nodes are `<path>/_c_<uuid>-latch-<seq>`.
+pub const LATCH_LOCK_NAME: &str = "latch-";
+
+/// How long the background task waits before queueing again after an error.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// One participant of a latch as seen in ZooKeeper (Curator's `Participant`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Participant {
+    /// The participant id: the node's data as UTF-8 (lossy).
+    pub id: String,
+    /// Whether this participant's node is first in line.
+    pub is_leader: bool,
+}
+
+/// Where a latch is in its life (Curator's `LeaderLatch.State`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LatchState {
+    /// Created, not started.
+    Latent,
+    /// Taking part (leading or queued).
+    Started,
+    /// Closed: no node, never again leader.
+    Closed,
+}
+
+/// A leader latch, wire-compatible with Curator's `LeaderLatch`: a protected
+/// EPHEMERAL_SEQUENTIAL node `<path>/_c_<uuid>-latch-<seq>` holding the participant id; the first
+/// node in sort order leads, every other participant watches only its predecessor.
+///
+/// Leadership is a [`Hold`] of that node, and is reported only while the hold is
+/// [`HoldState::Held`] — connected, on the session that created the node, the node not deleted.
+/// While the connection is suspended, [`has_leadership`](Self::has_leadership) is `false`. When
+/// the hold is lost (the session ended, or someone deleted the node) the latch reports no
+/// leadership and, while started, queues again with a new node on the client's current session.
+///
+/// The leadership's [`FencingToken`] (the node's czxid) strictly increases across successive
+/// leaders of one path.
+///
+/// Dropping a started latch stops it: its node is deleted in the background. Prefer
+/// [`close`](Self::close), which waits for the delete.
+pub struct LeaderLatch {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    mutex: InterProcessMutex<StandardLockDriver>,
+    id: String,
+    /// The hold of the current leadership (granted; maybe suspended or lost by now). Every change
+    /// of the hold's state is also sent here (so waiters look again).
+    hold: watch::Sender<Option<Arc<Hold>>>,
+    state: watch::Sender<LatchState>,
+    task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LeaderLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderLatch")
+            .field("path", &self.path())
+            .field("id", &self.inner.id)
+            .field("state", &self.state())
+            .field("leader", &self.has_leadership())
+            .finish()
+    }
+}
+
+impl LeaderLatch {
+    /// A latch on `path` for the participant `id` (written into its node, as Curator does). Not
+    /// started: see [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`).
+    pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
+        let id = id.into();
+        let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
+        let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()))?;
+        let inner = Inner {
+            mutex,
+            id,
+            hold: watch::Sender::new(None),
+            state: watch::Sender::new(LatchState::Latent),
+            task: parking_lot::Mutex::new(None),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The latch path.
+    pub fn path(&self) -> &str {
+        self.inner.mutex.path()
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The latch's state.
+    pub fn state(&self) -> LatchState {
+        *self.inner.state.borrow()
+    }
+
+    /// Starts taking part: creates our node in the background and queues (Curator's `start`).
+    /// Needs a tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the latch was already started or closed (a latch starts once,
+    /// as in Curator).
+    pub fn start(&self) -> Result<()> {
+        let mut started = false;
+        self.inner.state.send_if_modified(|state| {
+            if *state == LatchState::Latent {
+                *state = LatchState::Started;
+                started = true;
+            }
+            started
+        });
+        if !started {
+            return Err(Error::invalid_argument("latch state", format!("{:?}", self.state()), "a latch starts once"));
+        }
+        let task = tokio::spawn(run(self.inner.clone()));
+        *self.inner.task.lock() = Some(task);
+        Ok(())
+    }
+
+    /// Stops taking part: deletes our node and waits for the delete (at most the connection
+    /// timeout; a delete that takes longer goes on in the background, guaranteed). Leadership, if
+    /// held, is lost. Closing a latch that is not started (or already closed) only marks it closed.
+    ///
+    /// # Errors
+    /// The delete's error when leading (the node stays queued for guaranteed deletion in the
+    /// background), or [`Error::DeadlineExceeded`] when it did not finish in time.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the latch is closed at the first poll and the delete continues in the
+    /// background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let latch = zk_curator::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
+    /// latch.start()?;
+    /// // ...
+    /// latch.close().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) -> Result<()> {
+        self.inner.state.send_replace(LatchState::Closed);
+        // Wake waiters: they see the latch closed.
+        self.inner.hold.send_modify(|_| {});
+        let task = self.inner.task.lock().take();
+        if let Some(task) = task {
+            // The task sees the state and drops its queued attempt (its node is deleted in the
+            // background); a leadership hold is handed back here, so that we can wait for it.
+            match task.await {
+                Ok(()) => {}
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => {}
+            }
+        }
+        let hold = self.inner.hold.send_replace(None);
+        match hold {
+            Some(hold) => hold.release().await,
+            None => Ok(()),
+        }
+    }
+
+    /// True while this participant leads: its node is first in line and its hold is
+    /// [`HoldState::Held`] (connected, on the node's own session, the node not deleted).
+    pub fn has_leadership(&self) -> bool {
+        self.inner.has_leadership()
+    }
+
+    /// The hold of the current (or last, not yet replaced) leadership: node, fencing token, state,
+    /// guarded writes. `None` while queued.
+    pub fn hold(&self) -> Option<Arc<Hold>> {
+        self.inner.hold.borrow().clone().filter(|hold| hold.hold_state() != HoldState::Lost)
+    }
+
+    /// The fencing token of the leadership, while [`has_leadership`](Self::has_leadership).
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.inner.leading_hold().map(|hold| hold.fencing_token())
+    }
+
+    /// Waits until this participant leads (Curator's `await()`).
+    ///
+    /// # Errors
+    /// [`Error::Closed`] naming the path if the latch is not started, or is closed while waiting.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches; dropping it leaves the latch as it was (started, queued).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let latch = zk_curator::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
+    /// latch.start()?;
+    /// latch.await_leadership().await?;
+    /// println!("leading with token {:?}", latch.fencing_token());
+    /// # Ok(()) }
+    /// ```
+    pub async fn await_leadership(&self) -> Result<()> {
+        self.wait(None).await.map(|_| ())
+    }
+
+    /// Like [`await_leadership`](Self::await_leadership), giving up after `timeout`: `Ok(false)`
+    /// if not leading by then. Returns within `timeout` (plus scheduling slack) whatever the
+    /// connection does.
+    ///
+    /// # Errors
+    /// As [`await_leadership`](Self::await_leadership).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`await_leadership`](Self::await_leadership).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// if latch.await_leadership_timeout(Duration::from_secs(5)).await? {
+    ///     println!("{} leads", latch.id());
+    /// } else {
+    ///     println!("someone else leads: {:?}", latch.leader().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.wait(Some(deadline_after(timeout))).await
+    }
+
+    async fn wait(&self, deadline: Option<std::time::Instant>) -> Result<bool> {
+        let mut hold = self.inner.hold.subscribe();
+        let mut status = self.inner.mutex.client().status();
+        let mut state = self.inner.state.subscribe();
+        loop {
+            hold.borrow_and_update();
+            status.borrow_and_update();
+            if *state.borrow_and_update() != LatchState::Started {
+                return Err(Error::Closed { path: self.path().to_string() });
+            }
+            if self.has_leadership() {
+                return Ok(true);
+            }
+            let changed = async {
+                tokio::select! {
+                    _ = hold.changed() => {}
+                    _ = status.changed() => {}
+                    _ = state.changed() => {}
+                }
+            };
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d.into(), changed).await.is_err() {
+                        return Ok(self.has_leadership());
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
+    /// Resolves once the current leadership is lost; at once if not leading now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// latch.await_leadership().await?;
+    /// tokio::select! {
+    ///     _ = work() => {}
+    ///     _ = latch.lost() => eprintln!("leadership lost: stop"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        if let Some(hold) = self.inner.leading_hold() {
+            hold.lost().await;
+        }
+    }
+
+    /// Every participant in line, the leader first (Curator's `getParticipants`). Nodes that
+    /// vanish while being read are left out; the first one read is flagged leader.
+    ///
+    /// # Errors
+    /// Server errors after retries.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// for p in latch.participants().await? {
+    ///     println!("{}{}", p.id, if p.is_leader { " (leader)" } else { "" });
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        let client = self.inner.mutex.client();
+        let mut participants = Vec::new();
+        for node in self.inner.mutex.participant_nodes().await? {
+            match client.get_data(&node).await {
+                Ok((data, _)) => participants.push(Participant {
+                    id: String::from_utf8_lossy(&data).into_owned(),
+                    is_leader: participants.is_empty(),
+                }),
+                Err(e) if e.code() == Some(ErrorCode::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(participants)
+    }
+
+    /// The leader as seen in ZooKeeper now (Curator's `getLeader`): `None` when nobody takes part.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// match latch.leader().await? {
+    ///     Some(leader) => println!("{} leads", leader.id),
+    ///     None => println!("nobody takes part"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+}
+
+impl Inner {
+    fn leading_hold(&self) -> Option<Arc<Hold>> {
+        if *self.state.borrow() != LatchState::Started {
+            return None;
+        }
+        self.hold.borrow().clone().filter(|hold| hold.hold_state() == HoldState::Held)
+    }
+
+    fn has_leadership(&self) -> bool {
+        self.leading_hold().is_some()
+    }
+
+    fn started(&self) -> bool {
+        *self.state.borrow() == LatchState::Started
+    }
+}
+
+impl Drop for LeaderLatch {
+    fn drop(&mut self) {
+        self.inner.state.send_replace(LatchState::Closed);
+        if let Some(task) = self.inner.task.lock().take() {
+            task.abort();
+        }
+        if let Some(hold) = self.inner.hold.send_replace(None) {
+            hold.release_in_background();
+        }
+    }
+}
+
+/// The participant: queue (a mutex attempt without deadline), lead while the hold lasts, queue
+/// again after losing it, until closed.
+async fn run(inner: Arc<Inner>) {
+    let mut state = inner.state.subscribe();
+    let stopped = |state: &mut watch::Receiver<LatchState>| {
+        let mut state = state.clone();
+        async move {
+            let _ = state.wait_for(|s| *s != LatchState::Started).await;
+        }
+    };
+    while inner.started() {
+        let attempt = inner.mutex.attempt(Wait::Forever, Basis::None);
+        let granted = tokio::select! {
+            biased;
+            _ = stopped(&mut state) => return,
+            granted = attempt => granted,
+        };
+        let hold = match granted {
+            Ok(Some(hold)) => hold,
+            Ok(None) => continue,
+            Err(e) if e.kind() == ErrorKind::Closed => {
+                debug!(path = %inner.mutex.path(), "client closed: the latch stops");
+                return;
+            }
+            Err(e) => {
+                warn!(path = %inner.mutex.path(), %e, "leader latch could not queue; trying again");
+                tokio::select! {
+                    _ = stopped(&mut state) => return,
+                    _ = tokio::time::sleep(RETRY_PAUSE) => continue,
+                }
+            }
+        };
+        let mut hold_state = hold.watch_state();
+        inner.hold.send_replace(Some(hold.clone()));
+        debug!(node = %hold.path(), "leadership granted");
+        loop {
+            if *hold_state.borrow_and_update() == HoldState::Lost {
+                break;
+            }
+            tokio::select! {
+                // close() takes the hold and waits for its delete.
+                _ = stopped(&mut state) => return,
+                changed = hold_state.changed() => {
+                    // Waiters look again at every change.
+                    inner.hold.send_modify(|_| {});
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        debug!(node = %hold.path(), "leadership lost; queueing again");
+        inner.hold.send_if_modified(|current| match current {
+            Some(h) if Arc::ptr_eq(h, &hold) => {
+                *current = None;
+                true
+            }
+            _ => false,
+        });
+        // Lost: deleted by someone, or its session ended. Delete it in case it outlived that.
+        hold.release_in_background();
+    }
+}
