@@ -275,10 +275,11 @@ async fn timed_wait_gives_up_and_a_dropped_wait_changes_nothing() {
 /// connection: the next one may report leadership a moment before the old one has processed its
 /// event. Nothing in ZooKeeper can order those two notifications; the fencing token (strictly
 /// larger for the new leader) is what protects a shared resource then. The checker bounds the
-/// overlap of the reports instead of forbidding it. (A partition that ends in expiry is the case
+/// overlap of the reports instead of forbidding it — generously: it is a hang guard (an old
+/// leader that never steps down), not a timing claim about the machine (161 ms seen here). (A partition that ends in expiry is the case
 /// the hold model orders strictly: the old leader gives up at 0.85 of the session timeout, before
 /// the server can expire it — see lock_safety.rs for the mutex.)
-const OVERLAP_BOUND: Duration = Duration::from_millis(500);
+const OVERLAP_BOUND: Duration = Duration::from_secs(5);
 
 fn assert_overlap_bounded(seen: Seen, scenario: &str) {
     println!("{scenario}: at most {} leaders at once, longest overlap {:?}", seen.max, seen.longest_overlap);
@@ -473,4 +474,34 @@ async fn interop_with_curator_latch() {
     let _ = tokio::time::timeout(WITHIN, curator.child.wait()).await;
     rust2.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
+
+/// `start()` outside a runtime is a typed error, not a panic; a latch dropped outside any
+/// runtime (started or not) does not panic either.
+#[test]
+fn start_and_drop_outside_a_runtime_never_panic() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (server, client) = rt.block_on(async {
+        let server = support::server().await;
+        let client = support::client(&server.connect_string()).await;
+        (server, client)
+    });
+    let path = support::unique_path("latch-no-runtime");
+    let idle = LeaderLatch::new(&client, &path, "idle").unwrap();
+    let err = idle.start().expect_err("no runtime here");
+    assert!(matches!(&err, zk_curator::Error::InvalidArgument { name: "runtime", .. }), "{err:?}");
+    assert_eq!(idle.state(), zk_curator::LatchState::Latent, "still unstarted");
+    let running = {
+        let _entered = rt.enter();
+        let latch = LeaderLatch::new(&client, &path, "running").unwrap();
+        latch.start().unwrap();
+        latch
+    };
+    rt.block_on(running.await_leadership()).unwrap();
+    drop(idle);
+    drop(running);
+    let connect = server.connect_string();
+    assert!(rt.block_on(support::eventually_no_children(&connect, &path, WITHIN)).is_empty(), "the node is deleted");
+    rt.block_on(client.close());
+    drop(server);
 }

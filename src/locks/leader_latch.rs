@@ -121,8 +121,12 @@ impl LeaderLatch {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the latch was already started or closed (a latch starts once,
-    /// as in Curator).
+    /// as in Curator), or when called outside a tokio runtime (naming `runtime`; the latch stays
+    /// unstarted).
     pub fn start(&self) -> Result<()> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(Error::invalid_argument("runtime", "none", "LeaderLatch::start needs a tokio runtime"));
+        };
         let mut started = false;
         self.inner.state.send_if_modified(|state| {
             if *state == LatchState::Latent {
@@ -134,7 +138,7 @@ impl LeaderLatch {
         if !started {
             return Err(Error::invalid_argument("latch state", format!("{:?}", self.state()), "a latch starts once"));
         }
-        let task = tokio::spawn(run(self.inner.clone()));
+        let task = runtime.spawn(run(self.inner.clone()));
         *self.inner.task.lock() = Some(task);
         Ok(())
     }
