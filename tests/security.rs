@@ -150,15 +150,22 @@ async fn nodes_made_by_recipes_carry_the_acl_providers_answer() {
         }
     };
     let ns = format!("/{namespace}");
-    for node in [
-        ns.clone(),
-        format!("{ns}/jobs"),
-        format!("{ns}/jobs/nightly"),
-        format!("{ns}{}", guard.node_path()),
-        format!("{ns}/jobs/throttle/locks"),
-    ] {
+    for node in [ns.clone(), format!("{ns}/jobs"), format!("{ns}/jobs/nightly"), format!("{ns}{}", guard.node_path())] {
         assert_eq!(acl_of(node.clone()).await, vec![loopback_all()], "{node}");
     }
+    // The internal-lock container exists only while someone is in it (the server reaps it once
+    // empty): fill the semaphore, and a third acquirer waits there, holding its turn.
+    let second = semaphore.acquire().await.unwrap();
+    let waiter = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    let locks = format!("{ns}/jobs/throttle/locks");
+    support::eventually_queued(&obs, &locks, 1, "a waiter in the internal lock").await;
+    assert_eq!(acl_of(locks.clone()).await, vec![loopback_all()], "{locks}");
+    waiter.abort();
+    let _ = waiter.await;
+    second.release().await.unwrap();
     let leases = vec![loopback_all(), Acl::new(Permissions::READ, Id::anyone())];
     for node in [format!("{ns}/jobs/throttle/leases"), format!("{ns}{}", lease.node_path())] {
         assert_eq!(acl_of(node.clone()).await, leases, "{node}");

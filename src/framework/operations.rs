@@ -217,11 +217,13 @@ impl CuratorClient {
         self.connected(path, deadline).await
     }
 
-    /// Deletes every descendant of the namespace-fixed `fixed`, deepest first.
-    async fn delete_children(&self, path: &str, fixed: &str, deadline: Option<Instant>) -> Result<()> {
+    /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
+    /// deleted at least one.
+    async fn delete_children(&self, path: &str, fixed: &str, deadline: Option<Instant>) -> Result<bool> {
         // Iterative depth-first walk: a stack of directories still to empty.
         let mut stack = vec![fixed.to_string()];
         let mut rounds = 0;
+        let mut deleted_any = false;
         while let Some(dir) = stack.last().cloned() {
             let d = dir.as_str();
             let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await {
@@ -233,7 +235,7 @@ impl CuratorClient {
                 stack.pop();
                 if dir != fixed {
                     match self.with_retry(path, deadline, |zk| async move { zk.delete(d, None).await }).await {
-                        Ok(()) => {}
+                        Ok(()) => deleted_any = true,
                         Err(e) if e.is(ErrorCode::NoNode) => {}
                         Err(e) if e.is(ErrorCode::NotEmpty) && rounds < DELETE_CHILDREN_ROUNDS => {
                             // A child appeared meanwhile: empty it again.
@@ -247,7 +249,7 @@ impl CuratorClient {
                 stack.extend(children.iter().map(|child| paths::join(&dir, child)));
             }
         }
-        Ok(())
+        Ok(deleted_any)
     }
 }
 
@@ -781,7 +783,8 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
 /// # Errors
 /// * [`Error::InvalidPath`] (the root cannot be deleted); [`Error::InvalidArgument`] for
 ///   `guaranteed()` with `version()` (the background retry could not honour the version);
-/// * [`Error::ZooKeeper`] with [`ErrorCode::NoNode`] (unless `quietly()`),
+/// * [`Error::ZooKeeper`] with [`ErrorCode::NoNode`] (unless `quietly()`, or a container
+///   reaped by the server once `deleting_children_if_needed()` emptied it),
 ///   [`ErrorCode::BadVersion`], [`ErrorCode::NotEmpty`] (without
 ///   `deleting_children_if_needed()`), [`ErrorCode::NoAuth`];
 /// * [`Error::DeadlineExceeded`]; [`Error::Closed`].
@@ -843,9 +846,9 @@ impl<'a> DeleteBuilder<'a> {
                 "a guaranteed delete cannot take a version: its background retries could delete a newer node",
             ));
         }
-        if self.children {
-            client.delete_children(path, &fixed, deadline).await?;
-        }
+        // A CONTAINER node is reaped by the server once its last child is gone: after emptying
+        // it, its absence is the delete's success, not NoNode.
+        let emptied = self.children && client.delete_children(path, &fixed, deadline).await?;
         let result = if self.guaranteed {
             // The delete is guaranteed from here on: when the existence check below fails for
             // lack of a connection (or this future is dropped during it), the background queue
@@ -869,7 +872,7 @@ impl<'a> DeleteBuilder<'a> {
             // `delete_fixed_guaranteed` arms its own fallback (no await point in between).
             fallback.disarm();
             if !exists {
-                return Err(Error::code_on(path, ErrorCode::NoNode));
+                return if emptied { Ok(()) } else { Err(Error::code_on(path, ErrorCode::NoNode)) };
             }
             client.delete_fixed_guaranteed(&fixed, deadline).await
         } else {
@@ -877,7 +880,7 @@ impl<'a> DeleteBuilder<'a> {
             client.with_retry(path, deadline, |zk| async move { zk.delete(f, version).await }).await
         };
         match result {
-            Err(e) if self.quietly && e.is(ErrorCode::NoNode) => Ok(()),
+            Err(e) if (self.quietly || emptied) && e.is(ErrorCode::NoNode) => Ok(()),
             other => other,
         }
     }
