@@ -460,17 +460,16 @@ async fn interop_with_curator_latch() {
     // The Rust leader closes: Curator leads; a new Rust latch queues behind it.
     rust.close().await.unwrap();
     let acquired = curator.expect("ACQUIRED", Duration::from_secs(30)).await;
-    let curator_led = Instant::now();
     println!("Curator: {acquired}");
     let rust2 = LeaderLatch::new(&client, &path, "rust2").unwrap();
     rust2.start().unwrap();
     support::eventually_queued(&obs, &path, 2, "rust2 queued behind Curator").await;
     assert_eq!(ids(rust2.participants().await.unwrap()), [("java".into(), true), ("rust2".into(), false)]);
     assert!(!rust2.await_leadership_timeout(Duration::from_millis(1000)).await.unwrap(), "Curator leads");
-    // Curator closes after its 3 s: the Rust latch leads, not before.
+    // Curator closes after its 3 s: the Rust latch leads (not before: checked just above while
+    // Curator held it, without timing the JVM).
     curator.expect("RELEASED", Duration::from_secs(30)).await;
     assert!(rust2.await_leadership_timeout(WITHIN).await.unwrap());
-    assert!(curator_led.elapsed() >= Duration::from_secs(3), "Rust led only after Curator let go");
     let _ = tokio::time::timeout(WITHIN, curator.child.wait()).await;
     rust2.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
