@@ -122,8 +122,11 @@ async fn lock_gives_up_on_a_leader_that_survives_sigkill() {
     let messages = dir.path().join("stderr");
     lock.uid(65534).gid(65534).stdout(Stdio::null()).stderr(std::fs::File::create(&messages).unwrap());
     let lock = lock.spawn().expect("spawn lock as nobody");
-    support::eventually(Duration::from_secs(30), "the command made itself root", || async { pid_file.exists() }).await;
-    let leader: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // The file exists a moment before perl has written the pid into it: wait for the number.
+    let read_pid = || std::fs::read_to_string(&pid_file).ok().and_then(|text| text.trim().parse::<i32>().ok());
+    support::eventually(Duration::from_secs(30), "the command made itself root", || async { read_pid().is_some() })
+        .await;
+    let leader: i32 = read_pid().expect("the pid, once written");
     let node = support::sorted_children(&obs, &path).await.pop().expect("the lock node");
     obs.delete(&format!("{path}/{node}"), None).await.expect("delete the lock node");
     // Documented: SIGKILL after --kill-after, then at most 5 s: 30 s is generous.
