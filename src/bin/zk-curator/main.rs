@@ -9,6 +9,7 @@
 mod hold_command;
 mod lock_command;
 mod participants;
+mod supervise;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
