@@ -1,11 +1,14 @@
-//! `zk-curator`: run a command under a Curator-compatible ZooKeeper lock, and look at or hold locks.
+//! `zk-curator`: run a command under a Curator-compatible ZooKeeper lock or only while leader of an
+//! election, and look at or hold locks.
 //!
 //! ```text
 //! zk-curator --connect 127.0.0.1:2181 lock /locks/nightly-report --timeout 0 -- ./generate-report
 //! zk-curator --connect 127.0.0.1:2181 participants /locks/nightly-report
 //! zk-curator --connect 127.0.0.1:2181 hold /locks/nightly-report --seconds 30 --timeout 5
+//! zk-curator --connect 127.0.0.1:2181 elect /election/billing --id "$(hostname)" -- ./billing-daemon
 //! ```
 
+mod elect_command;
 mod hold_command;
 mod lock_command;
 mod participants;
@@ -18,11 +21,15 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use zk_curator::{CuratorClient, TlsOptions};
 
+use elect_command::ElectArgs;
 use hold_command::HoldArgs;
 use lock_command::LockArgs;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Run commands under Curator-compatible ZooKeeper locks; inspect and hold locks")]
+#[command(
+    version,
+    about = "Run commands under Curator-compatible ZooKeeper locks or leader elections; inspect and hold locks"
+)]
 struct Cli {
     #[command(flatten)]
     connection: Connection,
@@ -214,6 +221,9 @@ enum Command {
     },
     /// Acquire a lock, hold it, report hold-state changes, release it (exit statuses as `lock`).
     Hold(HoldArgs),
+    /// Take part in a leader election (a Curator LeaderLatch) on PATH and run COMMAND only while
+    /// leader; queue again after each term (`--once`: exit after the first, with its status).
+    Elect(ElectArgs),
 }
 
 fn main() -> ExitCode {
@@ -225,7 +235,7 @@ fn main() -> ExitCode {
             return ExitCode::from(lock_command::EXIT_USAGE);
         }
     };
-    // One thread: the `lock` command's child gets PR_SET_PDEATHSIG, which follows the thread that
+    // One thread: the `lock` and `elect` commands' child gets PR_SET_PDEATHSIG, which follows the thread that
     // spawned it, so that thread must live as long as the process.
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -238,5 +248,6 @@ fn main() -> ExitCode {
         Command::Lock(args) => runtime.block_on(lock_command::run(&connection, args)),
         Command::Participants { path } => runtime.block_on(participants::run(&connection, &path)),
         Command::Hold(args) => runtime.block_on(hold_command::run(&connection, args)),
+        Command::Elect(args) => runtime.block_on(elect_command::run(&connection, args)),
     }
 }
