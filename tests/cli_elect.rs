@@ -174,7 +174,7 @@ async fn one_leader_at_a_time_and_the_other_takes_over_after_kill_9() {
     let _cleanup = KillCommandsOnDrop(log.clone());
     let daemon = logged_daemon(&log);
     let options = ["--session-timeout", "2"];
-    let mut electors = vec![
+    let mut electors = [
         Elector::spawn(&connect, &path, &[&options[..], &["--id", "a"]].concat(), &args(&daemon), dir.path(), "a"),
         Elector::spawn(&connect, &path, &[&options[..], &["--id", "b"]].concat(), &args(&daemon), dir.path(), "b"),
     ];
