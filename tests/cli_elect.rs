@@ -364,7 +364,8 @@ async fn server_of_session(cluster: &TestingCluster, sid: i64) -> Option<usize> 
 
 /// (5) The ensemble server `elect` is connected to dies: the client moves to another server
 /// within the session timeout, the leadership is suspended and held again, and the command runs
-/// on, untouched (no SIGTERM, no new term).
+/// on, untouched (no SIGTERM, no new term). Then, the three servers back, the ensemble's leader
+/// dies: the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_one_server_of_three_keeps_the_command_running() {
     let mut cluster = TestingCluster::start(3).await.expect("a 3-node ensemble");
@@ -389,6 +390,20 @@ async fn losing_one_server_of_three_keeps_the_command_running() {
     assert!(elector.says().contains("suspended"), "{}", elector.says());
     assert!(elector.is_running(), "{}", elector.says());
     let first = starts(&log)[0].clone();
+    assert!(alive(&first.pid), "the command was stopped: {:?}", entries(&log));
+    assert_eq!(entries(&log), vec![first.clone()], "the command was stopped or run again");
+    let obs = support::observer(&connect).await;
+    assert_eq!(support::sorted_children(&obs, &path).await, vec![node.clone()], "the same latch node leads");
+    drop(obs);
+
+    // Then the ensemble's leader dies (an election; every follower drops its clients meanwhile).
+    cluster.restart(serving).await.expect("restart the killed server");
+    cluster.wait_for_quorum(HANG).await.expect("three servers again");
+    let leader = cluster.leader().await.expect("an ensemble leader");
+    cluster.kill(leader).await.expect("kill the ensemble leader");
+    let held_again = || elector.says().matches("held again").count();
+    support::eventually(HANG, "leadership held again after the election", || async { held_again() >= 2 }).await;
+    assert!(elector.is_running(), "{}", elector.says());
     assert!(alive(&first.pid), "the command was stopped: {:?}", entries(&log));
     assert_eq!(entries(&log), vec![first.clone()], "the command was stopped or run again");
     let obs = support::observer(&connect).await;
