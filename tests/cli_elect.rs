@@ -72,12 +72,12 @@ fn scratch() -> tempfile::TempDir {
 }
 
 /// A command that logs `start ID TERM PID`, runs until SIGTERM, then logs `stop ID TERM PID` and
-/// exits 0.
+/// exits 0. It ignores SIGHUP (as a daemon that reloads on it would survive it).
 fn logged_daemon(log: &Path) -> Vec<String> {
     let log = log.display();
     let line = "$ZK_LEADER_ID $ZK_LEADER_TERM $$";
     let script = format!(
-        "trap 'echo \"stop {line}\" >> {log}; exit 0' TERM; echo \"start {line}\" >> {log}; while :; do sleep 0.05; done"
+        "trap '' HUP; trap 'echo \"stop {line}\" >> {log}; exit 0' TERM; echo \"start {line}\" >> {log}; while :; do sleep 0.05; done"
     );
     vec!["sh".into(), "-c".into(), script]
 }
@@ -212,7 +212,8 @@ async fn one_leader_at_a_time_and_the_other_takes_over_after_kill_9() {
 }
 
 /// (2) Leadership lost under a running command (an operator deletes the latch node): SIGTERM to
-/// the command at once, and `elect` queues again and runs it in a new, larger term.
+/// the command at once, and `elect` queues again and runs it in a new, larger term (a SIGHUP
+/// passed on before changes nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_latch_node_stops_the_command_and_a_new_term_follows() {
     let server = support::server().await;
@@ -225,6 +226,8 @@ async fn a_deleted_latch_node_stops_the_command_and_a_new_term_follows() {
     let daemon = logged_daemon(&log);
     let mut elector = Elector::spawn(&connect, &path, &["--id", "solo"], &args(&daemon), dir.path(), "solo");
     eventually_starts(&log, 1, "the command runs").await;
+    // SIGHUP (a reload) is passed on, and does not end the election.
+    elector.signal(libc::SIGHUP);
     let node = support::sorted_children(&obs, &path).await.pop().expect("the latch node");
     obs.delete(&format!("{path}/{node}"), None).await.expect("delete the latch node");
     eventually_starts(&log, 2, "a new term").await;

@@ -4,8 +4,8 @@
 //!
 //! Each *term*: join the latch, wait to be elected, run COMMAND (under [`supervise`], as `lock`
 //! runs its command: own process group, signals passed on, SIGTERM then SIGKILL when leadership
-//! is lost), leave the latch (our node is deleted). Then, unless `--once` or a signal we passed on
-//! ended the term, join again: a command that exited by itself after `--rejoin-delay`, a lost
+//! is lost), leave the latch (our node is deleted). Then, unless `--once` or a SIGINT, SIGTERM or
+//! SIGQUIT we passed on made the term the last, join again: a command that exited by itself after `--rejoin-delay`, a lost
 //! leadership at once. A suspended connection changes nothing (as for `lock`): only a lost
 //! leadership stops COMMAND, so losing one server of an ensemble (the client moves to another
 //! within the session timeout) does not interrupt it.
@@ -31,10 +31,11 @@ environment. A suspended connection changes nothing; when leadership is lost (se
 our latch node deleted) COMMAND's group gets SIGTERM at once and SIGKILL before the server could \
 expire the session (as for `lock`), and we queue again. When COMMAND exits by itself we release \
 leadership (another participant takes over) and queue again after --rejoin-delay. Signals \
-(SIGINT, SIGTERM, SIGHUP, SIGQUIT) are passed on to COMMAND's group; if COMMAND then exits, so \
-do we.
+(SIGINT, SIGTERM, SIGHUP, SIGQUIT) are passed on to COMMAND's group; SIGINT, SIGTERM and SIGQUIT \
+also make the term the last one (when COMMAND exits, or leadership is lost, we exit); SIGHUP \
+(reload) does not.
 
-Exit status (as `lock`): with --once, or once a signal was passed on, the status of the term: \
+Exit status (as `lock`): with --once, or after SIGINT/SIGTERM/SIGQUIT, the status of the term: \
 COMMAND's own (128+N if signal N ended it), or 75 when leadership was lost; 2 for usage errors; \
 69 when ZooKeeper could not be reached or failed; 126/127 when COMMAND could not be executed / \
 was not found; 128+N when signal N came while we were not leading (nothing is left behind).")]
@@ -146,7 +147,8 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
             // It will not run next time either.
             Ended::NotRun(status) => return exit(status),
         };
-        if args.once || outcome.signalled.is_some() {
+        // SIGHUP asks a daemon to reload, not to stop: it does not end the election.
+        if args.once || outcome.signalled.iter().any(|signal| *signal != libc::SIGHUP) {
             return exit(status);
         }
         if outcome.ended == Ended::Lost {

@@ -56,8 +56,8 @@ pub(crate) enum Ended {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub(crate) ended: Ended,
-    /// The last signal received (and passed on) while COMMAND ran.
-    pub(crate) signalled: Option<i32>,
+    /// The signals received (and passed on) while COMMAND ran, in order.
+    pub(crate) signalled: Vec<i32>,
 }
 
 /// Sends `signal` to the process group `pgid`; true if it reached at least one process.
@@ -179,7 +179,7 @@ pub(crate) async fn supervise(
         Err(e) => {
             eprintln!("zk-curator: {}: {e}", program.to_string_lossy());
             let code = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_CANNOT_EXECUTE };
-            return Outcome { ended: Ended::NotRun(code), signalled: None };
+            return Outcome { ended: Ended::NotRun(code), signalled: Vec::new() };
         }
     };
     // COMMAND leads its own process group: the group id is its pid.
@@ -188,7 +188,7 @@ pub(crate) async fn supervise(
     let mut seen = HoldState::Held;
     let mut watching = true;
     let mut lost = false;
-    let mut signalled = None;
+    let mut signalled = Vec::new();
     let mut kill_at: Option<Instant> = None;
     // Once SIGKILL was sent: when we stop waiting for the group.
     let mut give_up_at: Option<Instant> = None;
@@ -203,7 +203,7 @@ pub(crate) async fn supervise(
                 }
             }
             signal = signals.next() => {
-                signalled = Some(signal);
+                signalled.push(signal);
                 signal_group(group, signal);
             }
             state = states.wait_for(move |s| *s != last_seen), if watching && !lost => {
