@@ -485,3 +485,97 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     assert_eq!(leader.finish().await, Some(128 + libc::SIGINT), "{}", leader.says());
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// Curator 5.4's `LeaderLatch` (`/work/shared/bench/curator/run.sh ... hold PATH SECS latch:ID`,
+/// printing `ACQUIRED` and `RELEASED`), as tests/leader_latch.rs runs it.
+struct CuratorLatch {
+    child: Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl CuratorLatch {
+    fn start(connect: &str, path: &str, seconds: u64, id: &str) -> Self {
+        let mut child = Command::new("/work/shared/bench/curator/run.sh")
+            .args([connect, "hold", path, &seconds.to_string(), &format!("latch:{id}")])
+            .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run the Curator latch");
+        use tokio::io::AsyncBufReadExt;
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        Self { child, lines }
+    }
+
+    /// The next line starting with `prefix` (others are the tree dump).
+    async fn expect(&mut self, prefix: &str, within: Duration) -> String {
+        let found = tokio::time::timeout(within, async {
+            while let Some(line) = self.lines.next_line().await.expect("read the Curator output") {
+                if line.starts_with(prefix) {
+                    return line;
+                }
+            }
+            panic!("Curator ended before {prefix}");
+        });
+        found.await.unwrap_or_else(|_| panic!("no {prefix} from Curator within {within:?}"))
+    }
+}
+
+/// The data and czxid of each child of `path`, in line order (by sequence number: the names
+/// begin with a random protection id).
+async fn queue(obs: &zookeeper_client::Client, path: &str) -> Vec<(String, i64)> {
+    let mut nodes = support::sorted_children(obs, path).await;
+    nodes.sort_by_key(|node| node.rsplit('-').next().map(str::to_string));
+    let mut ids = Vec::new();
+    for node in nodes {
+        if let Ok((data, stat)) = obs.get_data(&format!("{path}/{node}")).await {
+            ids.push((String::from_utf8_lossy(&data).into_owned(), stat.czxid));
+        }
+    }
+    ids
+}
+
+/// `elect` and Curator's `LeaderLatch` take part in one election: each waits while the other
+/// leads, and takes over when it leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_and_a_curator_leader_latch_share_the_election() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("cli-elect-curator");
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let _cleanup = KillCommandsOnDrop(log.clone());
+    let daemon = logged_daemon(&log);
+    let jvm = Duration::from_secs(120);
+
+    // Curator leads; elect queues behind it and runs nothing until Curator leaves.
+    let mut curator = CuratorLatch::start(&connect, &path, 2, "java");
+    curator.expect("ACQUIRED", jvm).await;
+    let mut elector = Elector::spawn(&connect, &path, &["--id", "rust"], &args(&daemon), dir.path(), "rust");
+    support::eventually(HANG, "elect queued behind Curator", || async {
+        support::sorted_children(&obs, &path).await.len() == 2 || !entries(&log).is_empty()
+    })
+    .await;
+    let line = queue(&obs, &path).await;
+    assert_eq!(line.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["java", "rust"]);
+    assert!(entries(&log).is_empty(), "elect ran its command while Curator led: {:?}", entries(&log));
+    curator.expect("RELEASED", HANG).await;
+    eventually_starts(&log, 1, "elect leads after Curator").await;
+    assert!(starts(&log)[0].term > line[0].1, "a larger term than Curator's: {:?} {line:?}", entries(&log));
+    let _ = tokio::time::timeout(HANG, curator.child.wait()).await;
+
+    // elect leads; a Curator latch queues behind it and leads once elect leaves.
+    let mut curator = CuratorLatch::start(&connect, &path, 1, "java2");
+    support::eventually(jvm, "Curator queued behind elect", || async {
+        support::sorted_children(&obs, &path).await.len() == 2
+    })
+    .await;
+    let line = queue(&obs, &path).await;
+    assert_eq!(line.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["rust", "java2"]);
+    elector.signal(libc::SIGTERM);
+    assert_eq!(elector.finish().await, Some(0), "{}", elector.says());
+    curator.expect("ACQUIRED", HANG).await;
+    assert_one_at_a_time(&log);
+    let _ = tokio::time::timeout(HANG, curator.child.wait()).await;
+}
