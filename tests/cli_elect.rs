@@ -195,6 +195,13 @@ async fn one_leader_at_a_time_and_the_other_takes_over_after_kill_9() {
     assert_eq!(ids, ["a", "b"]);
     let first = starts(&log)[0].clone();
     let (leader, other) = if first.id == "a" { (0, 1) } else { (1, 0) };
+    // `participants` lists the leader first, as the holder, with its id.
+    let listed = Command::new(BIN).args(["--connect", &connect, "participants", &path]).output().await.unwrap();
+    let listed: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(str::to_string).collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed[0].starts_with(&format!("HOLDER {path}/_c_")), "{listed:?}");
+    assert!(listed[0].ends_with(&format!("data=\"{}\"", first.id)), "{listed:?}");
+    assert!(listed[1].starts_with("WAITER ") && listed[1].contains("-latch-"), "{listed:?}");
 
     electors[leader].signal(libc::SIGKILL);
     assert_eq!(electors[leader].finish().await, None, "killed");

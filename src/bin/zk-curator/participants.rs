@@ -1,6 +1,8 @@
 //! `zk-curator participants PATH`: the nodes of a lock of any kind, holders first, with their data.
 //!
 //! * mutex: `_c_<uuid>-lock-<seq>`; the first in sequence order holds it.
+//! * leader latch (`elect`, Curator's `LeaderLatch`): `_c_<uuid>-latch-<seq>`, the participant id
+//!   as data; the first in sequence order leads (listed as the holder).
 //! * read-write lock: `_c_<uuid>-__READ__<seq>` / `__WRIT__<seq>` in one queue; a writer holds it
 //!   when first, a reader when no writer comes before it.
 //! * semaphore (and semaphore mutex): leases under `PATH/leases`, acquirers queued on the internal
@@ -12,8 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use zk_curator::{
-    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, ErrorCode, READ_LOCK_NAME,
-    SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, ErrorCode, LATCH_LOCK_NAME,
+    READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 
 use super::lock_command::{exit, EXIT_UNAVAILABLE};
@@ -114,10 +116,13 @@ async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String>
         // Holders first, in queue order.
         nodes.sort_by_key(|(holder, _)| !*holder);
     } else {
-        // As the recipe (and Curator): every child is a contender, the first in sort order holds.
-        let sorted = sorted_by(&names, |n| standard_sort_key(n, MUTEX_LOCK_NAME).to_string());
+        // As the recipe (and Curator): every child is a contender, the first in sort order holds
+        // (leads, for a latch).
+        let lock_name =
+            if names.iter().any(|n| n.contains(LATCH_LOCK_NAME)) { LATCH_LOCK_NAME } else { MUTEX_LOCK_NAME };
+        let sorted = sorted_by(&names, |n| standard_sort_key(n, lock_name).to_string());
         for (i, name) in sorted.iter().enumerate() {
-            if name.contains(MUTEX_LOCK_NAME) {
+            if name.contains(lock_name) {
                 nodes.push((i == 0, child(name)));
             }
         }
