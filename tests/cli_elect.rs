@@ -448,6 +448,11 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     let marker = dir.path().join("ran");
     let marker_arg = marker.to_str().unwrap();
 
+    // Connecting gives up after 15 s: checked at the end.
+    let unreachable = {
+        let (path, marker) = (path.clone(), marker_arg.to_string());
+        tokio::spawn(async move { run("127.0.0.1:1", &path, &[], &["touch", &marker]).await })
+    };
     for (elect_path, options, says) in [
         ("no-slash", vec![], "\"no-slash\""),
         ("/", vec![], "root"),
@@ -463,9 +468,6 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     }
     let no_command = Command::new(BIN).args(["--connect", &connect, "elect", &path]).output().await.unwrap();
     assert_eq!(no_command.status.code(), Some(2));
-    let unreachable = run("127.0.0.1:1", &path, &[], &["touch", marker_arg]).await;
-    assert_eq!(unreachable.status.code(), Some(69), "{}", String::from_utf8_lossy(&unreachable.stderr));
-    assert!(!marker.exists(), "the command ran");
 
     let missing = run(&connect, &path, &[], &["/nonexistent/zk-curator-elect-test"]).await;
     assert_eq!(missing.status.code(), Some(127), "{}", String::from_utf8_lossy(&missing.stderr));
@@ -491,6 +493,20 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     leader.signal(libc::SIGINT);
     assert_eq!(leader.finish().await, Some(128 + libc::SIGINT), "{}", leader.says());
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+
+    // Durations too long for the clock mean "for ever", never a panic; a signal during
+    // --rejoin-delay ends `elect` at once.
+    let absurd = ["--rejoin-delay", "1e19", "--kill-after", "1e19"];
+    let mut patient = Elector::spawn(&connect, &path, &absurd, &["true"], dir.path(), "patient");
+    support::eventually(HANG, "the first term ended", || async { patient.says().contains("queues again in") }).await;
+    assert!(patient.is_running(), "{}", patient.says());
+    patient.signal(libc::SIGTERM);
+    assert_eq!(patient.finish().await, Some(128 + libc::SIGTERM), "{}", patient.says());
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+
+    let unreachable = support::join("elect without ZooKeeper", HANG, unreachable).await;
+    assert_eq!(unreachable.status.code(), Some(69), "{}", String::from_utf8_lossy(&unreachable.stderr));
+    assert!(!marker.exists(), "the command ran");
 }
 
 /// Curator 5.4's `LeaderLatch` (`/work/shared/bench/curator/run.sh ... hold PATH SECS latch:ID`,
