@@ -250,12 +250,15 @@ async fn a_deleted_latch_node_stops_the_command_and_a_new_term_follows() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
-/// (2b) The session is lost (the connection blackholed past the session timeout): SIGTERM to the
-/// command; once ZooKeeper is reachable again `elect` leads on a new session, in a larger term.
+/// (2b) The session is lost (the connection blackholed past the session timeout): the command
+/// is told (SIGTERM) before a participant on a direct connection can take over, once the server
+/// has expired the session; once ZooKeeper is reachable again `elect` queues on a new session and
+/// leads again, in a larger term, when the other leaves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_session_stops_the_command_and_a_new_session_leads_again() {
+async fn a_lost_session_stops_the_command_before_another_leads_and_a_new_session_leads_again() {
     let server = support::server().await;
     let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
     let proxy = FaultProxy::start(&connect).await.unwrap();
     let path = support::unique_path("cli-elect-session");
     let dir = scratch();
@@ -263,17 +266,31 @@ async fn a_lost_session_stops_the_command_and_a_new_session_leads_again() {
     let _cleanup = KillCommandsOnDrop(log.clone());
     let daemon = logged_daemon(&log);
     let options = ["--session-timeout", "2", "--id", "proxied"];
-    let mut elector = Elector::spawn(&proxy.connect_string(), &path, &options, &args(&daemon), dir.path(), "proxied");
+    let mut proxied = Elector::spawn(&proxy.connect_string(), &path, &options, &args(&daemon), dir.path(), "proxied");
     eventually_starts(&log, 1, "the command runs").await;
+    let mut direct = Elector::spawn(&connect, &path, &["--id", "direct"], &args(&daemon), dir.path(), "direct");
+    support::eventually_queued(&obs, &path, 2, "the direct participant queued").await;
+
     proxy.set_mode(ProxyMode::Blackhole);
-    support::eventually(HANG, "the command is stopped", || async { entries(&log).len() >= 2 }).await;
-    assert!(elector.says().contains("session was lost"), "{}", elector.says());
+    eventually_starts(&log, 2, "the direct participant takes over").await;
+    assert_one_at_a_time(&log);
+    assert_eq!(starts(&log)[1].id, "direct");
+    assert!(proxied.says().contains("session was lost"), "{}", proxied.says());
+
     proxy.set_mode(ProxyMode::Pass);
-    eventually_starts(&log, 2, "a new term on a new session").await;
+    support::eventually(HANG, "the proxied participant queues again", || async {
+        support::sorted_children(&obs, &path).await.len() == 2
+    })
+    .await;
+    direct.signal(libc::SIGTERM);
+    assert_eq!(direct.finish().await, Some(0), "{}", direct.says());
+    eventually_starts(&log, 3, "a new term on a new session").await;
+    assert_eq!(starts(&log)[2].id, "proxied");
     assert_one_at_a_time(&log);
 
-    elector.signal(libc::SIGTERM);
-    assert_eq!(elector.finish().await, Some(0), "{}", elector.says());
+    proxied.signal(libc::SIGTERM);
+    assert_eq!(proxied.finish().await, Some(0), "{}", proxied.says());
+    assert_one_at_a_time(&log);
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
