@@ -139,7 +139,8 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
         let outcome = supervise(client, &hold, &run, signals).await;
         drop(hold);
         if let Err(interrupted) = leave(latch, path, signals).await {
-            return interrupted;
+            // As `lock`: a lost leadership keeps its 75 through a signal.
+            return if outcome.ended == Ended::Lost { exit(EXIT_LOCK_LOST) } else { interrupted };
         }
         let status = match outcome.ended {
             Ended::Exited(status) => status,
