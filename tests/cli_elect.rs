@@ -619,3 +619,37 @@ async fn elect_and_a_curator_leader_latch_share_the_election() {
     assert_one_at_a_time(&log);
     let _ = tokio::time::timeout(HANG, curator.child.wait()).await;
 }
+
+/// (7) ZooKeeper refuses our latch node (no permission to create under PATH's parent): the
+/// latch retries, and `elect` says why on stderr instead of waiting silently; with credentials
+/// (ZK_AUTH) it leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_latch_node_is_reported_while_elect_waits() {
+    use zk_curator::raw::{self as zkc, Acl, AuthId, Permission};
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let secure = format!("/{}", support::unique_path("cli-elect-secure").trim_start_matches('/').replace('/', "-"));
+    let admin = support::observer(&connect).await;
+    admin.auth("digest", b"alice:s3cret-value").await.expect("authenticate as alice");
+    let acls = [Acl::new(Permission::ALL, AuthId::authed()), Acl::new(Permission::READ, AuthId::anyone())];
+    admin.create(&secure, b"", &zkc::CreateMode::Persistent.with_acls(zkc::Acls::new(&acls))).await.unwrap();
+    let path = format!("{secure}/election");
+    let dir = scratch();
+    let marker = dir.path().join("ran");
+
+    let mut refused = Elector::spawn(&connect, &path, &[], &["touch", marker.to_str().unwrap()], dir.path(), "refused");
+    support::eventually(HANG, "elect reports the refusal", || async { refused.says().contains("could not queue") })
+        .await;
+    let says = refused.says();
+    assert!(says.contains(&path) && says.contains("not authorized"), "{says}");
+    assert!(refused.is_running() && !marker.exists());
+    refused.signal(libc::SIGTERM);
+    assert_eq!(refused.finish().await, Some(128 + libc::SIGTERM), "{}", refused.says());
+
+    let mut allowed = elect_command(&connect, &path, &["--once"], &["touch", marker.to_str().unwrap()]);
+    allowed.env("ZK_AUTH", "digest:alice:s3cret-value").stderr(Stdio::piped());
+    let allowed = tokio::time::timeout(HANG, allowed.output()).await.unwrap().unwrap();
+    assert_eq!(allowed.status.code(), Some(0), "{}", String::from_utf8_lossy(&allowed.stderr));
+    assert!(marker.exists());
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
