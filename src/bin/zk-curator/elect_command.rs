@@ -37,7 +37,8 @@ also make the term the last one (when COMMAND exits, or leadership is lost, we e
 
 Exit status (as `lock`): with --once, or after SIGINT/SIGTERM/SIGQUIT, the status of the term: \
 COMMAND's own (128+N if signal N ended it), or 75 when leadership was lost; 2 for usage errors; \
-69 when ZooKeeper could not be reached or failed; 126/127 when COMMAND could not be executed / \
+69 when ZooKeeper could not be reached at the start (later failures are retried and reported on \
+stderr while we wait); 126/127 when COMMAND could not be executed / \
 was not found; 128+N when signal N came while we were not leading (nothing is left behind).")]
 pub(crate) struct ElectArgs {
     /// The election path (relative to --namespace): a Curator LeaderLatch path.
