@@ -265,7 +265,9 @@ async fn a_lost_session_stops_the_command_before_another_leads_and_a_new_session
     let log = dir.path().join("log");
     let _cleanup = KillCommandsOnDrop(log.clone());
     let daemon = logged_daemon(&log);
-    let options = ["--session-timeout", "2", "--id", "proxied"];
+    // 4 s: the command is told 0.6 s before the server can expire the session (room for a loaded
+    // machine to run its trap).
+    let options = ["--session-timeout", "4", "--id", "proxied"];
     let mut proxied = Elector::spawn(&proxy.connect_string(), &path, &options, &args(&daemon), dir.path(), "proxied");
     eventually_starts(&log, 1, "the command runs").await;
     let mut direct = Elector::spawn(&connect, &path, &["--id", "direct"], &args(&daemon), dir.path(), "direct");
