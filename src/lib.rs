@@ -106,7 +106,9 @@ pub use locks::driver::{
 };
 pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 pub use locks::interprocess_lock::{InterProcessLock, LockFuture};
-pub use locks::leader_latch::{LatchState, LeaderLatch, Participant, LATCH_LOCK_NAME};
+pub use locks::leader_latch::{LatchState, LeaderLatch, LATCH_LOCK_NAME};
+pub use locks::leader_selector::{LeaderSelector, Leadership, SELECTOR_LOCK_NAME};
+pub use locks::leadership::{CloseMode, LeadershipState, LeadershipStream, Participant};
 pub use locks::multi_lock::InterProcessMultiLock;
 pub use locks::mutex::{InterProcessMutex, MutexGuard};
 pub use locks::read_write::{

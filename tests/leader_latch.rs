@@ -504,3 +504,58 @@ fn start_and_drop_outside_a_runtime_never_panic() {
     rt.block_on(client.close());
     drop(server);
 }
+
+/// The leadership stream reports each change in order (`Leader`, `Lost`, `NotLeader` when an
+/// operator deletes the node, `Leader` again); a `NotifyLeader` close ends it with `NotLeader`, a
+/// silent one without a word. Leader-guarded writes apply only while leading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_stream_close_modes_and_guarded_writes() {
+    use zk_curator::{CloseMode, LeadershipState, Transaction};
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("latch-stream");
+    let client = support::client(&connect).await;
+    let target = support::unique_path("latch-guarded-target");
+    client.create(&target).creating_parents_if_needed().await.unwrap();
+
+    let a = LeaderLatch::new(&client, &path, "a").unwrap().with_close_mode(CloseMode::NotifyLeader);
+    let b = LeaderLatch::new(&client, &path, "b").unwrap();
+    let a_changes = a.leadership_changes();
+    assert_eq!(a.leadership_state(), LeadershipState::NotLeader);
+    a.start().unwrap();
+    a.await_leadership().await.unwrap();
+    assert_eq!(a.leadership_state(), LeadershipState::Leader);
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+
+    // Guarded writes: the leader's applies; the follower's is refused without sending anything.
+    a.guarded_write(Transaction::new().set_data(&target, b"a", None)).await.unwrap();
+    let err = b.guarded_write(Transaction::new().set_data(&target, b"b", None)).await.unwrap_err();
+    assert!(matches!(&err, zk_curator::Error::NotOwner { path: p, .. } if *p == path), "{err:?}");
+    assert_eq!(obs.get_data(&target).await.unwrap().0, b"a");
+
+    // An operator deletes a's node: b leads; a queues again.
+    let node = a.hold().unwrap().path().to_string();
+    let b_changes = b.leadership_changes();
+    obs.delete(&node, None).await.unwrap();
+    b.await_leadership_timeout(WITHIN).await.unwrap();
+    support::eventually(WITHIN, "a queued again", || async { support::sorted_children(&obs, &path).await.len() == 2 })
+        .await;
+    // b closes silently: a leads again, then closes with NotifyLeader.
+    b.close().await.unwrap();
+    assert!(a.await_leadership_timeout(WITHIN).await.unwrap());
+    a.close().await.unwrap();
+    let collect = |mut s: zk_curator::LeadershipStream| async move {
+        let mut seen = Vec::new();
+        while let Some(state) = tokio::time::timeout(WITHIN, s.next()).await.expect("the stream ends on close") {
+            seen.push(state);
+        }
+        seen
+    };
+    use LeadershipState::*;
+    assert_eq!(collect(a_changes).await, [NotLeader, Leader, Lost, NotLeader, Leader, NotLeader]);
+    assert_eq!(collect(b_changes).await, [NotLeader, Leader], "a silent close says nothing");
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}

@@ -283,6 +283,12 @@ impl CuratorClient {
         self.inner.deletes.pending()
     }
 
+    /// Waits (at most until `deadline`) until no background delete is pending: a recipe closing
+    /// after a dropped attempt waits for the node the attempt left.
+    pub(crate) async fn wait_background_deletes(&self, deadline: Instant) {
+        self.inner.deletes.wait_idle(deadline).await;
+    }
+
     /// Closes the client: waits (at most the configured `max_close_wait`) for pending background
     /// deletes, then closes the session. Every later operation fails with [`Error::Closed`]; waiting
     /// acquires stop with that error. A session replacement still in flight is closed too.

@@ -8,26 +8,20 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::driver::StandardLockDriver;
-use super::hold::{FencingToken, Hold, HoldState};
+use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
 use super::internals::{deadline_after, Basis, Wait};
+use super::leadership::{
+    read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+};
 use super::mutex::InterProcessMutex;
-use crate::error::{Error, ErrorCode, ErrorKind, Result};
-use crate::CuratorClient;
+use crate::error::{Error, ErrorKind, Result};
+use crate::{CuratorClient, OpResult};
 
 /// Curator's `LeaderLatch` lock name: nodes are `<path>/_c_<uuid>-latch-<seq>`.
 pub const LATCH_LOCK_NAME: &str = "latch-";
 
 /// How long the background task waits before queueing again after an error.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
-
-/// One participant of a latch as seen in ZooKeeper (Curator's `Participant`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Participant {
-    /// The participant id: the node's data as UTF-8 (lossy).
-    pub id: String,
-    /// Whether this participant's node is first in line.
-    pub is_leader: bool,
-}
 
 /// Where a latch is in its life (Curator's `LeaderLatch.State`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +62,9 @@ struct Inner {
     hold: watch::Sender<Option<Arc<Hold>>>,
     state: watch::Sender<LatchState>,
     task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Leadership as listeners see it.
+    signal: LeadershipSignal,
+    close_mode: CloseMode,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -97,8 +94,21 @@ impl LeaderLatch {
             hold: watch::Sender::new(None),
             state: watch::Sender::new(LatchState::Latent),
             task: parking_lot::Mutex::new(None),
+            signal: LeadershipSignal::new(),
+            close_mode: CloseMode::Silent,
         };
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The same latch, closing with `mode` by default (Curator's constructor argument; the
+    /// default is [`CloseMode::Silent`]). See [`close_with`](Self::close_with).
+    pub fn with_close_mode(self, mode: CloseMode) -> Self {
+        // Not started yet: nobody else shares the inner part (a clone would, and keeps the mode).
+        let mut this = self;
+        if let Some(inner) = Arc::get_mut(&mut this.inner) {
+            inner.close_mode = mode;
+        }
+        this
     }
 
     /// The latch path.
@@ -165,7 +175,29 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<()> {
+        self.close_with(self.inner.close_mode).await
+    }
+
+    /// [`close`](Self::close), telling leadership listeners as `mode` says: with
+    /// [`CloseMode::NotifyLeader`] a leader's [`leadership_changes`](Self::leadership_changes)
+    /// streams get [`LeadershipState::NotLeader`] before they end; with [`CloseMode::Silent`] they
+    /// just end.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    ///
+    /// # Cancel safety
+    /// As [`close`](Self::close).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// latch.close_with(zk_curator::CloseMode::NotifyLeader).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn close_with(&self, mode: CloseMode) -> Result<()> {
         self.inner.state.send_replace(LatchState::Closed);
+        self.inner.signal.end(mode == CloseMode::NotifyLeader);
         // Wake waiters: they see the latch closed.
         self.inner.hold.send_modify(|_| {});
         let task = self.inner.task.lock().take();
@@ -181,7 +213,12 @@ impl LeaderLatch {
         let hold = self.inner.hold.send_replace(None);
         match hold {
             Some(hold) => hold.release().await,
-            None => Ok(()),
+            None => {
+                // A queued attempt, dropped by the task, left its node to the background deletes.
+                let client = self.inner.mutex.client();
+                client.wait_background_deletes(deadline_after(client.connection_timeout())).await;
+                Ok(())
+            }
         }
     }
 
@@ -200,6 +237,52 @@ impl LeaderLatch {
     /// The fencing token of the leadership, while [`has_leadership`](Self::has_leadership).
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.inner.leading_hold().map(|hold| hold.fencing_token())
+    }
+
+    /// Where this participant stands now: [`LeadershipState::Leader`] exactly when
+    /// [`has_leadership`](Self::has_leadership).
+    pub fn leadership_state(&self) -> LeadershipState {
+        match self.inner.hold.borrow().as_ref() {
+            Some(hold) if self.inner.started() => LeadershipState::of_hold(hold.hold_state()),
+            _ => LeadershipState::NotLeader,
+        }
+    }
+
+    /// A receiver of the latch's leadership state, as the background task last saw it (it may
+    /// trail [`leadership_state`](Self::leadership_state) by a moment).
+    pub fn watch_leadership(&self) -> watch::Receiver<LeadershipState> {
+        self.inner.signal.watch()
+    }
+
+    /// Leadership changes as a stream (Curator's `LeaderLatchListener`): the state now, then each
+    /// change in order — `Leader`, `Suspended`, `Leader`, ..., `Lost`, `NotLeader` (queued again).
+    /// It ends when the latch is closed; see [`CloseMode`].
+    pub fn leadership_changes(&self) -> LeadershipStream {
+        self.inner.signal.stream()
+    }
+
+    /// A write guarded by leadership: applied atomically only if our latch node still exists
+    /// (see [`Hold::guarded_write`]).
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] naming the latch path when this participant does not lead now (nothing
+    /// sent); otherwise as [`Hold::guarded_write`] ([`Error::LockLost`] when the node is gone).
+    ///
+    /// # Cancel safety
+    /// As [`Hold::guarded_write`]: a dropped call may or may not have committed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// let write = zk_curator::Transaction::new().set_data("/config/active", b"worker-1", None);
+    /// latch.guarded_write(write).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
+        match self.inner.leading_hold() {
+            Some(hold) => hold.guarded_write(write).await,
+            None => Err(Error::NotOwner { path: self.path().to_string(), reason: "not the leader" }),
+        }
     }
 
     /// Waits until this participant leads (Curator's `await()`).
@@ -319,19 +402,7 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        let client = self.inner.mutex.client();
-        let mut participants = Vec::new();
-        for node in self.inner.mutex.participant_nodes().await? {
-            match client.get_data(&node).await {
-                Ok((data, _)) => participants.push(Participant {
-                    id: String::from_utf8_lossy(&data).into_owned(),
-                    is_leader: participants.is_empty(),
-                }),
-                Err(e) if e.code() == Some(ErrorCode::NoNode) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(participants)
+        read_participants(&self.inner.mutex).await
     }
 
     /// The leader as seen in ZooKeeper now (Curator's `getLeader`): `None` when nobody takes part.
@@ -376,6 +447,7 @@ impl Inner {
 impl Drop for LeaderLatch {
     fn drop(&mut self) {
         self.inner.state.send_replace(LatchState::Closed);
+        self.inner.signal.end(self.inner.close_mode == CloseMode::NotifyLeader);
         if let Some(task) = self.inner.task.lock().take() {
             task.abort();
         }
@@ -421,7 +493,11 @@ async fn run(inner: Arc<Inner>) {
         inner.hold.send_replace(Some(hold.clone()));
         debug!(node = %hold.path(), "leadership granted");
         loop {
-            if *hold_state.borrow_and_update() == HoldState::Lost {
+            let now = *hold_state.borrow_and_update();
+            if inner.started() {
+                inner.signal.set(LeadershipState::of_hold(now));
+            }
+            if now == HoldState::Lost {
                 break;
             }
             tokio::select! {
@@ -446,5 +522,8 @@ async fn run(inner: Arc<Inner>) {
         });
         // Lost: deleted by someone, or its session ended. Delete it in case it outlived that.
         hold.release_in_background();
+        if inner.started() {
+            inner.signal.set(LeadershipState::NotLeader);
+        }
     }
 }

@@ -1,0 +1,595 @@
+//! [`LeaderSelector`]: Curator's leader selector — participants contend for a mutex on the
+//! election path; the holder runs the caller's leadership work, and gives leadership up when the
+//! work returns.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, info_span, warn, Instrument};
+
+use super::driver::StandardLockDriver;
+use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+use super::internals::{deadline_after, Basis, Wait};
+use super::leader_latch::LatchState;
+use super::leadership::{
+    held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+};
+use super::mutex::InterProcessMutex;
+use crate::error::{Error, ErrorKind, Result};
+use crate::{CuratorClient, OpResult};
+
+/// Curator's `LeaderSelector` lock name: its mutex nodes are `<path>/_c_<uuid>-lock-<seq>`.
+pub const SELECTOR_LOCK_NAME: &str = "lock-";
+
+/// How long the background task waits before queueing again after an error.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
+
+/// A leader selector, wire-compatible with Curator's `LeaderSelector`: every participant queues
+/// for an [`InterProcessMutex`] on the election path (nodes `_c_<uuid>-lock-<seq>`, data = the
+/// participant id); the holder leads and runs the leadership work given to
+/// [`new`](Self::new). Leadership lasts until the work returns — then the lock is released and,
+/// with [`auto_requeue`](Self::auto_requeue), the participant queues again.
+///
+/// # When leadership may be lost
+/// The work gets a [`Leadership`]: the [`Hold`] of the lock node, its [`FencingToken`] and its
+/// state. Leadership is reported only while that hold is [`HoldState::Held`].
+///
+/// * **Lost** (the session ended or was given up before the server could expire it, or someone
+///   deleted our node), [`interrupt_leadership`](Self::interrupt_leadership) and
+///   [`close`](Self::close): the work is **cancelled** — its future is dropped at its next
+///   `.await` (it runs as its own task, aborted). The lock node is deleted, and the next
+///   participant can lead, only after the work has stopped. (Curator interrupts the thread.)
+/// * **Suspended** (the connection is lost; the session may survive): the work is **told**, not
+///   cancelled — [`Leadership::state`] is `Suspended`, [`Leadership::state_changes`] reports it,
+///   and guarded writes fail — because a suspended hold is given up (and the work cancelled) at
+///   0.85 of the session timeout after the last reply from the server, before the server can
+///   expire the session and elect someone else. Call
+///   [`cancel_on_suspended`](Self::cancel_on_suspended) for Curator's default instead: cancel the
+///   work (and give leadership up) as soon as the connection is lost.
+///
+/// Work that blocks a thread without awaiting cannot be cancelled: keep such work in
+/// `spawn_blocking` and check [`Leadership::is_held`] between steps.
+///
+/// A panic in the work ends the term like a return (it is logged).
+///
+/// Dropping a started selector closes it in the background: the work is cancelled, then the node
+/// deleted. Prefer [`close`](Self::close), which waits for both.
+///
+/// # Examples
+/// ```no_run
+/// # async fn run_scheduler(_token: zk_curator::FencingToken) {}
+/// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// use zk_curator::{Leadership, LeaderSelector};
+///
+/// let selector = LeaderSelector::new(&client, "/election/scheduler", "host-a", |leadership: Leadership| async move {
+///     // Runs while this participant leads; cancelled if leadership is lost.
+///     run_scheduler(leadership.fencing_token()).await;
+///     // Returning gives leadership up.
+/// })?;
+/// selector.auto_requeue();
+/// selector.start()?;
+/// // ...
+/// selector.close().await?;
+/// # Ok(()) }
+/// ```
+pub struct LeaderSelector {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    mutex: InterProcessMutex<StandardLockDriver>,
+    id: String,
+    work: Box<Work>,
+    auto_requeue: AtomicBool,
+    cancel_on_suspended: AtomicBool,
+    close_mode: parking_lot::Mutex<CloseMode>,
+    state: watch::Sender<LatchState>,
+    /// Whether a turn is wanted: set by `start`/`requeue`, and after each term by auto-requeue.
+    queued: watch::Sender<bool>,
+    /// The hold of the current term (granted; maybe suspended or lost by now).
+    hold: watch::Sender<Option<Arc<Hold>>>,
+    /// Bumped by `interrupt_leadership`; a term watches it from its start.
+    interrupts: watch::Sender<u64>,
+    signal: LeadershipSignal,
+    task: parking_lot::Mutex<Option<JoinHandle<Result<()>>>>,
+}
+
+impl std::fmt::Debug for LeaderSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderSelector")
+            .field("path", &self.path())
+            .field("id", &self.inner.id)
+            .field("state", &self.state())
+            .field("leader", &self.has_leadership())
+            .finish()
+    }
+}
+
+impl LeaderSelector {
+    /// A selector on `path` for participant `id` (written into its lock node, as Curator does;
+    /// an empty id writes the client's default data instead), running `work` whenever it leads.
+    /// Not started: see [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`).
+    pub fn new<F, Fut>(client: &CuratorClient, path: &str, id: impl Into<String>, work: F) -> Result<Self>
+    where
+        F: Fn(Leadership) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let id = id.into();
+        let data = (!id.is_empty()).then(|| id.clone().into_bytes());
+        let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data)?;
+        let work: Box<Work> = Box::new(move |leadership| Box::pin(work(leadership)));
+        let inner = Inner {
+            mutex,
+            id,
+            work,
+            auto_requeue: AtomicBool::new(false),
+            cancel_on_suspended: AtomicBool::new(false),
+            close_mode: parking_lot::Mutex::new(CloseMode::Silent),
+            state: watch::Sender::new(LatchState::Latent),
+            queued: watch::Sender::new(false),
+            hold: watch::Sender::new(None),
+            interrupts: watch::Sender::new(0),
+            signal: LeadershipSignal::new(),
+            task: parking_lot::Mutex::new(None),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        self.inner.mutex.path()
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The selector's state: latent, started or closed.
+    pub fn state(&self) -> LatchState {
+        *self.inner.state.borrow()
+    }
+
+    /// Queue again automatically each time a term ends (Curator's `autoRequeue()`). Without it a
+    /// participant leads at most once per [`start`](Self::start) / [`requeue`](Self::requeue).
+    pub fn auto_requeue(&self) {
+        self.inner.auto_requeue.store(true, Ordering::SeqCst);
+    }
+
+    /// Cancel the work as soon as the connection is lost ([`HoldState::Suspended`]), as Curator's
+    /// default listener does, instead of when leadership is lost (the default here; see the type's
+    /// documentation). A cancelled term gives leadership up.
+    pub fn cancel_on_suspended(&self) {
+        self.inner.cancel_on_suspended.store(true, Ordering::SeqCst);
+    }
+
+    /// What [`close`](Self::close) tells leadership listeners (default [`CloseMode::Silent`]).
+    pub fn set_close_mode(&self, mode: CloseMode) {
+        *self.inner.close_mode.lock() = mode;
+    }
+
+    /// Starts taking part: queues for leadership in the background. Needs a tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the selector was already started or closed (it starts once,
+    /// as in Curator), or when called outside a tokio runtime (naming `runtime`; the selector
+    /// stays unstarted).
+    pub fn start(&self) -> Result<()> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(Error::invalid_argument("runtime", "none", "LeaderSelector::start needs a tokio runtime"));
+        };
+        let mut started = false;
+        self.inner.state.send_if_modified(|state| {
+            if *state == LatchState::Latent {
+                *state = LatchState::Started;
+                started = true;
+            }
+            started
+        });
+        if !started {
+            return Err(Error::invalid_argument(
+                "selector state",
+                format!("{:?}", self.state()),
+                "a selector starts once",
+            ));
+        }
+        self.inner.queued.send_replace(true);
+        let span = info_span!("leader_selector", path = %self.path(), id = %self.inner.id);
+        let task = runtime.spawn(run(self.inner.clone()).instrument(span));
+        *self.inner.task.lock() = Some(task);
+        Ok(())
+    }
+
+    /// Queues for leadership again after a term ended (Curator's `requeue()`): `Ok(false)` if
+    /// already queued or leading.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] naming the path if the selector is not started, or closed.
+    pub fn requeue(&self) -> Result<bool> {
+        if *self.inner.state.borrow() != LatchState::Started {
+            return Err(Error::Closed { path: self.path().to_string() });
+        }
+        Ok(!self.inner.queued.send_replace(true))
+    }
+
+    /// Ends the current term, if leading: the work is cancelled, then leadership given up (and,
+    /// with auto-requeue, the participant queues again). Nothing happens when not leading.
+    pub fn interrupt_leadership(&self) {
+        self.inner.interrupts.send_modify(|n| *n += 1);
+    }
+
+    /// True while this participant leads: it holds the lock, its work runs, and the hold is
+    /// [`HoldState::Held`].
+    pub fn has_leadership(&self) -> bool {
+        self.inner.leading_hold().is_some()
+    }
+
+    /// Where this participant stands now: [`LeadershipState::Leader`] exactly when
+    /// [`has_leadership`](Self::has_leadership).
+    pub fn leadership_state(&self) -> LeadershipState {
+        match self.inner.hold.borrow().as_ref() {
+            Some(hold) if self.inner.started() => LeadershipState::of_hold(hold.hold_state()),
+            _ => LeadershipState::NotLeader,
+        }
+    }
+
+    /// A receiver of the leadership state, as the background task last saw it.
+    pub fn watch_leadership(&self) -> watch::Receiver<LeadershipState> {
+        self.inner.signal.watch()
+    }
+
+    /// Leadership changes as a stream: the state now, then each change in order. It ends when the
+    /// selector is closed; see [`CloseMode`].
+    pub fn leadership_changes(&self) -> LeadershipStream {
+        self.inner.signal.stream()
+    }
+
+    /// The fencing token of the current term, while [`has_leadership`](Self::has_leadership).
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.inner.leading_hold().map(|hold| hold.fencing_token())
+    }
+
+    /// Stops taking part: cancels the work if leading, waits for it to stop, then deletes our
+    /// node (waiting at most the connection timeout; a delete that takes longer goes on in the
+    /// background, guaranteed). Closing a selector that is not started only marks it closed.
+    ///
+    /// Work that never reaches an `.await` (blocking the thread) holds `close` up until it does.
+    ///
+    /// # Errors
+    /// The delete's error (the node stays queued for guaranteed deletion in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the selector is closed at the first poll; cancelling the work and deleting
+    /// the node continue in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// selector.close().await?;
+    /// assert!(!selector.has_leadership());
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) -> Result<()> {
+        let mode = *self.inner.close_mode.lock();
+        self.inner.stop(mode);
+        let task = self.inner.task.lock().take();
+        let Some(task) = task else { return Ok(()) };
+        let released = match task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        };
+        // A queued attempt, dropped by the task, left its node to the background deletes.
+        let client = self.inner.mutex.client();
+        client.wait_background_deletes(deadline_after(client.connection_timeout())).await;
+        released
+    }
+
+    /// Every participant in line, the leader first (Curator's `getParticipants`).
+    ///
+    /// # Errors
+    /// Server errors after retries.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// for p in selector.participants().await? {
+    ///     println!("{}{}", p.id, if p.is_leader { " (leader)" } else { "" });
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        read_participants(&self.inner.mutex).await
+    }
+
+    /// The leader as seen in ZooKeeper now (Curator's `getLeader`): `None` when nobody takes part.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// if let Some(leader) = selector.leader().await? {
+    ///     println!("{} leads", leader.id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+}
+
+impl Drop for LeaderSelector {
+    fn drop(&mut self) {
+        // The task cancels the work and deletes the node; without a runtime it is gone already,
+        // and the hold is released in the background.
+        let mode = *self.inner.close_mode.lock();
+        self.inner.stop(mode);
+        if self.inner.task.lock().take().is_none() {
+            if let Some(hold) = self.inner.hold.send_replace(None) {
+                hold.release_in_background();
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn started(&self) -> bool {
+        *self.state.borrow() == LatchState::Started
+    }
+
+    fn leading_hold(&self) -> Option<Arc<Hold>> {
+        if !self.started() {
+            return None;
+        }
+        held(&self.hold.borrow())
+    }
+
+    fn stop(&self, mode: CloseMode) {
+        self.state.send_replace(LatchState::Closed);
+        self.signal.end(mode == CloseMode::NotifyLeader);
+    }
+}
+
+/// What the leadership work gets: the hold of the lock node while this participant leads.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    hold: Arc<Hold>,
+    id: Arc<str>,
+    election: Arc<str>,
+}
+
+impl Leadership {
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        &self.election
+    }
+
+    /// The fencing token of this term: it strictly increases from term to term.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.hold.fencing_token()
+    }
+
+    /// The hold of the lock node.
+    pub fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+
+    /// The hold's state now.
+    pub fn state(&self) -> HoldState {
+        self.hold.hold_state()
+    }
+
+    /// True while the hold is [`HoldState::Held`].
+    pub fn is_held(&self) -> bool {
+        self.state() == HoldState::Held
+    }
+
+    /// The hold's state changes as a stream (`Suspended`, `Held`, ..., `Lost`).
+    pub fn state_changes(&self) -> HoldStateStream {
+        self.hold.state_changes()
+    }
+
+    /// Resolves once the leadership is lost — for tasks the work spawned (the work itself is
+    /// cancelled then).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(leadership: zk_curator::Leadership) {
+    /// let watcher = leadership.clone();
+    /// tokio::spawn(async move {
+    ///     watcher.lost().await;
+    ///     eprintln!("leadership of {} lost", watcher.path());
+    /// });
+    /// # }
+    /// ```
+    pub async fn lost(&self) {
+        self.hold.lost().await
+    }
+
+    /// A write applied only while our lock node exists (see [`Hold::guarded_write`]).
+    ///
+    /// # Errors
+    /// As [`Hold::guarded_write`]: [`Error::LockLost`] when the node is gone (nothing written).
+    ///
+    /// # Cancel safety
+    /// A dropped call may or may not have committed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(leadership: zk_curator::Leadership) -> zk_curator::Result<()> {
+    /// let write = zk_curator::Transaction::new().set_data("/config/active", leadership.id(), None);
+    /// leadership.guarded_write(write).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
+        self.hold.guarded_write(write).await
+    }
+}
+
+/// Aborts the work's task when dropped (the selector's task was dropped with its runtime, or
+/// aborted).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Why a term ended.
+#[derive(Debug, PartialEq, Eq)]
+enum TermEnd {
+    Returned,
+    Cancelled(&'static str),
+    Closed,
+}
+
+/// The participant: wait until queued, contend, lead (run the work) while the hold lasts, give it
+/// up; again while auto-requeue or requeue asks; until closed. Returns the last release's result.
+async fn run(inner: Arc<Inner>) -> Result<()> {
+    let state = inner.state.subscribe();
+    let stopped = || {
+        let mut state = state.clone();
+        async move {
+            let _ = state.wait_for(|s| *s != LatchState::Started).await;
+        }
+    };
+    let mut queued = inner.queued.subscribe();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stopped() => return Ok(()),
+            wanted = queued.wait_for(|q| *q) => if wanted.is_err() { return Ok(()) },
+        }
+        let granted = tokio::select! {
+            biased;
+            _ = stopped() => return Ok(()),
+            granted = inner.mutex.attempt(Wait::Forever, Basis::None) => granted,
+        };
+        let hold = match granted {
+            Ok(Some(hold)) => hold,
+            Ok(None) => continue,
+            Err(e) if e.kind() == ErrorKind::Closed => {
+                debug!("client closed: the selector stops");
+                return Ok(());
+            }
+            Err(e) => {
+                warn!(%e, "leader selector could not queue; trying again");
+                tokio::select! {
+                    _ = stopped() => return Ok(()),
+                    _ = tokio::time::sleep(RETRY_PAUSE) => continue,
+                }
+            }
+        };
+        let end = lead(&inner, &hold, &stopped).await;
+        debug!(node = %hold.path(), ?end, "leadership term ended");
+        inner.hold.send_if_modified(|current| match current {
+            Some(h) if Arc::ptr_eq(h, &hold) => {
+                *current = None;
+                true
+            }
+            _ => false,
+        });
+        let lost = hold.hold_state() == HoldState::Lost && !matches!(end, TermEnd::Returned | TermEnd::Closed);
+        let released = hold.release().await;
+        if end == TermEnd::Closed {
+            return released;
+        }
+        if let Err(e) = released {
+            warn!(node = %hold.path(), %e, "giving leadership up failed; the node is deleted in the background");
+        }
+        if inner.started() {
+            if lost {
+                inner.signal.set(LeadershipState::Lost);
+            }
+            inner.signal.set(LeadershipState::NotLeader);
+        }
+        let again = inner.auto_requeue.load(Ordering::SeqCst);
+        inner.queued.send_replace(again);
+    }
+}
+
+/// One term: runs the work as its own task until it returns, or leadership is lost (or
+/// suspended, if so configured), interrupted or closed — then cancels it and waits for it to stop.
+async fn lead<S, F>(inner: &Arc<Inner>, hold: &Arc<Hold>, stopped: &S) -> TermEnd
+where
+    S: Fn() -> F,
+    F: Future<Output = ()>,
+{
+    let mut interrupts = inner.interrupts.subscribe();
+    interrupts.borrow_and_update();
+    let mut hold_state = hold.watch_state();
+    let leadership =
+        Leadership { hold: hold.clone(), id: inner.id.as_str().into(), election: inner.mutex.path().into() };
+    let runtime = tokio::runtime::Handle::current();
+    let mut work = AbortOnDrop(runtime.spawn((inner.work)(leadership)));
+    inner.hold.send_replace(Some(hold.clone()));
+    debug!(node = %hold.path(), token = %hold.fencing_token(), "leadership granted: work started");
+    let end = loop {
+        let now = *hold_state.borrow_and_update();
+        if inner.started() {
+            inner.signal.set(LeadershipState::of_hold(now));
+        }
+        match now {
+            HoldState::Lost => break TermEnd::Cancelled("leadership lost"),
+            HoldState::Suspended if inner.cancel_on_suspended.load(Ordering::SeqCst) => {
+                break TermEnd::Cancelled("connection suspended")
+            }
+            _ => {}
+        }
+        tokio::select! {
+            biased;
+            _ = stopped() => break TermEnd::Closed,
+            _ = interrupts.changed() => break TermEnd::Cancelled("interrupted"),
+            finished = &mut work.0 => {
+                if let Err(e) = finished {
+                    if e.is_panic() {
+                        warn!(node = %hold.path(), "leadership work panicked: leadership given up");
+                    }
+                }
+                return TermEnd::Returned;
+            }
+            changed = hold_state.changed() => {
+                inner.hold.send_modify(|_| {});
+                if changed.is_err() {
+                    break TermEnd::Cancelled("hold dropped");
+                }
+            }
+        }
+    };
+    if let TermEnd::Cancelled(why) = end {
+        debug!(node = %hold.path(), why, "cancelling the leadership work");
+    }
+    // Leadership is no longer reported from here on: the work is being cancelled.
+    inner.hold.send_replace(None);
+    work.0.abort();
+    // Wait until it has really stopped, so that the next leader never overlaps it.
+    let _ = (&mut work.0).await;
+    end
+}
