@@ -11,9 +11,10 @@
 //!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
-//!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]: acquire (for
-//!                                  latch: become leader), print ACQUIRED/TOKEN, report
-//!                                  hold-state changes, release (latch: close), print RELEASED
+//!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
+//!                                  acquire (latch, selector: become leader), print
+//!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
+//!                                  selector: give leadership up and close), print RELEASED
 //! ```
 //!
 //! Every bench prints one `RESULT rust.<bench>.<metric>=<value>` line per metric (latencies in µs,
@@ -30,7 +31,9 @@
 //! early: a lost hold cannot come back. `latch:ID` takes part in a `LeaderLatch` on PATH with
 //! participant id ID (Curator's `LeaderLatch(client, PATH, ID)`; plain `latch` uses
 //! `rust-<pid>`): `ACQUIRED` names our latch node once we lead, and `RELEASED` follows the latch's
-//! close (when SECONDS end, or at once when the leadership is LOST).
+//! close (when SECONDS end, or at once when the leadership is LOST). `selector:ID` takes part in a
+//! `LeaderSelector` the same way (Curator's `LeaderSelector` with `setId(ID)`): its leadership work
+//! runs until SECONDS end or the leadership is lost, then returns, and the selector is closed.
 
 use std::fmt::Display;
 use std::io::Write as _;
@@ -44,7 +47,8 @@ use zk_curator::raw as zk;
 use zk_curator::testing::TestingServer;
 use zk_curator::{
     CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, LeaderLatch, Lease, LockDriver, MutexGuard, ReadLock,
+    InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership as SelectorLeadership, Lease, LockDriver,
+    MutexGuard, ReadLock,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -80,8 +84,8 @@ enum Mode {
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
-    /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, or latch[:ID]: lead a LeaderLatch),
-    /// hold it SECONDS while reporting hold-state changes, release.
+    /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
+    /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
 }
 
@@ -223,10 +227,10 @@ fn main() -> ExitCode {
     if let Mode::Hold { kind, .. } = &cli.mode {
         let known = matches!(kind.as_str(), "mutex" | "read" | "write")
             || semaphore_leases(kind).is_ok_and(|l| l.is_some())
-            || latch_id(kind).is_ok_and(|id| id.is_some());
+            || leader_kind(kind).is_ok_and(|k| k.is_some());
         if !known {
             eprintln!(
-                "lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write, sem:L with L >= 1, semmutex, latch, latch:ID)"
+                "lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write, sem:L with L >= 1, semmutex, latch[:ID], selector[:ID])"
             );
             return ExitCode::from(2);
         }
@@ -904,7 +908,10 @@ async fn hold_kind(
     hold_for: Duration,
     guarded_path: &Option<String>,
 ) -> BenchResult<()> {
-    if let Some(id) = latch_id(kind)? {
+    if let Some((Election::Selector, id)) = leader_kind(kind)? {
+        return hold_selector(client, path, id, acquire_timeout, hold_for, guarded_path).await;
+    }
+    if let Some((Election::Latch, id)) = leader_kind(kind)? {
         let latch = LeaderLatch::new(client, path, id)?;
         latch.start()?;
         let leadership = lead(&latch, acquire_timeout).await;
@@ -956,16 +963,85 @@ fn semaphore_leases(kind: &str) -> Result<Option<usize>, String> {
     }
 }
 
-/// The participant id of a latch KIND (`latch:ID`, or `latch`: `rust-<pid>`); None for the
-/// other kinds.
-fn latch_id(kind: &str) -> Result<Option<String>, String> {
-    if kind == "latch" {
-        return Ok(Some(format!("rust-{}", std::process::id())));
-    }
-    match kind.strip_prefix("latch:") {
+/// The two leader election recipes `hold` takes part in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Election {
+    Latch,
+    Selector,
+}
+
+/// The election and participant id of a leader KIND (`latch:ID`, `selector:ID`, or without `:ID`:
+/// `rust-<pid>`); None for the lock kinds.
+fn leader_kind(kind: &str) -> Result<Option<(Election, String)>, String> {
+    let (name, id) = kind.split_once(':').map_or((kind, None), |(n, id)| (n, Some(id)));
+    let election = match name {
+        "latch" => Election::Latch,
+        "selector" => Election::Selector,
+        _ => return Ok(None),
+    };
+    match id {
+        None => Ok(Some((election, format!("rust-{}", std::process::id())))),
         Some("") => Err(format!("bad KIND {kind}: the participant id is empty")),
-        Some(id) => Ok(Some(id.to_string())),
-        None => Ok(None),
+        Some(id) => Ok(Some((election, id.to_string()))),
+    }
+}
+
+/// `hold` as a `LeaderSelector` participant: the leadership work hands its [`SelectorLeadership`]
+/// over and runs until told to return (SECONDS over) or the leadership is lost.
+async fn hold_selector(
+    client: &CuratorClient,
+    path: &str,
+    id: String,
+    acquire_timeout: Option<Duration>,
+    hold_for: Duration,
+    guarded_path: &Option<String>,
+) -> BenchResult<()> {
+    let (leading_tx, mut leading) = tokio::sync::mpsc::unbounded_channel::<SelectorLeadership>();
+    let (done, done_rx) = tokio::sync::watch::channel(false);
+    let selector = LeaderSelector::new(client, path, id, move |leadership: SelectorLeadership| {
+        let (leading_tx, mut done) = (leading_tx.clone(), done_rx.clone());
+        async move {
+            let _ = leading_tx.send(leadership.clone());
+            tokio::select! {
+                _ = done.wait_for(|d| *d) => {}
+                _ = leadership.lost() => {}
+            }
+        }
+    })?;
+    selector.start()?;
+    let term = match acquire_timeout {
+        Some(t) => tokio::time::timeout(t, leading.recv()).await.ok().flatten(),
+        None => leading.recv().await,
+    };
+    match term {
+        Some(leadership) => {
+            let hold = leadership.hold().clone();
+            hold_for_a_while(Some(SelectorTerm { selector, done, hold }), hold_for, guarded_path).await
+        }
+        None => {
+            if let Err(e) = selector.close().await {
+                eprintln!("lock_bench: closing the selector: {e}");
+            }
+            hold_for_a_while(None::<SelectorTerm>, hold_for, guarded_path).await
+        }
+    }
+}
+
+/// A selector while its leadership work runs: releasing it lets the work return, then closes the
+/// selector.
+struct SelectorTerm {
+    selector: LeaderSelector,
+    done: tokio::sync::watch::Sender<bool>,
+    hold: Arc<Hold>,
+}
+
+impl Held for SelectorTerm {
+    fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+    async fn release(self) -> zk_curator::Result<()> {
+        self.done.send_replace(true);
+        self.selector.close().await
     }
 }
 
