@@ -111,6 +111,7 @@ async fn worker(w: &[String], without_latch: bool) -> AnyResult<ExitCode> {
 
     if without_latch {
         // The broken variant: everybody serves, nobody asks.
+        say(format!("READY {id}"))?;
         let mut beat = tokio::time::interval(HEARTBEAT);
         loop {
             tokio::select! {
@@ -125,6 +126,8 @@ async fn worker(w: &[String], without_latch: bool) -> AnyResult<ExitCode> {
     let client = CuratorClient::builder(connect).session_timeout(session_timeout).connect().await?;
     let latch = LeaderLatch::new(&client, path, id.as_str())?;
     latch.start()?;
+    // Taking part, and SIGTERM is ours to handle: the coordinator may stop us from now on.
+    say(format!("READY {id}"))?;
     'service: loop {
         // Queued: wait for leadership (or to be told to stop).
         tokio::select! {
@@ -300,7 +303,29 @@ impl Spawner {
         if self.without_latch {
             command.arg("--without-latch");
         }
-        Ok(Worker { id, log, child: Some(command.spawn()?), killed_dead_at: None })
+        let child = command.spawn()?;
+        Ok(Worker { id, log, child: Some(child), killed_dead_at: None })
+    }
+
+    /// Spawns a worker and waits until it takes part (its log says READY).
+    async fn start(&mut self) -> AnyResult<Worker> {
+        let mut w = self.spawn()?;
+        let started = Instant::now();
+        loop {
+            let log = std::fs::read_to_string(&w.log).unwrap_or_default();
+            if log.lines().any(|l| l.starts_with("READY ")) {
+                return Ok(w);
+            }
+            if let Some(child) = &mut w.child {
+                if let Some(status) = child.try_wait()? {
+                    return Err(format!("{} exited with {status} before taking part", w.id).into());
+                }
+            }
+            if started.elapsed() > WAIT_LIMIT {
+                return Err(format!("{} did not start within {WAIT_LIMIT:?}", w.id).into());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -362,10 +387,19 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     );
     let run_start = now_us();
     let mut workers = Vec::new();
+    let mut outcome = Ok((Vec::new(), None));
     for _ in 0..args.workers {
-        workers.push(spawner.spawn()?);
+        match spawner.start().await {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
     }
-    let outcome = exercise(args, &mut spawner, &mut workers).await;
+    if outcome.is_ok() {
+        outcome = exercise(args, &mut spawner, &mut workers).await;
+    }
 
     // Stop everything (gracefully), whatever happened above.
     for w in &workers {
@@ -481,7 +515,7 @@ async fn exercise(args: &Args, spawner: &mut Spawner, workers: &mut Vec<Worker>)
         reap(&mut child).await?;
         workers[victim].killed_dead_at = Some(now_us());
         let (next, term, started) = new_leader(workers, killed_at, Some(victim)).await?;
-        let restarted = spawner.spawn()?;
+        let restarted = spawner.start().await?;
         println!(
             "kill -9 {} -> {} active after {} (term {term}); restarted as {}",
             workers[victim].id,
