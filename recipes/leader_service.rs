@@ -30,6 +30,9 @@
 //! `kill -9` may have been active until its death, so its interval ends when the parent has
 //! reaped it (after the kill), not at its last logged line.
 //!
+//! The workers' logs are removed after a successful proof and kept (in the directory printed at the
+//! start) when it fails.
+//!
 //! The latch is wire-compatible with Curator's: a Java service using
 //! `new LeaderLatch(client, "<the path printed>", id)` takes part in the same election.
 
