@@ -11,8 +11,10 @@
 //!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
-//!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex: acquire, print
-//!                                  ACQUIRED/TOKEN, report hold-state changes, release
+//!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
+//!                                  acquire (latch, selector: become leader), print
+//!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
+//!                                  selector: give leadership up and close), print RELEASED
 //! ```
 //!
 //! Every bench prints one `RESULT rust.<bench>.<metric>=<value>` line per metric (latencies in µs,
@@ -26,7 +28,12 @@
 //! `hold` honours `SESSION_TIMEOUT_MS` (default 15000), `ACQUIRE_TIMEOUT_S` (print `NOT_ACQUIRED`
 //! and exit 0 when not acquired in time) and `GUARDED_WRITE_PATH` (a lock-guarded set-data, or
 //! create if missing, once the hold is LOST or at the end of the hold). Once LOST the hold ends
-//! early: a lost hold cannot come back.
+//! early: a lost hold cannot come back. `latch:ID` takes part in a `LeaderLatch` on PATH with
+//! participant id ID (Curator's `LeaderLatch(client, PATH, ID)`; plain `latch` uses
+//! `rust-<pid>`): `ACQUIRED` names our latch node once we lead, and `RELEASED` follows the latch's
+//! close (when SECONDS end, or at once when the leadership is LOST). `selector:ID` takes part in a
+//! `LeaderSelector` the same way (Curator's `LeaderSelector` with `setId(ID)`): its leadership work
+//! runs until SECONDS end or the leadership is lost, then returns, and the selector is closed.
 
 use std::fmt::Display;
 use std::io::Write as _;
@@ -40,7 +47,8 @@ use zk_curator::raw as zk;
 use zk_curator::testing::TestingServer;
 use zk_curator::{
     CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard, ReadLock,
+    InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership as SelectorLeadership, Lease, LockDriver,
+    MutexGuard, ReadLock,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -76,8 +84,8 @@ enum Mode {
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
-    /// Acquire PATH (KIND mutex, read, write, sem:L or semmutex), hold it SECONDS while reporting
-    /// hold-state changes, release.
+    /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
+    /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
 }
 
@@ -217,11 +225,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if let Mode::Hold { kind, .. } = &cli.mode {
-        let known =
-            matches!(kind.as_str(), "mutex" | "read" | "write") || semaphore_leases(kind).is_ok_and(|l| l.is_some());
+        let known = matches!(kind.as_str(), "mutex" | "read" | "write")
+            || semaphore_leases(kind).is_ok_and(|l| l.is_some())
+            || leader_kind(kind).is_ok_and(|k| k.is_some());
         if !known {
             eprintln!(
-                "lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write, sem:L with L >= 1, semmutex)"
+                "lock_bench: unknown lock kind {kind:?} for `hold` (supported: mutex, read, write, sem:L with L >= 1, semmutex, latch[:ID], selector[:ID])"
             );
             return ExitCode::from(2);
         }
@@ -899,6 +908,25 @@ async fn hold_kind(
     hold_for: Duration,
     guarded_path: &Option<String>,
 ) -> BenchResult<()> {
+    if let Some((Election::Selector, id)) = leader_kind(kind)? {
+        return hold_selector(client, path, id, acquire_timeout, hold_for, guarded_path).await;
+    }
+    if let Some((Election::Latch, id)) = leader_kind(kind)? {
+        let latch = LeaderLatch::new(client, path, id)?;
+        latch.start()?;
+        let leadership = lead(&latch, acquire_timeout).await;
+        return match leadership {
+            Ok(Some(hold)) => hold_for_a_while(Some(Leadership { latch, hold }), hold_for, guarded_path).await,
+            not_leading => {
+                // Timed out (NOT_ACQUIRED) or failed: leave the line first.
+                if let Err(e) = latch.close().await {
+                    eprintln!("lock_bench: closing the latch: {e}");
+                }
+                not_leading?;
+                hold_for_a_while(None::<Leadership>, hold_for, guarded_path).await
+            }
+        };
+    }
     if let Some(leases) = semaphore_leases(kind)? {
         let semaphore = InterProcessSemaphoreV2::new(client, path, leases)?;
         let lease = match acquire_timeout {
@@ -935,7 +963,125 @@ fn semaphore_leases(kind: &str) -> Result<Option<usize>, String> {
     }
 }
 
-/// What `hold` holds: a lock guard or a semaphore lease.
+/// The two leader election recipes `hold` takes part in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Election {
+    Latch,
+    Selector,
+}
+
+/// The election and participant id of a leader KIND (`latch:ID`, `selector:ID`, or without `:ID`:
+/// `rust-<pid>`); None for the lock kinds.
+fn leader_kind(kind: &str) -> Result<Option<(Election, String)>, String> {
+    let (name, id) = kind.split_once(':').map_or((kind, None), |(n, id)| (n, Some(id)));
+    let election = match name {
+        "latch" => Election::Latch,
+        "selector" => Election::Selector,
+        _ => return Ok(None),
+    };
+    match id {
+        None => Ok(Some((election, format!("rust-{}", std::process::id())))),
+        Some("") => Err(format!("bad KIND {kind}: the participant id is empty")),
+        Some(id) => Ok(Some((election, id.to_string()))),
+    }
+}
+
+/// `hold` as a `LeaderSelector` participant: the leadership work hands its [`SelectorLeadership`]
+/// over and runs until told to return (SECONDS over) or the leadership is lost.
+async fn hold_selector(
+    client: &CuratorClient,
+    path: &str,
+    id: String,
+    acquire_timeout: Option<Duration>,
+    hold_for: Duration,
+    guarded_path: &Option<String>,
+) -> BenchResult<()> {
+    let (leading_tx, mut leading) = tokio::sync::mpsc::unbounded_channel::<SelectorLeadership>();
+    let (done, done_rx) = tokio::sync::watch::channel(false);
+    let selector = LeaderSelector::new(client, path, id, move |leadership: SelectorLeadership| {
+        let (leading_tx, mut done) = (leading_tx.clone(), done_rx.clone());
+        async move {
+            let _ = leading_tx.send(leadership.clone());
+            tokio::select! {
+                _ = done.wait_for(|d| *d) => {}
+                _ = leadership.lost() => {}
+            }
+        }
+    })?;
+    selector.start()?;
+    let term = match acquire_timeout {
+        Some(t) => tokio::time::timeout(t, leading.recv()).await.ok().flatten(),
+        None => leading.recv().await,
+    };
+    match term {
+        Some(leadership) => {
+            let hold = leadership.hold().clone();
+            hold_for_a_while(Some(SelectorTerm { selector, done, hold }), hold_for, guarded_path).await
+        }
+        None => {
+            if let Err(e) = selector.close().await {
+                eprintln!("lock_bench: closing the selector: {e}");
+            }
+            hold_for_a_while(None::<SelectorTerm>, hold_for, guarded_path).await
+        }
+    }
+}
+
+/// A selector while its leadership work runs: releasing it lets the work return, then closes the
+/// selector.
+struct SelectorTerm {
+    selector: LeaderSelector,
+    done: tokio::sync::watch::Sender<bool>,
+    hold: Arc<Hold>,
+}
+
+impl Held for SelectorTerm {
+    fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+    async fn release(self) -> zk_curator::Result<()> {
+        self.done.send_replace(true);
+        self.selector.close().await
+    }
+}
+
+/// Waits (at most `timeout`) until the started `latch` leads; the hold of that leadership.
+async fn lead(latch: &LeaderLatch, timeout: Option<Duration>) -> zk_curator::Result<Option<Arc<Hold>>> {
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let leading = match deadline {
+            Some(d) => latch.await_leadership_timeout(d.saturating_duration_since(tokio::time::Instant::now())).await?,
+            None => {
+                latch.await_leadership().await?;
+                true
+            }
+        };
+        if !leading {
+            return Ok(None);
+        }
+        // Leadership may already be gone again (then the latch has queued again): wait on.
+        if let Some(hold) = latch.hold().filter(|h| h.hold_state() == HoldState::Held) {
+            return Ok(Some(hold));
+        }
+    }
+}
+
+/// A leader latch while it leads: the hold is the leadership, releasing it closes the latch.
+struct Leadership {
+    latch: LeaderLatch,
+    hold: Arc<Hold>,
+}
+
+impl Held for Leadership {
+    fn hold(&self) -> &Arc<Hold> {
+        &self.hold
+    }
+    async fn release(self) -> zk_curator::Result<()> {
+        self.latch.close().await
+    }
+}
+
+/// What `hold` holds: a lock guard, a semaphore lease or a latch's leadership.
 trait Held {
     fn hold(&self) -> &Arc<Hold>;
     fn release(self) -> impl std::future::Future<Output = zk_curator::Result<()>> + Send;
