@@ -216,3 +216,289 @@ async fn dropped_selectors_leave_nothing_behind() {
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
     support::eventually(WITHIN, "c's work cancelled", || async { c_works.running() == 0 }).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// lost holds, silent links, flapping
+// ---------------------------------------------------------------------------------------------
+
+/// Watches `selector` until stopped: a violation is leadership reported (in any of its three
+/// ways) after the hold of the current term was seen `Lost`. Returns the number of violations.
+fn sample_reports_after_loss(
+    selector: Arc<LeaderSelector>,
+    works: Arc<Works>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, usize)> {
+    tokio::spawn(async move {
+        let (mut violations, mut lost_samples) = (0, 0);
+        while !stop.load(Ordering::SeqCst) {
+            if let Some(hold) = works.last_hold() {
+                // Lost first: it is final, so anything reported afterwards is a violation.
+                if hold.hold_state() == HoldState::Lost {
+                    lost_samples += 1;
+                    if reports(&selector) && works.last_hold().is_some_and(|h| Arc::ptr_eq(&h, &hold)) {
+                        violations += 1;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        (violations, lost_samples)
+    })
+}
+
+/// A partition of the leader (its link goes silent, the server expires its session): no
+/// leadership is reported once its hold is lost, and the next leader's work starts strictly after
+/// the old work stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_leader_never_reports_a_lost_hold_and_stops_first() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let path = support::unique_path("review-blackhole-leader");
+    let client_a = support::client_with(&proxy.connect_string(), Duration::from_secs(4)).await;
+    let client_b = support::client(&connect).await;
+    let works = Arc::new(Works::default());
+    let a = Arc::new(forever(&client_a, &path, "a", &works));
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let b_works = Arc::new(Works::default());
+    let b = {
+        let (works, overlaps, b_works) = (works.clone(), overlaps.clone(), b_works.clone());
+        LeaderSelector::new(&client_b, &path, "b", move |leadership: Leadership| {
+            let (works, overlaps, b_works) = (works.clone(), overlaps.clone(), b_works.clone());
+            async move {
+                if works.running() != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                let _g = b_works.begin(&leadership);
+                std::future::pending::<()>().await;
+            }
+        })
+        .unwrap()
+    };
+    b.start().unwrap();
+    let obs = support::observer(&connect).await;
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_reports_after_loss(a.clone(), works.clone(), stop.clone());
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    support::eventually(Duration::from_secs(30), "b leads", || async { b.has_leadership() }).await;
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "b's work started while a's still ran");
+    assert_eq!(works.cancelled(), 1, "a's work was cancelled");
+    assert!(!reports(&a));
+    stop.store(true, Ordering::SeqCst);
+    let (violations, lost_samples) = support::join("sampler", WITHIN, sampler).await;
+    assert!(lost_samples > 0, "the sampler saw the hold lost");
+    assert_eq!(violations, 0, "leadership reported after the hold was lost");
+    proxy.set_mode(ProxyMode::Pass);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+}
+
+/// A queued participant whose link goes silent until its session is given up: it never leads
+/// meanwhile, and once the link is back it queues again on its new session (one node) and leads
+/// when the leader leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_queued_participant_requeues_on_its_new_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("review-blackhole-queued");
+    let client_a = support::client(&connect).await;
+    let client_b = support::client_with(&proxy.connect_string(), Duration::from_secs(4)).await;
+    let works = Arc::new(Works::default());
+    let a = forever(&client_a, &path, "a", &works);
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let b_works = Arc::new(Works::default());
+    let b = forever(&client_b, &path, "b", &b_works);
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+    let old_session = client_b.session_id();
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    // The server expires b's session: b's node goes; a still leads.
+    support::eventually_queued(&obs, &path, 1, "b's node expired with its session").await;
+    a.close().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(b_works.started(), 0, "b never leads while cut off");
+    assert!(!b.has_leadership());
+    proxy.set_mode(ProxyMode::Pass);
+    support::session_replaced(&client_b, old_session).await;
+    support::eventually(WITHIN, "b leads on its new session", || async { b.has_leadership() }).await;
+    assert_eq!(b_works.started(), 1);
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "one node of b");
+    b.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
+
+/// Many short cuts while the session survives: the leader's work is told, never cancelled, no
+/// node is created or deleted (the parent's child version does not move), the same nodes stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flapping_links_recreate_no_node() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy_a = FaultProxy::start(&connect).await.unwrap();
+    let proxy_b = FaultProxy::start(&connect).await.unwrap();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("review-flap");
+    let client_a = support::client(&proxy_a.connect_string()).await;
+    let client_b = support::client(&proxy_b.connect_string()).await;
+    let works = Arc::new(Works::default());
+    let a = forever(&client_a, &path, "a", &works);
+    a.auto_requeue();
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let b = forever(&client_b, &path, "b", &works);
+    b.auto_requeue();
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+    let before = support::sorted_children(&obs, &path).await;
+    let cversion = support::stat(&obs, &path).await.unwrap().cversion;
+    let changes = record(a.leadership_changes());
+
+    for _ in 0..12 {
+        proxy_a.set_mode(ProxyMode::Cut);
+        proxy_b.set_mode(ProxyMode::Cut);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        proxy_a.set_mode(ProxyMode::Pass);
+        proxy_b.set_mode(ProxyMode::Pass);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    support::eventually(WITHIN, "both reconnected", || async { client_a.is_connected() && client_b.is_connected() })
+        .await;
+    support::eventually(WITHIN, "a leads again", || async { a.has_leadership() }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(works.started(), 1, "one term only");
+    assert_eq!(works.cancelled(), 0, "the work was told, never cancelled");
+    assert_eq!(support::sorted_children(&obs, &path).await, before, "the same nodes");
+    assert_eq!(support::stat(&obs, &path).await.unwrap().cversion, cversion, "no node created or deleted");
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    let seen = support::join("stream", WITHIN, changes).await;
+    assert!(!seen.contains(&LeadershipState::Lost), "{seen:?}");
+    assert!(!seen.contains(&LeadershipState::NotLeader), "{seen:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// sessions replaced mid-call
+// ---------------------------------------------------------------------------------------------
+
+/// The session of a queued participant is expired: it queues again on its new session (its old
+/// node went with the old session, one node of it remains) and leads after the leader leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_while_queued_requeues() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("review-expire-queued");
+    let client_a = support::client(&connect).await;
+    let client_b = support::client(&connect).await;
+    let works = Arc::new(Works::default());
+    let a = forever(&client_a, &path, "a", &works);
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let b_works = Arc::new(Works::default());
+    let b = forever(&client_b, &path, "b", &b_works);
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+    let before = support::sorted_children(&obs, &path).await;
+    let old = client_b.session_id();
+    zk_curator::testing::expire_session(&connect, &client_b).await.unwrap();
+    support::session_replaced(&client_b, old).await;
+    support::eventually(WITHIN, "b queued again on a new node", || async {
+        let now = support::sorted_children(&obs, &path).await;
+        now.len() == 2 && now != before
+    })
+    .await;
+    assert_eq!(b_works.started(), 0);
+    a.close().await.unwrap();
+    support::eventually(WITHIN, "b leads", || async { b.has_leadership() }).await;
+    assert_eq!(b_works.started(), 1);
+    b.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
+
+/// The session ends while the work is just starting (before its first step): the work is
+/// cancelled, leadership is never reported on the lost hold, and with auto-requeue the participant
+/// leads again on its new session, one work at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_while_the_work_starts() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("review-expire-start");
+    let client = support::client(&connect).await;
+    let works = Arc::new(Works::default());
+    let (go_tx, go_rx) = tokio::sync::watch::channel(false);
+    let steps = Arc::new(AtomicUsize::new(0));
+    let a = {
+        let (works, steps) = (works.clone(), steps.clone());
+        Arc::new(
+            LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+                let (works, steps, mut go) = (works.clone(), steps.clone(), go_rx.clone());
+                async move {
+                    let _g = works.begin(&leadership);
+                    let _ = go.wait_for(|go| *go).await;
+                    steps.fetch_add(1, Ordering::SeqCst);
+                    std::future::pending::<()>().await;
+                }
+            })
+            .unwrap(),
+        )
+    };
+    a.auto_requeue();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_reports_after_loss(a.clone(), works.clone(), stop.clone());
+    a.start().unwrap();
+    support::eventually(WITHIN, "the work starts", || async { works.started() == 1 }).await;
+    let old = client.session_id();
+    zk_curator::testing::expire_session(&connect, &client).await.unwrap();
+    support::session_replaced(&client, old).await;
+    support::eventually(WITHIN, "a second term", || async { works.started() == 2 }).await;
+    assert_eq!(works.cancelled(), 1, "the first work was cancelled");
+    go_tx.send_replace(true);
+    support::eventually(WITHIN, "the second work steps", || async { steps.load(Ordering::SeqCst) == 1 }).await;
+    assert_eq!(works.most.load(Ordering::SeqCst), 1, "one work at a time");
+    assert!(a.has_leadership());
+    stop.store(true, Ordering::SeqCst);
+    let (violations, _) = support::join("sampler", WITHIN, sampler).await;
+    assert_eq!(violations, 0, "leadership reported on a lost hold");
+    a.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
+
+/// The session ends while `close()` waits for a slow work to stop: close still finishes, the
+/// work is stopped and no node is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn expired_while_closing() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("review-expire-close");
+    let client = support::client(&connect).await;
+    let works = Arc::new(Works::default());
+    let a = Arc::new(blocking(&client, &path, "a", &works, Duration::from_millis(300)));
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { works.started() == 1 }).await;
+    let closing = tokio::spawn({
+        let a = a.clone();
+        async move { a.close().await }
+    });
+    zk_curator::testing::expire_session(&connect, &client).await.unwrap();
+    let closed = support::join("close", Duration::from_secs(20), closing).await;
+    support::assert_ok_or_kind(&closed, &[zk_curator::ErrorKind::Retryable, zk_curator::ErrorKind::SessionLost], "close");
+    assert_eq!(works.running(), 0, "the work stopped");
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+    assert!(!reports(&a));
+}
