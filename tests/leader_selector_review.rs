@@ -502,3 +502,214 @@ async fn expired_while_closing() {
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
     assert!(!reports(&a));
 }
+
+// ---------------------------------------------------------------------------------------------
+// absurd input
+// ---------------------------------------------------------------------------------------------
+
+/// Bad paths are typed errors naming the path; start twice, start after close, requeue before
+/// start and after close are typed errors; interrupt and close in any state never panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_calls_are_typed_errors() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    for bad in ["", "relative", "/", "/trailing/", "/a//b", "/a/./b", "/a/../b", "/nul\u{0}"] {
+        match LeaderSelector::new(&client, bad, "x", |_l: Leadership| async {}) {
+            Err(Error::InvalidPath { path, .. }) => assert_eq!(path, bad),
+            other => panic!("{bad:?}: expected InvalidPath, got {other:?}"),
+        }
+    }
+    let path = support::unique_path("review-absurd");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    a.interrupt_leadership();
+    assert!(matches!(a.requeue(), Err(Error::Closed { .. })), "requeue before start");
+    assert_eq!(a.state(), LatchState::Latent);
+    a.start().unwrap();
+    match a.start() {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => panic!("start twice: {other:?}"),
+    }
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    assert_eq!(a.requeue().unwrap(), false, "leading: already queued");
+    a.close().await.unwrap();
+    a.close().await.unwrap();
+    a.interrupt_leadership();
+    assert!(matches!(a.requeue(), Err(Error::Closed { .. })), "requeue after close");
+    assert!(a.start().is_err(), "start after close");
+    assert_eq!(a.state(), LatchState::Closed);
+    assert!(!reports(&a));
+    assert_eq!(*a.watch_leadership().borrow(), LeadershipState::NotLeader);
+
+    // Closed before it ever started: start refuses, nothing is created.
+    let never = forever(&client, &path, "never", &works);
+    never.close().await.unwrap();
+    assert!(never.start().is_err());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(support::children(&connect, &path).await.is_empty());
+    assert_eq!(works.started(), 1);
+}
+
+/// An empty id writes the client's default data into the node, as Curator does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_id_writes_the_default_data() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let path = support::unique_path("review-empty-id");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "", &works);
+    assert_eq!(a.id(), "");
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let expected = String::from_utf8_lossy(client.default_data()).into_owned();
+    assert!(!expected.is_empty());
+    assert_eq!(a.participants().await.unwrap()[0].id, expected);
+    assert_eq!(works.last_hold().unwrap().data(), client.default_data());
+    a.close().await.unwrap();
+}
+
+/// An id larger than the server accepts (1 MiB + 1 KiB): a typed error at construction, or a
+/// selector that neither hangs `close()` nor disturbs the client's other work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_id_is_refused_or_harmless() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-huge-id");
+    let id = "x".repeat(1024 * 1024 + 1024);
+    let works = Arc::new(Works::default());
+    let created = {
+        let works = works.clone();
+        LeaderSelector::new(&client, &path, id.clone(), move |leadership: Leadership| {
+            let works = works.clone();
+            async move {
+                let _g = works.begin(&leadership);
+                std::future::pending::<()>().await;
+            }
+        })
+    };
+    let a = match created {
+        Err(Error::InvalidArgument { .. }) => return,
+        Err(e) => panic!("an unexpected error for a huge id: {e:?}"),
+        Ok(a) => a,
+    };
+    // A latch on the same client, which must keep its leadership meanwhile.
+    let latch = LeaderLatch::new(&client, &support::unique_path("review-huge-id-latch"), "latch").unwrap();
+    latch.start().unwrap();
+    assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
+    let mut latch_changes = latch.watch_leadership();
+    latch_changes.borrow_and_update();
+    a.start().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let led = a.has_leadership();
+    tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").ok();
+    assert!(
+        !latch_changes.has_changed().unwrap(),
+        "the huge id disturbed the client's other recipes (latch now {:?}); the selector led: {led}",
+        latch.leadership_state()
+    );
+    assert!(led || works.started() == 0);
+    latch.close().await.unwrap();
+    assert!(support::children(&connect, &path).await.is_empty());
+}
+
+/// Work that returns at once, with auto-requeue: terms follow each other one at a time (each
+/// one a create and a delete: bounded by the server's round trips), and close stops it promptly,
+/// leaving no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instant_work_with_auto_requeue_closes_promptly() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-instant");
+    let works = Arc::new(Works::default());
+    let a = {
+        let works = works.clone();
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let works = works.clone();
+            async move { works.begin(&leadership).returned() }
+        })
+        .unwrap()
+    };
+    a.auto_requeue();
+    a.start().unwrap();
+    support::eventually(WITHIN, "many terms", || async { works.started() >= 20 }).await;
+    tokio::time::timeout(Duration::from_secs(5), a.close()).await.expect("close hangs").unwrap();
+    let terms = works.started();
+    println!("terms before close: {terms}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(works.started(), terms, "no term after close");
+    assert_eq!(works.most.load(Ordering::SeqCst), 1);
+    assert!(support::children(&connect, &path).await.is_empty());
+    let holds = works.holds.lock().clone();
+    assert!(holds.windows(2).all(|w| w[0].fencing_token() < w[1].fencing_token()));
+    assert!(holds.iter().all(|h| h.hold_state() == HoldState::Lost), "every term's hold is given up");
+}
+
+/// Work that blocks its thread (never awaiting for a while): close waits for it, then finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn blocking_work_delays_close_but_close_finishes() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-blocking");
+    let works = Arc::new(Works::default());
+    let a = {
+        let works = works.clone();
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let works = works.clone();
+            async move {
+                let g = works.begin(&leadership);
+                std::thread::sleep(Duration::from_millis(1500));
+                g.returned();
+            }
+        })
+        .unwrap()
+    };
+    a.auto_requeue();
+    a.start().unwrap();
+    support::eventually(WITHIN, "the work started", || async { works.started() == 1 }).await;
+    tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").unwrap();
+    assert_eq!(works.running(), 0);
+    assert!(support::children(&connect, &path).await.is_empty());
+}
+
+/// Work that panics every time, with auto-requeue: each panic ends its term (one at a time), the
+/// selector goes on, and close leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_work_with_auto_requeue() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-panic");
+    let works = Arc::new(Works::default());
+    let a = {
+        let works = works.clone();
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let works = works.clone();
+            async move {
+                let _g = works.begin(&leadership);
+                tokio::task::yield_now().await;
+                panic!("the work panics (expected by the test)");
+            }
+        })
+        .unwrap()
+    };
+    a.auto_requeue();
+    let changes = record(a.leadership_changes());
+    a.start().unwrap();
+    support::eventually(WITHIN, "several terms", || async { works.ended() >= 5 }).await;
+    tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").unwrap();
+    assert_eq!(works.most.load(Ordering::SeqCst), 1);
+    assert!(!reports(&a));
+    assert!(support::children(&connect, &path).await.is_empty());
+    let seen = support::join("stream", WITHIN, changes).await;
+    assert!(seen.len() >= 5 && seen.windows(2).all(|w| w[0] != w[1]), "{seen:?}");
+}
