@@ -713,3 +713,211 @@ async fn panicking_work_with_auto_requeue() {
     let seen = support::join("stream", WITHIN, changes).await;
     assert!(seen.len() >= 5 && seen.windows(2).all(|w| w[0] != w[1]), "{seen:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// stream semantics
+// ---------------------------------------------------------------------------------------------
+
+/// The stream of a selector that leads, is interrupted and leads again (auto-requeue): the state
+/// when made, then each change once, in order; `watch_leadership` follows; a close ends it (a
+/// `NotifyLeader` close with a last `NotLeader`); a stream made after close ends at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_order_and_end() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-stream");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    a.auto_requeue();
+    a.set_close_mode(CloseMode::NotifyLeader);
+    let early = record(a.leadership_changes());
+    let watch = a.watch_leadership();
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    support::eventually(WITHIN, "watch says Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
+    let late = record(a.leadership_changes());
+    a.interrupt_leadership();
+    support::eventually(WITHIN, "a second term", || async { works.started() == 2 && a.has_leadership() }).await;
+    support::eventually(WITHIN, "watch says Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
+    a.close().await.unwrap();
+    assert_eq!(*watch.borrow(), LeadershipState::NotLeader);
+    use LeadershipState::*;
+    assert_eq!(support::join("early", WITHIN, early).await, [NotLeader, Leader, NotLeader, Leader, NotLeader]);
+    assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader, Leader, NotLeader]);
+    let mut after = a.leadership_changes();
+    assert_eq!(tokio::time::timeout(WITHIN, after.next()).await.expect("ends at once"), None);
+}
+
+/// A queued participant closed with `NotifyLeader` says nothing more (it did not lead); a
+/// dropped selector ends its streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_leader_only_tells_a_leader_and_drop_ends_streams() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-stream-queued");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let b = forever(&client, &path, "b", &works);
+    b.set_close_mode(CloseMode::NotifyLeader);
+    let b_changes = record(b.leadership_changes());
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+    b.close().await.unwrap();
+    assert_eq!(support::join("b", WITHIN, b_changes).await, [LeadershipState::NotLeader]);
+    let a_changes = record(a.leadership_changes());
+    drop(a);
+    assert_eq!(support::join("a", WITHIN, a_changes).await, [LeadershipState::Leader]);
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+}
+
+/// A lost term's stream says `Lost` then `NotLeader`, and no `Leader` is ever heard for a hold
+/// that is already lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_after_an_operator_delete() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-stream-delete");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    let changes = record(a.leadership_changes());
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let node = support::sorted_children(&obs, &path).await.remove(0);
+    obs.delete(&format!("{path}/{node}"), None).await.unwrap();
+    support::eventually(WITHIN, "the work is cancelled", || async { works.cancelled() == 1 }).await;
+    assert!(!reports(&a));
+    // The term ends with the node's release (a round trip) before `NotLeader`.
+    let watch = a.watch_leadership();
+    support::eventually(WITHIN, "NotLeader", || async { *watch.borrow() == LeadershipState::NotLeader }).await;
+    a.close().await.unwrap();
+    use LeadershipState::*;
+    assert_eq!(support::join("stream", WITHIN, changes).await, [NotLeader, Leader, Lost, NotLeader]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the latch: close modes, leadership_changes, guarded_write, close of a queued latch
+// ---------------------------------------------------------------------------------------------
+
+/// `guarded_write` is `NotOwner` naming the path while queued and after close, applied while
+/// leading; close modes decide the stream's last word (also for a dropped latch); a queued
+/// latch's node is gone when `close()` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_close_modes_and_guarded_writes() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-latch");
+    let target = support::unique_path("review-latch-target");
+    client.create(&target).creating_parents_if_needed().await.unwrap();
+
+    let a = LeaderLatch::new(&client, &path, "a").unwrap().with_close_mode(CloseMode::NotifyLeader);
+    let a_changes = record(a.leadership_changes());
+    a.start().unwrap();
+    assert!(a.await_leadership_timeout(WITHIN).await.unwrap());
+    let b = LeaderLatch::new(&client, &path, "b").unwrap();
+    let b_changes = record(b.leadership_changes());
+    b.start().unwrap();
+    support::eventually_queued(&obs, &path, 2, "b in line").await;
+
+    let write = || zk_curator::Transaction::new().set_data(&target, b"v", None);
+    match b.guarded_write(write()).await {
+        Err(Error::NotOwner { path: named, .. }) => assert_eq!(named, path),
+        other => panic!("queued: expected NotOwner, got {other:?}"),
+    }
+    a.guarded_write(write()).await.expect("the leader writes");
+
+    b.close().await.unwrap();
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "b's node is gone when close returns");
+    match b.guarded_write(write()).await {
+        Err(Error::NotOwner { .. }) => {}
+        other => panic!("closed: expected NotOwner, got {other:?}"),
+    }
+    drop(a);
+    use LeadershipState::*;
+    assert_eq!(support::join("a", WITHIN, a_changes).await, [NotLeader, Leader, NotLeader], "NotifyLeader on drop");
+    assert_eq!(support::join("b", WITHIN, b_changes).await, [NotLeader]);
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+
+    // Silent (default) close of a leader: the stream just ends; close_with overrides the mode.
+    let c = LeaderLatch::new(&client, &path, "c").unwrap();
+    c.start().unwrap();
+    assert!(c.await_leadership_timeout(WITHIN).await.unwrap());
+    let c_changes = record(c.leadership_changes());
+    let d = LeaderLatch::new(&client, &path, "d").unwrap().with_close_mode(CloseMode::NotifyLeader);
+    d.start().unwrap();
+    c.close().await.unwrap();
+    assert!(d.await_leadership_timeout(WITHIN).await.unwrap());
+    let d_changes = record(d.leadership_changes());
+    d.close_with(CloseMode::Silent).await.unwrap();
+    assert_eq!(support::join("c", WITHIN, c_changes).await, [Leader]);
+    assert_eq!(support::join("d", WITHIN, d_changes).await, [Leader]);
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
+
+/// A latch whose session is expired while leading: its stream says `Lost`, then `NotLeader`
+/// (queued again), then `Leader` on the new session; its guarded writes on the lost hold fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_stream_across_expiry() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-latch-expiry");
+    let a = LeaderLatch::new(&client, &path, "a").unwrap();
+    a.start().unwrap();
+    assert!(a.await_leadership_timeout(WITHIN).await.unwrap());
+    // The stream's state may trail `has_leadership` by a moment.
+    let watch = a.watch_leadership();
+    support::eventually(WITHIN, "Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
+    let changes = record(a.leadership_changes());
+    let old_hold = a.hold().unwrap();
+    let old = client.session_id();
+    zk_curator::testing::expire_session(&connect, &client).await.unwrap();
+    support::session_replaced(&client, old).await;
+    support::eventually(WITHIN, "leads again", || async { a.has_leadership() }).await;
+    assert_eq!(old_hold.hold_state(), HoldState::Lost);
+    assert!(a.fencing_token().unwrap() > old_hold.fencing_token());
+    a.close().await.unwrap();
+    let mut seen: Vec<_> =
+        support::join("stream", WITHIN, changes).await.into_iter().filter(|s| *s != LeadershipState::Suspended).collect();
+    seen.dedup();
+    use LeadershipState::*;
+    assert_eq!(seen, [Leader, Lost, NotLeader, Leader]);
+}
+
+/// A latch with an id larger than the server accepts: a typed error, or harmless to the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_huge_id_is_refused_or_harmless() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-latch-huge");
+    let huge = match LeaderLatch::new(&client, &path, "y".repeat(1024 * 1024 + 1024)) {
+        Err(Error::InvalidArgument { .. }) => return,
+        Err(e) => panic!("an unexpected error for a huge id: {e:?}"),
+        Ok(latch) => latch,
+    };
+    let other = LeaderLatch::new(&client, &support::unique_path("review-latch-huge-other"), "o").unwrap();
+    other.start().unwrap();
+    assert!(other.await_leadership_timeout(WITHIN).await.unwrap());
+    let mut watch = other.watch_leadership();
+    watch.borrow_and_update();
+    huge.start().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::timeout(WITHIN, huge.close()).await.expect("close hangs").ok();
+    assert!(!watch.has_changed().unwrap(), "the huge id disturbed the client's other latch");
+    other.close().await.unwrap();
+}
