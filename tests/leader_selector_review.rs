@@ -486,6 +486,7 @@ async fn expired_while_closing() {
     let connect = server.connect_string();
     let obs = support::observer(&connect).await;
     let path = support::unique_path("review-expire-close");
+    let _ = &obs;
     let client = support::client(&connect).await;
     let works = Arc::new(Works::default());
     let a = Arc::new(blocking(&client, &path, "a", &works, Duration::from_millis(300)));
@@ -854,11 +855,15 @@ async fn latch_close_modes_and_guarded_writes() {
     let c = LeaderLatch::new(&client, &path, "c").unwrap();
     c.start().unwrap();
     assert!(c.await_leadership_timeout(WITHIN).await.unwrap());
+    let c_watch = c.watch_leadership();
+    support::eventually(WITHIN, "c: Leader", || async { *c_watch.borrow() == LeadershipState::Leader }).await;
     let c_changes = record(c.leadership_changes());
     let d = LeaderLatch::new(&client, &path, "d").unwrap().with_close_mode(CloseMode::NotifyLeader);
     d.start().unwrap();
     c.close().await.unwrap();
     assert!(d.await_leadership_timeout(WITHIN).await.unwrap());
+    let d_watch = d.watch_leadership();
+    support::eventually(WITHIN, "d: Leader", || async { *d_watch.borrow() == LeadershipState::Leader }).await;
     let d_changes = record(d.leadership_changes());
     d.close_with(CloseMode::Silent).await.unwrap();
     assert_eq!(support::join("c", WITHIN, c_changes).await, [Leader]);
