@@ -99,6 +99,9 @@ struct Inner {
     interrupts: watch::Sender<u64>,
     signal: LeadershipSignal,
     task: parking_lot::Mutex<Option<JoinHandle<Result<()>>>>,
+    /// False while the background task runs (its work stopped and its node released once true):
+    /// a `close` that finds the task taken by another call (or by a cancelled one) waits for it.
+    finished: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for LeaderSelector {
@@ -141,6 +144,7 @@ impl LeaderSelector {
             interrupts: watch::Sender::new(0),
             signal: LeadershipSignal::new(),
             task: parking_lot::Mutex::new(None),
+            finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -204,8 +208,17 @@ impl LeaderSelector {
             ));
         }
         self.inner.queued.send_replace(true);
+        self.inner.finished.send_replace(false);
         let span = info_span!("leader_selector", path = %self.path(), id = %self.inner.id);
-        let task = runtime.spawn(run(self.inner.clone()).instrument(span));
+        let inner = self.inner.clone();
+        let task = runtime.spawn(
+            async move {
+                // Set when the task ends, however it ends (returned, panicked or aborted).
+                let _finished = Finished(inner.clone());
+                run(inner).await
+            }
+            .instrument(span),
+        );
         *self.inner.task.lock() = Some(task);
         Ok(())
     }
@@ -270,7 +283,8 @@ impl LeaderSelector {
     ///
     /// # Cancel safety
     /// Cancel safe: the selector is closed at the first poll; cancelling the work and deleting
-    /// the node continue in the background.
+    /// the node continue in the background. A later (or concurrent) `close` waits for them too
+    /// (it returns `Ok` even if that delete failed: the node stays queued for deletion).
     ///
     /// # Examples
     /// ```no_run
@@ -283,11 +297,18 @@ impl LeaderSelector {
         let mode = *self.inner.close_mode.lock();
         self.inner.stop(mode);
         let task = self.inner.task.lock().take();
-        let Some(task) = task else { return Ok(()) };
-        let released = match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
+        let released = match task {
+            Some(task) => match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Ok(()),
+            },
+            None => {
+                // Another close (maybe a cancelled one) took the task: wait until it has ended.
+                let mut finished = self.inner.finished.subscribe();
+                let _ = finished.wait_for(|finished| *finished).await;
+                Ok(())
+            }
         };
         // A queued attempt, dropped by the task, left its node to the background deletes.
         let client = self.inner.mutex.client();
@@ -449,6 +470,15 @@ impl Leadership {
     /// ```
     pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
         self.hold.guarded_write(write).await
+    }
+}
+
+/// Marks the background task finished when dropped.
+struct Finished(Arc<Inner>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.finished.send_replace(true);
     }
 }
 
