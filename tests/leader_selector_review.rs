@@ -498,7 +498,11 @@ async fn expired_while_closing() {
     });
     zk_curator::testing::expire_session(&connect, &client).await.unwrap();
     let closed = support::join("close", Duration::from_secs(20), closing).await;
-    support::assert_ok_or_kind(&closed, &[zk_curator::ErrorKind::Retryable, zk_curator::ErrorKind::SessionLost], "close");
+    support::assert_ok_or_kind(
+        &closed,
+        &[zk_curator::ErrorKind::Retryable, zk_curator::ErrorKind::SessionLost],
+        "close",
+    );
     assert_eq!(works.running(), 0, "the work stopped");
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
     assert!(!reports(&a));
@@ -594,7 +598,7 @@ async fn huge_id_is_refused_or_harmless() {
         })
     };
     let a = match created {
-        Err(Error::InvalidArgument { .. }) => return,
+        Err(Error::InvalidArgument { name, .. }) => return assert_eq!(name, "id"),
         Err(e) => panic!("an unexpected error for a huge id: {e:?}"),
         Ok(a) => a,
     };
@@ -616,6 +620,27 @@ async fn huge_id_is_refused_or_harmless() {
     assert!(led || works.started() == 0);
     latch.close().await.unwrap();
     assert!(support::children(&connect, &path).await.is_empty());
+}
+
+/// The largest id the library accepts (1 MiB - 4 KiB) still fits into a node: the selector and
+/// the latch lead with it, and their participants read it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn largest_accepted_id_works() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let id = "z".repeat(1024 * 1024 - 4096);
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &support::unique_path("review-big-id"), &id, &works);
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    assert_eq!(a.participants().await.unwrap()[0].id, id);
+    a.close().await.unwrap();
+    let latch = LeaderLatch::new(&client, &support::unique_path("review-big-id-latch"), id.clone()).unwrap();
+    latch.start().unwrap();
+    assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
+    assert_eq!(latch.participants().await.unwrap()[0].id, id);
+    latch.close().await.unwrap();
 }
 
 /// Work that returns at once, with auto-requeue: terms follow each other one at a time (each
@@ -895,8 +920,11 @@ async fn latch_stream_across_expiry() {
     assert_eq!(old_hold.hold_state(), HoldState::Lost);
     assert!(a.fencing_token().unwrap() > old_hold.fencing_token());
     a.close().await.unwrap();
-    let mut seen: Vec<_> =
-        support::join("stream", WITHIN, changes).await.into_iter().filter(|s| *s != LeadershipState::Suspended).collect();
+    let mut seen: Vec<_> = support::join("stream", WITHIN, changes)
+        .await
+        .into_iter()
+        .filter(|s| *s != LeadershipState::Suspended)
+        .collect();
     seen.dedup();
     use LeadershipState::*;
     assert_eq!(seen, [Leader, Lost, NotLeader, Leader]);
@@ -911,7 +939,7 @@ async fn latch_huge_id_is_refused_or_harmless() {
     let client = support::client(&connect).await;
     let path = support::unique_path("review-latch-huge");
     let huge = match LeaderLatch::new(&client, &path, "y".repeat(1024 * 1024 + 1024)) {
-        Err(Error::InvalidArgument { .. }) => return,
+        Err(Error::InvalidArgument { name, .. }) => return assert_eq!(name, "id"),
         Err(e) => panic!("an unexpected error for a huge id: {e:?}"),
         Ok(latch) => latch,
     };
