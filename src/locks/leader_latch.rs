@@ -11,7 +11,7 @@ use super::driver::StandardLockDriver;
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leadership::{
-    read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    check_id, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -83,9 +83,11 @@ impl LeaderLatch {
     /// started: see [`start`](Self::start).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`).
+    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
+    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
         let id = id.into();
+        check_id(&id)?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()))?;
         let inner = Inner {
