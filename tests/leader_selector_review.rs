@@ -954,3 +954,109 @@ async fn latch_huge_id_is_refused_or_harmless() {
     assert!(!watch.has_changed().unwrap(), "the huge id disturbed the client's other latch");
     other.close().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// after a term
+// ---------------------------------------------------------------------------------------------
+
+/// `requeue()` promises `Ok(false)` only when already queued or leading. Called after the work
+/// returned while the node's release is still in flight (here: its reply is lost, so the release
+/// waits), the participant neither leads nor is queued: the call must queue it (`Ok(true)`), or at
+/// least the participant must lead again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_while_the_release_is_in_flight_is_not_lost() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
+    let path = support::unique_path("review-requeue-release");
+    let works = Arc::new(Works::default());
+    let (go_tx, go_rx) = tokio::sync::watch::channel(0usize);
+    let a = {
+        let works = works.clone();
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let (works, mut go) = (works.clone(), go_rx.clone());
+            async move {
+                let g = works.begin(&leadership);
+                let term = works.started();
+                let _ = go.wait_for(|go| *go >= term).await;
+                g.returned();
+            }
+        })
+        .unwrap()
+    };
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    proxy.set_mode(ProxyMode::DropReplies);
+    go_tx.send_replace(1);
+    support::eventually(WITHIN, "the work returned", || async { works.ended() == 1 }).await;
+    assert!(!a.has_leadership(), "the term is over");
+    let requeued = a.requeue().unwrap();
+    proxy.set_mode(ProxyMode::Pass);
+    let led_again = support::poll_until(WITHIN, || async { works.started() == 2 }).await;
+    assert!(led_again, "requeue() after the work returned said {requeued} and the participant never led again");
+    a.close().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+}
+
+/// A `Leadership` kept past its term (interrupted) is harmless: not held, its guarded writes
+/// fail with `LockLost`, `lost()` resolves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leadership_kept_past_its_term_is_harmless() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-kept");
+    let target = support::unique_path("review-kept-target");
+    client.create(&target).creating_parents_if_needed().await.unwrap();
+    let kept = Arc::new(parking_lot::Mutex::new(None::<Leadership>));
+    let a = {
+        let kept = kept.clone();
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let kept = kept.clone();
+            async move {
+                *kept.lock() = Some(leadership);
+                std::future::pending::<()>().await;
+            }
+        })
+        .unwrap()
+    };
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() && kept.lock().is_some() }).await;
+    let leadership = kept.lock().clone().unwrap();
+    leadership.guarded_write(zk_curator::Transaction::new().set_data(&target, b"1", None)).await.expect("held");
+    a.interrupt_leadership();
+    tokio::time::timeout(WITHIN, leadership.lost()).await.expect("lost() resolves");
+    assert!(!leadership.is_held());
+    support::assert_lock_lost(
+        leadership.guarded_write(zk_curator::Transaction::new().set_data(&target, b"2", None)).await,
+        leadership.hold().path(),
+        "a write after the term",
+    );
+    a.close().await.unwrap();
+}
+
+/// The client is closed under a leading selector: the work is cancelled, leadership is not
+/// reported, and the selector's close returns promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_closed_under_a_leader() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-client-closed");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    a.auto_requeue();
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    tokio::time::timeout(WITHIN, client.close()).await.expect("client close hangs");
+    support::eventually(WITHIN, "the work is cancelled", || async { works.cancelled() == 1 }).await;
+    assert!(!reports(&a));
+    tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").ok();
+    assert_eq!(works.started(), 1, "no term on a closed client");
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+}
