@@ -549,6 +549,9 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
             _ => false,
         });
         let lost = hold.hold_state() == HoldState::Lost && !matches!(end, TermEnd::Returned | TermEnd::Closed);
+        // The term is over: neither leading nor queued now, so a `requeue` made while the node is
+        // released below queues again (the next attempt starts after the release).
+        inner.queued.send_replace(false);
         let released = hold.release().await;
         if end == TermEnd::Closed {
             return released;
@@ -562,8 +565,9 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
             }
             inner.signal.set(LeadershipState::NotLeader);
         }
-        let again = inner.auto_requeue.load(Ordering::SeqCst);
-        inner.queued.send_replace(again);
+        if inner.auto_requeue.load(Ordering::SeqCst) {
+            inner.queued.send_replace(true);
+        }
     }
 }
 
