@@ -1060,3 +1060,47 @@ async fn client_closed_under_a_leader() {
     assert_eq!(works.started(), 1, "no term on a closed client");
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// close right after start: the create may be in flight
+// ---------------------------------------------------------------------------------------------
+
+/// A queued latch or selector closed at once (its create in flight, or just done) leaves no node
+/// by the time `close()` returns; a selector dropped at once leaves none eventually.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_right_after_start_leaves_no_node() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-close-at-once");
+    let works = Arc::new(Works::default());
+    let leader = forever(&client, &path, "leader", &works);
+    leader.start().unwrap();
+    support::eventually(WITHIN, "leader leads", || async { leader.has_leadership() }).await;
+    let only_leader = support::sorted_children(&obs, &path).await;
+    for round in 0..8u64 {
+        let pause = Duration::from_micros(round * 700);
+        let latch = LeaderLatch::new(&client, &path, format!("latch-{round}")).unwrap();
+        latch.start().unwrap();
+        tokio::time::sleep(pause).await;
+        tokio::time::timeout(WITHIN, latch.close()).await.expect("latch close hangs").unwrap();
+        assert_eq!(support::sorted_children(&obs, &path).await, only_leader, "latch, round {round}");
+
+        let selector = forever(&client, &path, &format!("selector-{round}"), &works);
+        selector.start().unwrap();
+        tokio::time::sleep(pause).await;
+        tokio::time::timeout(WITHIN, selector.close()).await.expect("selector close hangs").unwrap();
+        assert_eq!(support::sorted_children(&obs, &path).await, only_leader, "selector, round {round}");
+
+        let dropped = forever(&client, &path, &format!("dropped-{round}"), &works);
+        dropped.start().unwrap();
+        tokio::time::sleep(pause).await;
+        drop(dropped);
+    }
+    assert_eq!(support::children_become(&obs, &path, &only_leader, WITHIN).await, only_leader, "dropped ones");
+    assert_eq!(works.started(), 1);
+    leader.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty());
+}
