@@ -538,7 +538,7 @@ async fn absurd_calls_are_typed_errors() {
         other => panic!("start twice: {other:?}"),
     }
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
-    assert_eq!(a.requeue().unwrap(), false, "leading: already queued");
+    assert!(!a.requeue().unwrap(), "leading: already queued");
     a.close().await.unwrap();
     a.close().await.unwrap();
     a.interrupt_leadership();
