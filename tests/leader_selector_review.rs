@@ -1104,3 +1104,64 @@ async fn close_right_after_start_leaves_no_node() {
     leader.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// configuration and resources
+// ---------------------------------------------------------------------------------------------
+
+/// `with_close_mode` on a latch that is already started must not be silently ignored: a
+/// `NotifyLeader` close then ends the leader's stream with `NotLeader`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_close_mode_set_after_start_is_honoured() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let path = support::unique_path("review-latch-mode-late");
+    let latch = LeaderLatch::new(&client, &path, "a").unwrap();
+    latch.start().unwrap();
+    let latch = latch.with_close_mode(CloseMode::NotifyLeader);
+    assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
+    let watch = latch.watch_leadership();
+    support::eventually(WITHIN, "Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
+    let changes = record(latch.leadership_changes());
+    latch.close().await.unwrap();
+    assert_eq!(
+        support::join("stream", WITHIN, changes).await,
+        [LeadershipState::Leader, LeadershipState::NotLeader],
+        "the close mode given after start was ignored"
+    );
+}
+
+/// The resident memory of this process, in bytes.
+fn resident_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+/// Streams made and dropped while the state does not change (a stream per request, say) must
+/// not pile up: their queues are freed, not kept until the next change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_streams_do_not_pile_up() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let path = support::unique_path("review-streams");
+    let works = Arc::new(Works::default());
+    let a = forever(&client, &path, "a", &works);
+    a.start().unwrap();
+    support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
+    let latch = LeaderLatch::new(&client, &support::unique_path("review-streams-latch"), "l").unwrap();
+    for _ in 0..1000 {
+        drop(a.leadership_changes());
+        drop(latch.leadership_changes());
+    }
+    let before = resident_bytes();
+    for _ in 0..200_000 {
+        drop(a.leadership_changes());
+        drop(latch.leadership_changes());
+    }
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(grown < 16 << 20, "400 000 dropped streams kept {} MiB", grown >> 20);
+    a.close().await.unwrap();
+}
