@@ -136,6 +136,9 @@ impl LeadershipSignal {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut listeners = self.listeners.lock();
         if let Some(listeners) = listeners.as_mut() {
+            // Forget streams dropped since the last change, so that they do not pile up while the
+            // state stays the same.
+            listeners.retain(|listener| !listener.is_closed());
             // Cannot fail: `rx` is alive.
             let _ = tx.send(self.get());
             listeners.push(tx);
