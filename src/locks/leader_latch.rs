@@ -64,7 +64,8 @@ struct Inner {
     task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Leadership as listeners see it.
     signal: LeadershipSignal,
-    close_mode: CloseMode,
+    /// What `close` and drop tell listeners (set by `with_close_mode`, also after `start`).
+    close_mode: parking_lot::Mutex<CloseMode>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -97,7 +98,7 @@ impl LeaderLatch {
             state: watch::Sender::new(LatchState::Latent),
             task: parking_lot::Mutex::new(None),
             signal: LeadershipSignal::new(),
-            close_mode: CloseMode::Silent,
+            close_mode: parking_lot::Mutex::new(CloseMode::Silent),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -105,12 +106,9 @@ impl LeaderLatch {
     /// The same latch, closing with `mode` by default (Curator's constructor argument; the
     /// default is [`CloseMode::Silent`]). See [`close_with`](Self::close_with).
     pub fn with_close_mode(self, mode: CloseMode) -> Self {
-        // Not started yet: nobody else shares the inner part (a clone would, and keeps the mode).
-        let mut this = self;
-        if let Some(inner) = Arc::get_mut(&mut this.inner) {
-            inner.close_mode = mode;
-        }
-        this
+        // Started or not: the background task shares the inner part.
+        *self.inner.close_mode.lock() = mode;
+        self
     }
 
     /// The latch path.
@@ -177,7 +175,8 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<()> {
-        self.close_with(self.inner.close_mode).await
+        let mode = *self.inner.close_mode.lock();
+        self.close_with(mode).await
     }
 
     /// [`close`](Self::close), telling leadership listeners as `mode` says: with
@@ -449,7 +448,8 @@ impl Inner {
 impl Drop for LeaderLatch {
     fn drop(&mut self) {
         self.inner.state.send_replace(LatchState::Closed);
-        self.inner.signal.end(self.inner.close_mode == CloseMode::NotifyLeader);
+        let mode = *self.inner.close_mode.lock();
+        self.inner.signal.end(mode == CloseMode::NotifyLeader);
         if let Some(task) = self.inner.task.lock().take() {
             task.abort();
         }
