@@ -1165,3 +1165,41 @@ async fn dropped_streams_do_not_pile_up() {
     assert!(grown < 16 << 20, "400 000 dropped streams kept {} MiB", grown >> 20);
     a.close().await.unwrap();
 }
+
+/// The work closes its own selector (it decided to stop taking part): no deadlock — the work is
+/// cancelled, the node deleted, and an outside `close()` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_closes_its_own_selector() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-self-close");
+    let works = Arc::new(Works::default());
+    let me: Arc<std::sync::OnceLock<Arc<LeaderSelector>>> = Arc::default();
+    let a = {
+        let (works, me) = (works.clone(), me.clone());
+        Arc::new(
+            LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+                let (works, me) = (works.clone(), me.clone());
+                async move {
+                    let _g = works.begin(&leadership);
+                    if let Some(me) = me.get() {
+                        let _ = me.close().await;
+                    }
+                    std::future::pending::<()>().await;
+                }
+            })
+            .unwrap(),
+        )
+    };
+    assert!(me.set(a.clone()).is_ok());
+    a.auto_requeue();
+    a.start().unwrap();
+    support::eventually(WITHIN, "the work ran", || async { works.started() == 1 }).await;
+    support::eventually(WITHIN, "the work is cancelled", || async { works.running() == 0 }).await;
+    assert_eq!(a.state(), LatchState::Closed);
+    tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").unwrap();
+    assert!(support::sorted_children(&support::observer(&connect).await, &path).await.is_empty());
+    assert_eq!(works.started(), 1);
+}
