@@ -1203,3 +1203,41 @@ async fn the_work_closes_its_own_selector() {
     assert!(support::sorted_children(&support::observer(&connect).await, &path).await.is_empty());
     assert_eq!(works.started(), 1);
 }
+
+/// A work function that panics when called (before it returns its future) is a panicking work
+/// too: the term ends, the node is released, the selector goes on (auto-requeue) and `close()`
+/// neither panics nor leaves a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_function_that_panics_when_called() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("review-panic-call");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let works = Arc::new(Works::default());
+    let a = {
+        let (calls, works) = (calls.clone(), works.clone());
+        LeaderSelector::new(&client, &path, "a", move |leadership: Leadership| {
+            let works = works.clone();
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the work function panics when called (expected by the test)");
+            }
+            async move {
+                let _g = works.begin(&leadership);
+                std::future::pending::<()>().await;
+            }
+        })
+        .unwrap()
+    };
+    a.auto_requeue();
+    a.start().unwrap();
+    let led_again = support::poll_until(WITHIN, || async { works.started() == 1 && a.has_leadership() }).await;
+    let nodes = support::sorted_children(&obs, &path).await;
+    let closed = tokio::spawn(async move { tokio::time::timeout(WITHIN, a.close()).await });
+    let closed = closed.await;
+    assert!(matches!(closed, Ok(Ok(Ok(())))), "close after the panic: {closed:?}");
+    assert!(led_again, "the selector went on after the panic (nodes: {nodes:?})");
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "no node left");
+}
