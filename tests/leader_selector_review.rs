@@ -1237,7 +1237,7 @@ async fn a_work_function_that_panics_when_called() {
     let nodes = support::sorted_children(&obs, &path).await;
     let closed = tokio::spawn(async move { tokio::time::timeout(WITHIN, a.close()).await });
     let closed = closed.await;
-    assert!(matches!(closed, Ok(Ok(Ok(())))), "close after the panic: {closed:?}");
     assert!(led_again, "the selector went on after the panic (nodes: {nodes:?})");
+    assert!(matches!(closed, Ok(Ok(Ok(())))), "close after the panic: {closed:?}");
     assert!(support::sorted_children(&obs, &path).await.is_empty(), "no node left");
 }
