@@ -584,7 +584,10 @@ where
     let leadership =
         Leadership { hold: hold.clone(), id: inner.id.as_str().into(), election: inner.mutex.path().into() };
     let runtime = tokio::runtime::Handle::current();
-    let mut work = AbortOnDrop(runtime.spawn((inner.work)(leadership)));
+    // The work function is called inside the work's task too: a panic while making the future is
+    // a panicking work (the term ends), not a panic of the selector's task.
+    let call = inner.clone();
+    let mut work = AbortOnDrop(runtime.spawn(async move { (call.work)(leadership).await }));
     inner.hold.send_replace(Some(hold.clone()));
     debug!(node = %hold.path(), token = %hold.fencing_token(), "leadership granted: work started");
     let end = loop {
