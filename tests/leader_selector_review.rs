@@ -1241,3 +1241,42 @@ async fn a_work_function_that_panics_when_called() {
     assert!(matches!(closed, Ok(Ok(Ok(())))), "close after the panic: {closed:?}");
     assert!(support::sorted_children(&obs, &path).await.is_empty(), "no node left");
 }
+
+/// The stream never trails the leadership it notifies: once `await_leadership` returned (latch)
+/// or `has_leadership` is true (selector), a stream made now starts with `Leader`, and a
+/// `NotifyLeader` close right then ends it with `NotLeader` (the main test
+/// `leader_latch::leadership_stream_close_modes_and_guarded_writes` flaked on this).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_does_not_trail_leadership() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let works = Arc::new(Works::default());
+    use LeadershipState::*;
+    for round in 0..6 {
+        let path = support::unique_path("review-trail-latch");
+        let latch = LeaderLatch::new(&client, &path, "l").unwrap().with_close_mode(CloseMode::NotifyLeader);
+        let early = record(latch.leadership_changes());
+        latch.start().unwrap();
+        assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
+        let late = record(latch.leadership_changes());
+        latch.close().await.unwrap();
+        assert_eq!(support::join("early", WITHIN, early).await, [NotLeader, Leader, NotLeader], "latch, round {round}");
+        assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "latch, round {round}");
+
+        let path = support::unique_path("review-trail-selector");
+        let selector = forever(&client, &path, "s", &works);
+        selector.set_close_mode(CloseMode::NotifyLeader);
+        selector.start().unwrap();
+        tokio::time::timeout(WITHIN, async {
+            while !selector.has_leadership() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the selector leads");
+        let late = record(selector.leadership_changes());
+        selector.close().await.unwrap();
+        assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "selector, round {round}");
+    }
+}
