@@ -492,6 +492,11 @@ async fn run(inner: Arc<Inner>) {
             }
         };
         let mut hold_state = hold.watch_state();
+        // Listeners hear of it before anyone can see it (await_leadership, has_leadership), so
+        // that a stream made then, or a NotifyLeader close, never trails it.
+        if inner.started() {
+            inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+        }
         inner.hold.send_replace(Some(hold.clone()));
         debug!(node = %hold.path(), "leadership granted");
         loop {

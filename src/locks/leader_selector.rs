@@ -588,6 +588,11 @@ where
     // a panicking work (the term ends), not a panic of the selector's task.
     let call = inner.clone();
     let mut work = AbortOnDrop(runtime.spawn(async move { (call.work)(leadership).await }));
+    // Listeners hear of it before `has_leadership` can say so: a stream made then, or a
+    // NotifyLeader close, never trails it.
+    if inner.started() {
+        inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+    }
     inner.hold.send_replace(Some(hold.clone()));
     debug!(node = %hold.path(), token = %hold.fencing_token(), "leadership granted: work started");
     let end = loop {
