@@ -11,7 +11,7 @@ use super::driver::StandardLockDriver;
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leadership::{
-    read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    check_id, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -64,7 +64,8 @@ struct Inner {
     task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Leadership as listeners see it.
     signal: LeadershipSignal,
-    close_mode: CloseMode,
+    /// What `close` and drop tell listeners (set by `with_close_mode`, also after `start`).
+    close_mode: parking_lot::Mutex<CloseMode>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -83,9 +84,11 @@ impl LeaderLatch {
     /// started: see [`start`](Self::start).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`).
+    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
+    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
         let id = id.into();
+        check_id(&id)?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()))?;
         let inner = Inner {
@@ -95,7 +98,7 @@ impl LeaderLatch {
             state: watch::Sender::new(LatchState::Latent),
             task: parking_lot::Mutex::new(None),
             signal: LeadershipSignal::new(),
-            close_mode: CloseMode::Silent,
+            close_mode: parking_lot::Mutex::new(CloseMode::Silent),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -103,12 +106,9 @@ impl LeaderLatch {
     /// The same latch, closing with `mode` by default (Curator's constructor argument; the
     /// default is [`CloseMode::Silent`]). See [`close_with`](Self::close_with).
     pub fn with_close_mode(self, mode: CloseMode) -> Self {
-        // Not started yet: nobody else shares the inner part (a clone would, and keeps the mode).
-        let mut this = self;
-        if let Some(inner) = Arc::get_mut(&mut this.inner) {
-            inner.close_mode = mode;
-        }
-        this
+        // Started or not: the background task shares the inner part.
+        *self.inner.close_mode.lock() = mode;
+        self
     }
 
     /// The latch path.
@@ -175,7 +175,8 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<()> {
-        self.close_with(self.inner.close_mode).await
+        let mode = *self.inner.close_mode.lock();
+        self.close_with(mode).await
     }
 
     /// [`close`](Self::close), telling leadership listeners as `mode` says: with
@@ -447,7 +448,8 @@ impl Inner {
 impl Drop for LeaderLatch {
     fn drop(&mut self) {
         self.inner.state.send_replace(LatchState::Closed);
-        self.inner.signal.end(self.inner.close_mode == CloseMode::NotifyLeader);
+        let mode = *self.inner.close_mode.lock();
+        self.inner.signal.end(mode == CloseMode::NotifyLeader);
         if let Some(task) = self.inner.task.lock().take() {
             task.abort();
         }
@@ -490,6 +492,11 @@ async fn run(inner: Arc<Inner>) {
             }
         };
         let mut hold_state = hold.watch_state();
+        // Listeners hear of it before anyone can see it (await_leadership, has_leadership), so
+        // that a stream made then, or a NotifyLeader close, never trails it.
+        if inner.started() {
+            inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+        }
         inner.hold.send_replace(Some(hold.clone()));
         debug!(node = %hold.path(), "leadership granted");
         loop {

@@ -17,7 +17,7 @@ use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leader_latch::LatchState;
 use super::leadership::{
-    held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    check_id, held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -99,6 +99,9 @@ struct Inner {
     interrupts: watch::Sender<u64>,
     signal: LeadershipSignal,
     task: parking_lot::Mutex<Option<JoinHandle<Result<()>>>>,
+    /// False while the background task runs (its work stopped and its node released once true):
+    /// a `close` that finds the task taken by another call (or by a cancelled one) waits for it.
+    finished: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for LeaderSelector {
@@ -118,13 +121,15 @@ impl LeaderSelector {
     /// Not started: see [`start`](Self::start).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`).
+    /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
+    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
     pub fn new<F, Fut>(client: &CuratorClient, path: &str, id: impl Into<String>, work: F) -> Result<Self>
     where
         F: Fn(Leadership) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let id = id.into();
+        check_id(&id)?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
         let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data)?;
         let work: Box<Work> = Box::new(move |leadership| Box::pin(work(leadership)));
@@ -141,6 +146,7 @@ impl LeaderSelector {
             interrupts: watch::Sender::new(0),
             signal: LeadershipSignal::new(),
             task: parking_lot::Mutex::new(None),
+            finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -204,8 +210,17 @@ impl LeaderSelector {
             ));
         }
         self.inner.queued.send_replace(true);
+        self.inner.finished.send_replace(false);
         let span = info_span!("leader_selector", path = %self.path(), id = %self.inner.id);
-        let task = runtime.spawn(run(self.inner.clone()).instrument(span));
+        let inner = self.inner.clone();
+        let task = runtime.spawn(
+            async move {
+                // Set when the task ends, however it ends (returned, panicked or aborted).
+                let _finished = Finished(inner.clone());
+                run(inner).await
+            }
+            .instrument(span),
+        );
         *self.inner.task.lock() = Some(task);
         Ok(())
     }
@@ -270,7 +285,8 @@ impl LeaderSelector {
     ///
     /// # Cancel safety
     /// Cancel safe: the selector is closed at the first poll; cancelling the work and deleting
-    /// the node continue in the background.
+    /// the node continue in the background. A later (or concurrent) `close` waits for them too
+    /// (it returns `Ok` even if that delete failed: the node stays queued for deletion).
     ///
     /// # Examples
     /// ```no_run
@@ -283,11 +299,18 @@ impl LeaderSelector {
         let mode = *self.inner.close_mode.lock();
         self.inner.stop(mode);
         let task = self.inner.task.lock().take();
-        let Some(task) = task else { return Ok(()) };
-        let released = match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
+        let released = match task {
+            Some(task) => match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Ok(()),
+            },
+            None => {
+                // Another close (maybe a cancelled one) took the task: wait until it has ended.
+                let mut finished = self.inner.finished.subscribe();
+                let _ = finished.wait_for(|finished| *finished).await;
+                Ok(())
+            }
         };
         // A queued attempt, dropped by the task, left its node to the background deletes.
         let client = self.inner.mutex.client();
@@ -452,6 +475,15 @@ impl Leadership {
     }
 }
 
+/// Marks the background task finished when dropped.
+struct Finished(Arc<Inner>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.finished.send_replace(true);
+    }
+}
+
 /// Aborts the work's task when dropped (the selector's task was dropped with its runtime, or
 /// aborted).
 struct AbortOnDrop(JoinHandle<()>);
@@ -517,6 +549,9 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
             _ => false,
         });
         let lost = hold.hold_state() == HoldState::Lost && !matches!(end, TermEnd::Returned | TermEnd::Closed);
+        // The term is over: neither leading nor queued now, so a `requeue` made while the node is
+        // released below queues again (the next attempt starts after the release).
+        inner.queued.send_replace(false);
         let released = hold.release().await;
         if end == TermEnd::Closed {
             return released;
@@ -530,8 +565,9 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
             }
             inner.signal.set(LeadershipState::NotLeader);
         }
-        let again = inner.auto_requeue.load(Ordering::SeqCst);
-        inner.queued.send_replace(again);
+        if inner.auto_requeue.load(Ordering::SeqCst) {
+            inner.queued.send_replace(true);
+        }
     }
 }
 
@@ -548,7 +584,15 @@ where
     let leadership =
         Leadership { hold: hold.clone(), id: inner.id.as_str().into(), election: inner.mutex.path().into() };
     let runtime = tokio::runtime::Handle::current();
-    let mut work = AbortOnDrop(runtime.spawn((inner.work)(leadership)));
+    // The work function is called inside the work's task too: a panic while making the future is
+    // a panicking work (the term ends), not a panic of the selector's task.
+    let call = inner.clone();
+    let mut work = AbortOnDrop(runtime.spawn(async move { (call.work)(leadership).await }));
+    // Listeners hear of it before `has_leadership` can say so: a stream made then, or a
+    // NotifyLeader close, never trails it.
+    if inner.started() {
+        inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+    }
     inner.hold.send_replace(Some(hold.clone()));
     debug!(node = %hold.path(), token = %hold.fencing_token(), "leadership granted: work started");
     let end = loop {
