@@ -385,7 +385,6 @@ async fn flapping_connection_never_yields_two_leaders() {
     let latches = vec![la.clone(), lb.clone()];
     let sampler = Sampler::start(latches.clone());
     let records = Records::start(&latches);
-
     // Phase 1: a leads and flaps.
     let node = la.hold().expect("a's hold").path().to_string();
     let session = a.session_id();
@@ -393,8 +392,9 @@ async fn flapping_connection_never_yields_two_leaders() {
         proxy.set_mode(ProxyMode::Cut);
         tokio::time::sleep(Duration::from_millis(rng.gen_range(20..250))).await;
         proxy.set_mode(ProxyMode::Pass);
-        // Long enough to reconnect now and then (the session must survive the flaps).
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..300))).await;
+        // Reconnected (so the session survives the flaps), then cut again soon.
+        support::eventually(WITHIN, "a reconnects", || async { a.is_connected() }).await;
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..150))).await;
     }
     let led = la.await_leadership_timeout(WITHIN).await.unwrap();
     assert!(
@@ -438,6 +438,66 @@ async fn flapping_connection_never_yields_two_leaders() {
     close_all(&latches).await;
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
 }
+
+/// Found by the test above (phase 2 right after phase 1's last flap): `zookeeper-client` reports
+/// SyncConnected on the connect response, before the reconnected session is established; when
+/// the server closes that connection in between (here: `expire_session` taking the session over),
+/// nothing reports the disconnect until the next TCP connect, so the old leader kept reporting
+/// leadership (Held on a dead connection) next to the new one — 0.8 to 1.6 s in our runs, and on
+/// a real partition up to 1.4 × the session timeout. Each round: the leader reconnects after a
+/// cut and, as soon as its client says connected, its session is expired from outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_racing_expiry_never_yields_two_leaders() {
+    support::init_tracing();
+    const ROUNDS: usize = 8;
+    let server = fault_server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("reconnect-expiry");
+    let a = short_client(&proxy.connect_string(), Duration::from_secs(4)).await;
+    let b = support::client(&connect).await;
+    let la = Arc::new(LeaderLatch::new(&a, &path, "a").unwrap());
+    la.start().unwrap();
+    let mut intervals = Vec::new();
+    let mut overlapping_passes = 0;
+    for round in 0..ROUNDS {
+        assert!(la.await_leadership_timeout(WITHIN).await.unwrap(), "round {round}: a leads");
+        let lb = Arc::new(LeaderLatch::new(&b, &path, format!("b{round}")).unwrap());
+        lb.start().unwrap();
+        support::eventually_queued(&obs, &path, 2, "b queued").await;
+        let sampler = Sampler::start(vec![la.clone(), lb.clone()]);
+        proxy.set_mode(ProxyMode::Cut);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        proxy.set_mode(ProxyMode::Pass);
+        support::eventually(WITHIN, "a reconnects", || async { a.is_connected() }).await;
+        let _ = expire_session(&connect, &a).await;
+        assert!(lb.await_leadership_timeout(WITHIN).await.unwrap(), "round {round}: b leads");
+        support::eventually(WITHIN, "a queued again", || async {
+            !la.has_leadership() && support::sorted_children(&obs, &path).await.len() == 2
+        })
+        .await;
+        let sampled = sampler.finish();
+        overlapping_passes += sampled.passes_with_two;
+        intervals.extend(sampled.intervals);
+        lb.close().await.unwrap();
+    }
+    println!("reconnect racing expiry: {overlapping_passes} sampler passes read two leaders");
+    // The expiry removes the old leader's node from outside (see EXTERNAL_DELETE_SLACK): the
+    // notifications of the two participants are not ordered, so a few milliseconds are tolerated;
+    // the bug was hundreds of milliseconds to seconds.
+    for i in intervals.iter_mut().filter(|i| i.who == "a") {
+        i.soft_end = Some(REMOVAL_NOTIFICATION_SLACK);
+    }
+    assert_one_leader(&intervals, "reconnect racing expiry");
+    la.close().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
+}
+
+/// How long two participants may both report leadership when a node is removed from outside
+/// and both learn it from their own connection at about the same moment (a scheduling race, not
+/// a stale leader).
+const REMOVAL_NOTIFICATION_SLACK: Duration = Duration::from_millis(100);
 
 // =============================================================================================
 // CURATOR-653: two leaders after a ZooKeeper ensemble leader switch
@@ -666,9 +726,13 @@ async fn flapping_connection_creates_no_node_storm() {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(50..200))).await;
     }
     println!("CURATOR-644: 20 cuts in {:?}", storm_start.elapsed());
-    // Stable again: the leader leads (no livelock), on its original node.
-    assert!(la.await_leadership_timeout(WITHIN).await.unwrap(), "a leads once the link is stable");
+    // Stable again: one participant leads (no livelock) — a, on its original node, unless the
+    // flaps cost it its session (a reconnect can keep landing in a cut; printed below).
+    let leader = exactly_one_leader(&latches, "one participant leads once the links are stable").await;
     let sessions_lost = usize::from(a.session_id() != sessions.0) + usize::from(b.session_id() != sessions.1);
+    if a.session_id() == sessions.0 {
+        assert_eq!(leader, "a", "a kept its session, so it still leads");
+    }
     let creates = creates_under(&obs, &path).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     watcher.abort();
