@@ -386,7 +386,30 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 }
             }
             Some(zk::SessionState::SyncConnected) => {
-                if suspended_since.take().is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
+                if suspended_since.is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
+                    // zookeeper-client reports SyncConnected on the connect response, before the
+                    // session is established (its ping and watch re-registration answered). A
+                    // connection that fails in between is reported Disconnected only at the next
+                    // TCP connect, up to the whole reconnect backoff later (or never, on a
+                    // partition): believing it, a hold would be `Held` on a dead connection, the
+                    // LOST timer stopped, while the server expires the session. So a reconnect
+                    // counts once a request has been answered on it (zookeeper-client sends
+                    // requests only on an established session).
+                    let zk = this.slot.read().zk.clone();
+                    drop(this);
+                    let Some(zk) = zk else { continue };
+                    let mut closed = status_rx.clone();
+                    let confirmed = tokio::select! {
+                        answered = zk.check_stat("/") => answered.is_ok(),
+                        _ = sleep_until_opt(lost_at) => false,
+                        _ = closed.wait_for(|s| s.closed) => return,
+                    };
+                    let Some(this) = sessions.upgrade() else { return };
+                    if !confirmed {
+                        // Still suspended: the LOST timer runs on; the next event decides.
+                        continue;
+                    }
+                    suspended_since = None;
                     this.publish_with_bound(ConnectionState::Reconnected, true, |b| b.current = None);
                 }
             }
