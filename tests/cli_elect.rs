@@ -640,8 +640,7 @@ async fn a_refused_latch_node_is_reported_while_elect_waits() {
     let marker = dir.path().join("ran");
 
     let mut refused = Elector::spawn(&connect, &path, &[], &["touch", marker.to_str().unwrap()], dir.path(), "refused");
-    support::eventually(HANG, "elect reports the refusal", || async { refused.says().contains("could not queue") })
-        .await;
+    support::eventually(HANG, "elect reports the refusal", || async { refused.says().contains("cannot queue") }).await;
     let says = refused.says();
     assert!(says.contains(&path) && says.contains("not authorized"), "{says}");
     assert!(refused.is_running() && !marker.exists());

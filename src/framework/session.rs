@@ -400,7 +400,19 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                     let Some(zk) = zk else { continue };
                     let mut closed = status_rx.clone();
                     let confirmed = tokio::select! {
-                        answered = zk.check_stat("/") => answered.is_ok(),
+                        answered = zk.check_stat("/") => match answered {
+                            // Any answer from the server proves the connection; only a failure to
+                            // get one does not.
+                            Ok(_) => true,
+                            Err(e) => !matches!(
+                                e,
+                                zk::Error::ConnectionLoss
+                                    | zk::Error::Timeout
+                                    | zk::Error::SessionExpired
+                                    | zk::Error::ClientClosed
+                                    | zk::Error::SessionMoved
+                            ),
+                        },
                         _ = sleep_until_opt(lost_at) => false,
                         _ = closed.wait_for(|s| s.closed) => return,
                     };

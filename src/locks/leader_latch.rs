@@ -64,6 +64,8 @@ struct Inner {
     task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Leadership as listeners see it.
     signal: LeadershipSignal,
+    /// Why the last attempt to queue failed; `None` once an attempt leads.
+    queue_error: watch::Sender<Option<Error>>,
     /// What `close` and drop tell listeners (set by `with_close_mode`, also after `start`).
     close_mode: parking_lot::Mutex<CloseMode>,
 }
@@ -98,6 +100,7 @@ impl LeaderLatch {
             state: watch::Sender::new(LatchState::Latent),
             task: parking_lot::Mutex::new(None),
             signal: LeadershipSignal::new(),
+            queue_error: watch::Sender::new(None),
             close_mode: parking_lot::Mutex::new(CloseMode::Silent),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -260,6 +263,14 @@ impl LeaderLatch {
     /// It ends when the latch is closed; see [`CloseMode`].
     pub fn leadership_changes(&self) -> LeadershipStream {
         self.inner.signal.stream()
+    }
+
+    /// Why the latch's last attempt to queue failed (e.g. [`ErrorKind::NotAuthorized`]: the
+    /// server refuses our node) — it tries again every second in the background; `None` until an
+    /// attempt fails, and again once an attempt leads. A latch that cannot queue never leads, and
+    /// only this (and a `tracing` warning) tells why.
+    pub fn queue_errors(&self) -> watch::Receiver<Option<Error>> {
+        self.inner.queue_error.subscribe()
     }
 
     /// A write guarded by leadership: applied atomically only if our latch node still exists
@@ -477,7 +488,10 @@ async fn run(inner: Arc<Inner>) {
             granted = attempt => granted,
         };
         let hold = match granted {
-            Ok(Some(hold)) => hold,
+            Ok(Some(hold)) => {
+                inner.queue_error.send_if_modified(|e| e.take().is_some());
+                hold
+            }
             Ok(None) => continue,
             Err(e) if e.kind() == ErrorKind::Closed => {
                 debug!(path = %inner.mutex.path(), "client closed: the latch stops");
@@ -485,6 +499,7 @@ async fn run(inner: Arc<Inner>) {
             }
             Err(e) => {
                 warn!(path = %inner.mutex.path(), %e, "leader latch could not queue; trying again");
+                inner.queue_error.send_replace(Some(e));
                 tokio::select! {
                     _ = stopped(&mut state) => return,
                     _ = tokio::time::sleep(RETRY_PAUSE) => continue,

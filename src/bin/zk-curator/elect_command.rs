@@ -89,63 +89,10 @@ fn default_id() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Prints the leader latch's warnings on stderr: it retries a failure to queue (e.g. a create
-/// ZooKeeper refuses for want of permission) every second, and without them `elect` would wait
-/// silently for ever. A warning is repeated at most every [`WARNING_REPEAT`] while it stays the same.
-struct LatchWarnings {
-    last: std::sync::Mutex<Option<(String, std::time::Instant)>>,
-}
-
-/// How often an unchanged latch warning is repeated.
+/// How often an unchanged failure to queue is repeated on stderr.
 const WARNING_REPEAT: Duration = Duration::from_secs(60);
 
-impl tracing::Subscriber for LatchWarnings {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::WARN && metadata.target().starts_with("zk_curator::locks::leader_latch")
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        let text = format!("{}{}", fields.message, fields.rest);
-        let Ok(mut last) = self.last.lock() else { return };
-        let now = std::time::Instant::now();
-        let repeated =
-            last.as_ref().is_some_and(|(said, at)| *said == text && now.duration_since(*at) < WARNING_REPEAT);
-        if !repeated {
-            eprintln!("zk-curator: {text}");
-            *last = Some((text, now));
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-/// An event's message, then its other fields as ` name=value`.
-#[derive(Default)]
-struct Fields {
-    message: String,
-    rest: String,
-}
-
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write;
-        if field.name() == "message" {
-            let _ = write!(self.message, "{value:?}");
-        } else {
-            let _ = write!(self.rest, " {}={value:?}", field.name());
-        }
-    }
-}
-
 pub(crate) async fn run(connection: &Resolved, args: ElectArgs) -> ExitCode {
-    // Only `elect` installs it (once per process): `lock` and `hold` report their errors themselves.
-    let _ = tracing::subscriber::set_global_default(LatchWarnings { last: std::sync::Mutex::new(None) });
     let (client, _, mut signals) = match start(connection, None).await {
         Ok(started) => started,
         Err(code) => return code,
@@ -228,8 +175,24 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
 /// Waits until `latch` leads with a held hold (a leadership suspended meanwhile is waited out); a
 /// signal or a latch failure ends the wait with the status to exit with.
 async fn leadership(latch: &LeaderLatch, signals: &mut Signals) -> Result<Arc<Hold>, ExitCode> {
+    // The latch retries a failure to queue (e.g. a create ZooKeeper refuses for want of
+    // permission) every second; without saying so `elect` would wait silently for ever.
+    let mut queue_errors = latch.queue_errors();
+    let mut said: Option<(String, std::time::Instant)> = None;
     loop {
         tokio::select! {
+            Ok(()) = queue_errors.changed() => {
+                let text = queue_errors.borrow_and_update().as_ref().map(|e| e.to_string());
+                if let Some(text) = text {
+                    let now = std::time::Instant::now();
+                    let repeated = said.as_ref().is_some_and(|(s, at)| *s == text && now.duration_since(*at) < WARNING_REPEAT);
+                    if !repeated {
+                        eprintln!("zk-curator: cannot queue for leadership of {} (trying again): {text}", latch.path());
+                        said = Some((text, now));
+                    }
+                }
+                continue;
+            }
             led = latch.await_leadership() => {
                 if let Err(e) = led {
                     eprintln!("zk-curator: {e}");
