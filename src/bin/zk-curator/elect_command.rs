@@ -139,6 +139,7 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
             what: format!("leadership of {path}"),
             node: "latch node",
             report_suspension: true,
+            stop_group_on_exit: true,
         };
         let outcome = supervise(client, &hold, &run, signals).await;
         drop(hold);

@@ -371,6 +371,7 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
         what: format!("lock {}", args.path),
         node: "lock node",
         report_suspension: false,
+        stop_group_on_exit: false,
     };
     match supervise(client, hold, &run, signals).await.ended {
         Ended::Exited(code) | Ended::NotRun(code) => exit(code),

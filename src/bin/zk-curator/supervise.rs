@@ -38,6 +38,10 @@ pub(crate) struct Supervision<'a> {
     pub(crate) node: &'static str,
     /// Report on stderr when the hold is suspended, and when it is held again.
     pub(crate) report_suspension: bool,
+    /// When COMMAND exits by itself, stop what it left running in its group (SIGTERM, SIGKILL
+    /// after `kill_after`) before returning, i.e. before the hold is released: `elect`'s
+    /// COMMAND must not run on (a daemon that forked) next to the next leader's.
+    pub(crate) stop_group_on_exit: bool,
 }
 
 /// How COMMAND's run ended.
@@ -188,6 +192,8 @@ pub(crate) async fn supervise(
     let mut seen = HoldState::Held;
     let mut watching = true;
     let mut lost = false;
+    // COMMAND exited by itself; what it left in its group is being stopped.
+    let mut stopping = false;
     let mut signalled = Vec::new();
     let mut kill_at: Option<Instant> = None;
     // Once SIGKILL was sent: when we stop waiting for the group.
@@ -198,8 +204,19 @@ pub(crate) async fn supervise(
         tokio::select! {
             exited = child.wait(), if status.is_none() => {
                 status = Some(exited);
-                if !lost {
-                    break;
+                if !lost && !stopping {
+                    if !(run.stop_group_on_exit && group_alive(group)) {
+                        break;
+                    }
+                    // COMMAND exited but left processes in its group: they go before the hold.
+                    stopping = true;
+                    signal_group(group, libc::SIGTERM);
+                    kill_at = Some(kill_deadline(Instant::now(), run.kill_after, None, session_timeout).0);
+                    eprintln!(
+                        "zk-curator: `{}` exited and left processes running in its group; sent them SIGTERM (SIGKILL in {}s)",
+                        describe(run.command),
+                        run.kill_after.as_secs_f64()
+                    );
                 }
             }
             signal = signals.next() => {
@@ -261,7 +278,7 @@ pub(crate) async fn supervise(
             // The leader has exited but the hold is lost: the rest of its group must go too. Also
             // once SIGKILL was sent while the leader still runs: a leader SIGKILL cannot reach
             // (uninterruptible sleep, another user) must not keep us waiting for ever.
-            () = tokio::time::sleep(GROUP_POLL), if lost && (status.is_some() || give_up_at.is_some()) => {
+            () = tokio::time::sleep(GROUP_POLL), if (lost || stopping) && (status.is_some() || give_up_at.is_some()) => {
                 if !group_alive(group) {
                     break;
                 }
