@@ -97,6 +97,10 @@ async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension()
     latch.start().unwrap();
     assert!(latch.await_leadership_timeout(HANG).await.unwrap());
     let hold = latch.hold().expect("the leadership's hold");
+    // Another participant, connected directly: it leads once the server expired a's session.
+    let direct = support::client(&server.connect_string()).await;
+    let other = LeaderLatch::new(&direct, &path, "b").unwrap();
+    other.start().unwrap();
     let first_token = hold.fencing_token();
     let mut states = hold.watch_state();
     let mut connection = client.connection_states();
@@ -134,6 +138,12 @@ async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension()
     let _ = tokio::time::timeout(HANG, record).await;
     let seen = seen.lock().unwrap().clone();
     assert!(!seen.contains(&ConnectionState::Reconnected), "RECONNECTED without an answer: {seen:?}");
+    // Safety: when b leads, a has long known it does not.
+    assert!(other.await_leadership_timeout(HANG).await.unwrap(), "b takes over once a's session expired");
+    assert_eq!(hold.hold_state(), HoldState::Lost);
+    assert!(!latch.has_leadership(), "a and b both lead");
+    other.close().await.unwrap();
+    direct.close().await;
     proxy.set_handshake_only(false);
     assert!(latch.await_leadership_timeout(HANG).await.unwrap(), "leads again once the server answers");
     assert!(latch.fencing_token().expect("a token") > first_token);
