@@ -29,8 +29,8 @@ COMMAND runs only while this process leads: in a process group of its own, with 
 larger for every later term of any participant) and ZK_LEADER_NODE (our latch node) in its \
 environment. A suspended connection changes nothing; when leadership is lost (session lost, or \
 our latch node deleted) COMMAND's group gets SIGTERM at once and SIGKILL before the server could \
-expire the session (as for `lock`), and we queue again. When COMMAND exits by itself we release \
-leadership (another participant takes over) and queue again after --rejoin-delay. Signals \
+expire the session (as for `lock`), and we queue again. When COMMAND exits by itself, what it left \
+running in its group gets SIGTERM (SIGKILL after --kill-after); then we release leadership (another participant takes over) and queue again after --rejoin-delay. Signals \
 (SIGINT, SIGTERM, SIGHUP, SIGQUIT) are passed on to COMMAND's group; SIGINT, SIGTERM and SIGQUIT \
 also make the term the last one (when COMMAND exits, or leadership is lost, we exit); SIGHUP \
 (reload) does not.
