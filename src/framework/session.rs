@@ -104,7 +104,12 @@ impl Status {
     /// True when requests on `session` are served now: connected, on that very session, and the
     /// session not given up (LOST is declared before the replacement exists).
     pub(crate) fn serves(&self, session: SessionIdentity) -> bool {
-        self.connected && !self.closed && self.session == session && self.state != ConnectionState::Lost
+        // A read-only server is cut off from the quorum: it answers reads but cannot renew the
+        // session, which the quorum may expire meanwhile — so a hold is only `Suspended` there.
+        self.connected
+            && !self.closed
+            && self.session == session
+            && !matches!(self.state, ConnectionState::Lost | ConnectionState::ReadOnly)
     }
 
     /// True once `session` can never serve again: replaced, given up (LOST) or the client closed.
@@ -426,8 +431,14 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 }
             }
             Some(zk::SessionState::ConnectedReadOnly) => {
-                suspended_since = None;
-                this.publish(ConnectionState::ReadOnly, true);
+                // Reads are served, but nothing renews the session with the quorum: the LOST
+                // timer keeps running from the suspension (or starts now), as its expiry bound.
+                let now = Instant::now();
+                let since = *suspended_since.get_or_insert(now);
+                let within = suspended_within(this.config.session_timeout, negotiated);
+                let bound = since.checked_add(negotiated.saturating_sub(within)).unwrap_or(since);
+                let session = this.session();
+                this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
             ended => {
@@ -510,6 +521,17 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_only_connection_serves_no_hold() {
+        let session = SessionIdentity { epoch: 1, id: 7 };
+        let status =
+            |state| Status { state, connected: true, session, closed: false, expiry_bounds: ExpiryBounds::default() };
+        assert!(status(ConnectionState::Connected).serves(session));
+        assert!(status(ConnectionState::Reconnected).serves(session));
+        assert!(!status(ConnectionState::ReadOnly).serves(session), "cut off from the quorum");
+        assert!(!status(ConnectionState::ReadOnly).has_ended(session), "suspended, not lost");
+    }
 
     #[test]
     fn lost_fires_before_the_server_can_expire_the_session() {
