@@ -68,6 +68,7 @@ struct SecurityDoctests;
 pub mod blocking;
 mod error;
 mod framework;
+mod inspect;
 mod locks;
 pub mod raw;
 #[cfg(feature = "testing")]
@@ -100,6 +101,7 @@ pub use framework::security::SaslOptions;
 pub use framework::security::TlsOptions;
 pub use framework::session::SessionIdentity;
 pub use framework::state::{ConnectionState, ConnectionStateStream};
+pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
 pub use locks::driver::{
     evaluate_by_key, java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
     StandardLockDriver, Verdict,
