@@ -17,6 +17,8 @@
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
+//! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
+//!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
 //!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
