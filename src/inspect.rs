@@ -138,7 +138,8 @@ impl LockInfo {
 pub struct InspectOptions {
     /// How many levels below the root are listed (the root is level 0). Default 32.
     pub max_depth: usize,
-    /// How many nodes are listed (`getChildren`) at most. Default 10 000.
+    /// How many nodes are listed (`getChildren`) at most. Default 10 000. (A semaphore found by
+    /// the last listing still has its `leases` and `locks` listed: up to 2 more.)
     pub max_listings: usize,
 }
 

@@ -443,6 +443,25 @@ async fn paths_are_within_the_namespace() {
     guard.release().await.unwrap();
 }
 
+/// The blocking client inspects from a plain thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blocking_client_inspects() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("inspect-blocking");
+    let c = client(&connect, "async-holder").await;
+    let guard = InterProcessMutex::new(&c, &path).unwrap().lock().await.unwrap();
+    let root = path.clone();
+    let thread = std::thread::spawn(move || {
+        let client = zk_curator::blocking::CuratorClient::connect(&connect).unwrap();
+        client.inspect(&root, &InspectOptions::default()).unwrap()
+    });
+    let found = tokio::task::spawn_blocking(move || thread.join().unwrap()).await.unwrap();
+    let lock = find(&found, &path);
+    assert_eq!((lock.kind, data(lock)), (LockKind::Mutex, vec!["async-holder".to_string()]));
+    guard.release().await.unwrap();
+}
+
 mod cli {
     use std::process::{Command, Output, Stdio};
     use std::time::Duration;
