@@ -532,6 +532,12 @@ mod cli {
         assert_eq!(old.status.code(), Some(1), "{}", String::from_utf8_lossy(&old.stdout));
         assert!(String::from_utf8_lossy(&old.stdout).contains(&path));
 
+        // A limit that stops the walk is said on stderr.
+        let cut = inspect(&connect, &[&base, "--max-nodes", "1"]);
+        assert_eq!(cut.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&cut.stderr).contains("--max-nodes 1"), "{cut:?}");
+        assert_eq!(inspect(&connect, &[&base, "--max-nodes", "0"]).status.code(), Some(2));
+
         let bad = inspect(&connect, &["no-slash"]);
         assert_eq!(bad.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&bad.stderr).contains("no-slash"));
