@@ -281,7 +281,9 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
         }
         let found = if is_semaphore {
             listings += 2;
-            walk.semaphore(&dir).await?
+            // `leases` and `locks` are listed as part of the semaphore; what else they hold (an
+            // application's own `leases` or `locks` directory) is walked as usual.
+            walk.semaphore(&dir, &mut subdirs).await?
         } else if lock_nodes {
             walk.queue(&dir, &names).await?
         } else {
@@ -328,7 +330,7 @@ pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<L
         Err(e) => return Err(e),
     };
     if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
-        walk.semaphore(path).await
+        walk.semaphore(path, &mut Vec::new()).await
     } else {
         walk.queue(path, &names).await
     }
@@ -475,12 +477,21 @@ impl Walk<'_> {
     }
 
     /// The semaphore at `path`: leases under `path/leases`, acquirers queued on `path/locks`.
-    async fn semaphore(&mut self, path: &str) -> Result<Option<LockInfo>> {
+    /// Children of those two that are not lock nodes go to `subdirs`.
+    async fn semaphore(&mut self, path: &str, subdirs: &mut Vec<String>) -> Result<Option<LockInfo>> {
         let (leases_path, locks_path) = (child(path, SEMAPHORE_LEASE_PARENT), child(path, SEMAPHORE_LOCK_PARENT));
         let mut leases = self.children(&leases_path).await?.unwrap_or_default();
+        leases.sort();
+        let locks = {
+            let mut locks = self.children(&locks_path).await?.unwrap_or_default();
+            locks.sort();
+            locks
+        };
+        for (parent, names) in [(&leases_path, &leases), (&locks_path, &locks)] {
+            subdirs.extend(names.iter().filter(|n| !is_lock_node(n)).map(|n| child(parent, n)));
+        }
         leases.retain(|n| n.contains(LEASE_NODE_NAME) && is_lock_node(n));
         leases.sort_by_key(|n| (parse_sequence(n), n.clone()));
-        let locks = self.children(&locks_path).await?.unwrap_or_default();
         let waiters: Vec<String> = sorted_by(&locks, |n| standard_sort_key(n, MUTEX_LOCK_NAME))
             .into_iter()
             .filter(|n| n.contains(MUTEX_LOCK_NAME) && is_lock_node(n))

@@ -429,6 +429,23 @@ async fn cost_is_bounded_and_limits_stop_the_walk() {
     drop((lease, guards));
 }
 
+/// An application's own `leases` and `locks` directories (as if the parent were a semaphore) are
+/// walked like any other: the locks below them are found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_named_leases_and_locks_are_walked() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let base = support::unique_path("inspect-dirs");
+    let c = client(&connect, "h").await;
+    let a = InterProcessMutex::new(&c, &format!("{base}/locks/job")).unwrap().lock().await.unwrap();
+    let b = InterProcessMutex::new(&c, &format!("{base}/leases/db")).unwrap().lock().await.unwrap();
+    let found = inspect(&c, &base).await.unwrap();
+    let paths: Vec<&str> = found.locks.iter().map(|l| l.path.as_str()).collect();
+    assert_eq!(paths, [format!("{base}/leases/db"), format!("{base}/locks/job")], "{found:#?}");
+    assert!(found.locks.iter().all(|l| l.kind == LockKind::Mutex));
+    drop((a, b));
+}
+
 /// A namespaced client walks its namespace only and reports paths within it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paths_are_within_the_namespace() {
