@@ -418,45 +418,46 @@ impl Walk<'_> {
     /// A mutex, latch or read-write lock whose children are `names`.
     async fn queue(&mut self, path: &str, names: &[String]) -> Result<Option<LockInfo>> {
         let is_rw = |n: &str| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
-        let (kind, holders, waiters): (LockKind, Vec<String>, Vec<String>) = if names.iter().any(|n| is_rw(n)) {
-            // Every child is in the queue, sorted as the recipe sorts it (a foreign child that
-            // sorts first keeps writers out, as in Curator); only lock nodes are reported.
-            let sorted = sorted_by(names, read_write_sort_key);
-            let (mut holders, mut waiters) = (Vec::new(), Vec::new());
-            for (i, name) in sorted.iter().enumerate() {
-                if !is_rw(name) || !is_lock_node(name) {
-                    continue;
+        let (kind, holders, waiters): (LockKind, Vec<String>, Vec<String>) =
+            if names.iter().any(|n| is_rw(n) && is_lock_node(n)) {
+                // Every child is in the queue, sorted as the recipe sorts it (a foreign child that
+                // sorts first keeps writers out, as in Curator); only lock nodes are reported.
+                let sorted = sorted_by(names, read_write_sort_key);
+                let (mut holders, mut waiters) = (Vec::new(), Vec::new());
+                for (i, name) in sorted.iter().enumerate() {
+                    if !is_rw(name) || !is_lock_node(name) {
+                        continue;
+                    }
+                    let holds = if name.contains(WRITE_LOCK_NAME) {
+                        i == 0
+                    } else {
+                        // A reader holds unless a writer sorts strictly before it (a downgrading
+                        // writer's read node carries the writer's own sequence number).
+                        !sorted[..i].iter().any(|w| {
+                            w.contains(WRITE_LOCK_NAME)
+                                && java_cmp(read_write_sort_key(w), read_write_sort_key(name)) == Ordering::Less
+                        })
+                    };
+                    (if holds { &mut holders } else { &mut waiters }).push(child(path, name));
                 }
-                let holds = if name.contains(WRITE_LOCK_NAME) {
-                    i == 0
-                } else {
-                    // A reader holds unless a writer sorts strictly before it (a downgrading
-                    // writer's read node carries the writer's own sequence number).
-                    !sorted[..i].iter().any(|w| {
-                        w.contains(WRITE_LOCK_NAME)
-                            && java_cmp(read_write_sort_key(w), read_write_sort_key(name)) == Ordering::Less
-                    })
-                };
-                (if holds { &mut holders } else { &mut waiters }).push(child(path, name));
-            }
-            (LockKind::ReadWrite, holders, waiters)
-        } else {
-            // As the recipe (and Curator): every child is a contender, the first in sort order
-            // holds (leads, for a latch).
-            let (kind, lock_name) = if names.iter().any(|n| n.contains(LATCH_LOCK_NAME)) {
-                (LockKind::Latch, LATCH_LOCK_NAME)
+                (LockKind::ReadWrite, holders, waiters)
             } else {
-                (LockKind::Mutex, MUTEX_LOCK_NAME)
-            };
-            let sorted = sorted_by(names, |n| standard_sort_key(n, lock_name));
-            let (mut holders, mut waiters) = (Vec::new(), Vec::new());
-            for (i, name) in sorted.iter().enumerate() {
-                if name.contains(lock_name) && is_lock_node(name) {
-                    (if i == 0 { &mut holders } else { &mut waiters }).push(child(path, name));
+                // As the recipe (and Curator): every child is a contender, the first in sort order
+                // holds (leads, for a latch).
+                let (kind, lock_name) = if names.iter().any(|n| n.contains(LATCH_LOCK_NAME) && is_lock_node(n)) {
+                    (LockKind::Latch, LATCH_LOCK_NAME)
+                } else {
+                    (LockKind::Mutex, MUTEX_LOCK_NAME)
+                };
+                let sorted = sorted_by(names, |n| standard_sort_key(n, lock_name));
+                let (mut holders, mut waiters) = (Vec::new(), Vec::new());
+                for (i, name) in sorted.iter().enumerate() {
+                    if name.contains(lock_name) && is_lock_node(name) {
+                        (if i == 0 { &mut holders } else { &mut waiters }).push(child(path, name));
+                    }
                 }
-            }
-            (kind, holders, waiters)
-        };
+                (kind, holders, waiters)
+            };
         if holders.is_empty() && waiters.is_empty() {
             return Ok(None);
         }

@@ -439,11 +439,20 @@ async fn directories_named_leases_and_locks_are_walked() {
     let c = client(&connect, "h").await;
     let a = InterProcessMutex::new(&c, &format!("{base}/locks/job")).unwrap().lock().await.unwrap();
     let b = InterProcessMutex::new(&c, &format!("{base}/leases/db")).unwrap().lock().await.unwrap();
+    // A directory whose name looks like a latch's or a read-write lock's (no sequence number)
+    // does not change the kind of the mutex next to it.
+    let d = InterProcessMutex::new(&c, &format!("{base}/locks/job/my-latch-dir/x")).unwrap().lock().await.unwrap();
+    let e = InterProcessMutex::new(&c, &format!("{base}/locks/job/__READ__dir/y")).unwrap().lock().await.unwrap();
     let found = inspect(&c, &base).await.unwrap();
     let paths: Vec<&str> = found.locks.iter().map(|l| l.path.as_str()).collect();
-    assert_eq!(paths, [format!("{base}/leases/db"), format!("{base}/locks/job")], "{found:#?}");
-    assert!(found.locks.iter().all(|l| l.kind == LockKind::Mutex));
-    drop((a, b));
+    let job = format!("{base}/locks/job");
+    assert_eq!(
+        paths,
+        [format!("{base}/leases/db"), job.clone(), format!("{job}/__READ__dir/y"), format!("{job}/my-latch-dir/x")],
+        "{found:#?}"
+    );
+    assert!(found.locks.iter().all(|l| l.kind == LockKind::Mutex && l.holders.len() == 1), "{found:#?}");
+    drop((a, b, d, e));
 }
 
 /// A namespaced client walks its namespace only and reports paths within it.
