@@ -18,6 +18,10 @@
 //! child is a directory that is listed in turn.
 
 use std::cmp::Ordering;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, ErrorCode, Result};
@@ -216,7 +220,8 @@ pub async fn inspect(client: &CuratorClient, root: &str) -> Result<Inspection> {
 /// ephemeral and have no children; a semaphore's `leases` and `locks` are two of them — plus, per
 /// lock, one `getData` per holder and one `exists` for the first waiter: a mutex with waiters costs
 /// three requests. `options` caps the depth and the number of listings (then
-/// [`Inspection::truncated`] says so). The requests are sent one after another.
+/// [`Inspection::truncated`] says so). Up to 16 paths are read at a time, their requests
+/// pipelined on the client's session (a lock's holders are read together too).
 ///
 /// The tree changes while it is read: a node that goes away before it is read is skipped (a
 /// holder that released, a waiter that gave up), never an error, and the holders and waiters of
@@ -255,49 +260,35 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
     if options.max_listings == 0 {
         return Err(Error::invalid_argument("max_listings", 0, "must be at least 1"));
     }
-    let mut walk = Walk { client, requests: 0, unreadable: Vec::new() };
+    let walk = Walk::new(client);
     let mut locks = Vec::new();
     let mut truncated = false;
     let mut listings = 0usize;
-    // Depth-first, children in name order (pushed reversed).
+    // Depth-first, children in name order (pushed reversed), up to CONCURRENCY paths at a time.
     let mut stack = vec![(root.to_string(), 0usize)];
-    while let Some((dir, depth)) = stack.pop() {
+    while !stack.is_empty() {
         if listings >= options.max_listings {
             truncated = true;
             break;
         }
-        listings += 1;
-        let Some(mut names) = walk.children(&dir).await? else { continue };
-        names.sort();
-        let is_semaphore = names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT);
-        let mut subdirs = Vec::new();
-        let mut lock_nodes = false;
-        for name in &names {
-            if is_lock_node(name) {
-                lock_nodes = true;
-            } else if !(is_semaphore && (name == SEMAPHORE_LEASE_PARENT || name == SEMAPHORE_LOCK_PARENT)) {
-                subdirs.push(child(&dir, name));
+        let take = stack.len().min(CONCURRENCY).min(options.max_listings - listings);
+        let batch = stack.split_off(stack.len() - take);
+        listings += take;
+        let visits = join_all(batch.iter().rev().map(|(dir, _)| walk.visit(dir)).collect()).await;
+        for ((_, depth), visit) in batch.iter().rev().zip(visits) {
+            let Visit { lock, subdirs, semaphore } = visit?;
+            listings += if semaphore { 2 } else { 0 };
+            locks.extend(lock);
+            if *depth >= options.max_depth {
+                truncated |= !subdirs.is_empty();
+                continue;
             }
+            stack.extend(subdirs.into_iter().rev().map(|d| (d, depth + 1)));
         }
-        let found = if is_semaphore {
-            listings += 2;
-            // `leases` and `locks` are listed as part of the semaphore; what else they hold (an
-            // application's own `leases` or `locks` directory) is walked as usual.
-            walk.semaphore(&dir, &mut subdirs).await?
-        } else if lock_nodes {
-            walk.queue(&dir, &names).await?
-        } else {
-            None
-        };
-        locks.extend(found);
-        if depth >= options.max_depth {
-            truncated |= !subdirs.is_empty();
-            continue;
-        }
-        stack.extend(subdirs.into_iter().rev().map(|d| (d, depth + 1)));
     }
     locks.sort_by(|a: &LockInfo, b: &LockInfo| a.path.cmp(&b.path));
-    Ok(Inspection { locks, truncated, unreadable: walk.unreadable, requests: walk.requests })
+    let (unreadable, requests) = walk.into_parts();
+    Ok(Inspection { locks, truncated, unreadable, requests })
 }
 
 /// The lock at `path` alone (`None` if it has neither holders nor waiters), e.g. for
@@ -323,7 +314,7 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
 /// ```
 pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<LockInfo>> {
     validate_path(path)?;
-    let mut walk = Walk { client, requests: 0, unreadable: Vec::new() };
+    let walk = Walk::new(client);
     let names = match client.get_children(path).await {
         Ok(names) => names,
         Err(e) if e.code() == Some(ErrorCode::NoNode) => return Ok(None),
@@ -364,22 +355,97 @@ fn since(ctime_ms: i64) -> Duration {
     Duration::from_millis(now.saturating_sub(ctime_ms).max(0) as u64)
 }
 
-struct Walk<'a> {
-    client: &'a CuratorClient,
-    requests: usize,
-    unreadable: Vec<String>,
+/// How many paths [`inspect_with`] reads at a time (their requests are pipelined on the session).
+const CONCURRENCY: usize = 16;
+
+/// Polls `futures` together on the calling task; their outputs in the same order.
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
-impl Walk<'_> {
+/// What one path holds: the lock found there, if any, and the paths to list next.
+struct Visit {
+    lock: Option<LockInfo>,
+    subdirs: Vec<String>,
+    /// Whether `leases` and `locks` were listed too (a semaphore).
+    semaphore: bool,
+}
+
+struct Walk<'a> {
+    client: &'a CuratorClient,
+    requests: AtomicUsize,
+    unreadable: parking_lot::Mutex<Vec<String>>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(client: &'a CuratorClient) -> Self {
+        Walk { client, requests: AtomicUsize::new(0), unreadable: parking_lot::Mutex::new(Vec::new()) }
+    }
+
+    fn into_parts(self) -> (Vec<String>, usize) {
+        (self.unreadable.into_inner(), self.requests.into_inner())
+    }
+
+    fn count(&self) {
+        self.requests.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    /// Lists `dir` and reads the lock there, if any.
+    async fn visit(&self, dir: &str) -> Result<Visit> {
+        let Some(mut names) = self.children(dir).await? else {
+            return Ok(Visit { lock: None, subdirs: Vec::new(), semaphore: false });
+        };
+        names.sort();
+        let is_semaphore = names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT);
+        let mut subdirs = Vec::new();
+        let mut lock_nodes = false;
+        for name in &names {
+            if is_lock_node(name) {
+                lock_nodes = true;
+            } else if !(is_semaphore && (name == SEMAPHORE_LEASE_PARENT || name == SEMAPHORE_LOCK_PARENT)) {
+                subdirs.push(child(dir, name));
+            }
+        }
+        let lock = if is_semaphore {
+            // `leases` and `locks` are listed as part of the semaphore; what else they hold (an
+            // application's own `leases` or `locks` directory) is walked as usual.
+            self.semaphore(dir, &mut subdirs).await?
+        } else if lock_nodes {
+            self.queue(dir, &names).await?
+        } else {
+            None
+        };
+        Ok(Visit { lock, subdirs, semaphore: is_semaphore })
+    }
+
     /// `path`'s children; `None` if it is gone (or, recorded, unreadable).
-    async fn children(&mut self, path: &str) -> Result<Option<Vec<String>>> {
-        self.requests += 1;
+    async fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
+        self.count();
         match self.client.get_children(path).await {
             Ok(names) => Ok(Some(names)),
             Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
             Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
                 tracing::debug!(path, "inspect: not allowed to list; skipped");
-                self.unreadable.push(path.to_string());
+                self.unreadable.lock().push(path.to_string());
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -387,8 +453,8 @@ impl Walk<'_> {
     }
 
     /// A holder from its node; `None` if the node is gone.
-    async fn holder(&mut self, node: String) -> Result<Option<LockHolder>> {
-        self.requests += 1;
+    async fn holder(&self, node: String) -> Result<Option<LockHolder>> {
+        self.count();
         match self.client.get_data(&node).await {
             Ok((data, stat)) => Ok(Some(LockHolder {
                 node,
@@ -402,21 +468,23 @@ impl Walk<'_> {
         }
     }
 
-    async fn stat(&mut self, node: &str) -> Result<Option<Stat>> {
-        self.requests += 1;
+    async fn stat(&self, node: &str) -> Result<Option<Stat>> {
+        self.count();
         self.client.exists(node).await
     }
 
-    async fn holders(&mut self, nodes: Vec<String>) -> Result<Vec<LockHolder>> {
-        let mut holders = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            holders.extend(self.holder(node).await?);
+    /// The holders of `nodes`, read together, in the same order (gone ones left out).
+    async fn holders(&self, nodes: Vec<String>) -> Result<Vec<LockHolder>> {
+        let read = join_all(nodes.into_iter().map(|node| self.holder(node)).collect()).await;
+        let mut holders = Vec::with_capacity(read.len());
+        for holder in read {
+            holders.extend(holder?);
         }
         Ok(holders)
     }
 
     /// A mutex, latch or read-write lock whose children are `names`.
-    async fn queue(&mut self, path: &str, names: &[String]) -> Result<Option<LockInfo>> {
+    async fn queue(&self, path: &str, names: &[String]) -> Result<Option<LockInfo>> {
         let is_rw = |n: &str| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
         let (kind, holders, waiters): (LockKind, Vec<String>, Vec<String>) =
             if names.iter().any(|n| is_rw(n) && is_lock_node(n)) {
@@ -470,7 +538,7 @@ impl Walk<'_> {
         Ok(Some(LockInfo { path: path.to_string(), kind, holders, pending: None, waiters, oldest_wait, lease_limit }))
     }
 
-    async fn first_wait(&mut self, waiters: &[String]) -> Result<Option<Duration>> {
+    async fn first_wait(&self, waiters: &[String]) -> Result<Option<Duration>> {
         match waiters.first() {
             Some(first) => Ok(self.stat(first).await?.map(|s| since(s.ctime))),
             None => Ok(None),
@@ -479,7 +547,7 @@ impl Walk<'_> {
 
     /// The semaphore at `path`: leases under `path/leases`, acquirers queued on `path/locks`.
     /// Children of those two that are not lock nodes go to `subdirs`.
-    async fn semaphore(&mut self, path: &str, subdirs: &mut Vec<String>) -> Result<Option<LockInfo>> {
+    async fn semaphore(&self, path: &str, subdirs: &mut Vec<String>) -> Result<Option<LockInfo>> {
         let (leases_path, locks_path) = (child(path, SEMAPHORE_LEASE_PARENT), child(path, SEMAPHORE_LOCK_PARENT));
         let mut leases = self.children(&leases_path).await?.unwrap_or_default();
         leases.sort();

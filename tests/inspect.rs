@@ -404,6 +404,9 @@ async fn cost_is_bounded_and_limits_stop_the_walk() {
     let lease = InterProcessSemaphoreV2::new(&holder, &sem, 1).unwrap().acquire().await.unwrap();
 
     let observer = support::client(&connect).await;
+    fn spawnable<T: Send + 'static>(_: &T) {}
+    let owned = observer.clone();
+    spawnable(&async move { inspect(&owned, "/").await });
     let found = inspect(&observer, &base).await.unwrap();
     assert_eq!(found.locks.len(), 4, "a/x, b, c, sem: {:#?}", found.locks);
     assert!(!found.truncated);
