@@ -572,3 +572,28 @@ mod cli {
         assert!(String::from_utf8_lossy(&bad.stderr).contains("no-slash"));
     }
 }
+
+/// The time a walk of a wide tree takes (2 000 paths, 200 held mutexes): printed, not asserted.
+/// `cargo nextest run --all-features --test inspect --run-ignored only --no-capture wide`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn wide_tree_walk_time() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let base = support::unique_path("inspect-wide");
+    let c = client(&connect, "h").await;
+    let mut guards = Vec::new();
+    for i in 0..200 {
+        guards.push(InterProcessMutex::new(&c, &format!("{base}/l{i:03}")).unwrap().lock().await.unwrap());
+    }
+    for i in 0..1800 {
+        c.create(&format!("{base}/d{i:04}")).creating_parents_if_needed().await.unwrap();
+    }
+    for _ in 0..3 {
+        let start = std::time::Instant::now();
+        let found = inspect(&c, &base).await.unwrap();
+        assert_eq!(found.locks.len(), 200);
+        eprintln!("WIDE {} requests in {:?}", found.requests, start.elapsed());
+    }
+    drop(guards);
+}
