@@ -17,6 +17,8 @@
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
+//! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
+//!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
 //!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
@@ -68,6 +70,7 @@ struct SecurityDoctests;
 pub mod blocking;
 mod error;
 mod framework;
+mod inspect;
 mod locks;
 pub mod raw;
 #[cfg(feature = "testing")]
@@ -100,6 +103,7 @@ pub use framework::security::SaslOptions;
 pub use framework::security::TlsOptions;
 pub use framework::session::SessionIdentity;
 pub use framework::state::{ConnectionState, ConnectionStateStream};
+pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
 pub use locks::driver::{
     evaluate_by_key, java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
     StandardLockDriver, Verdict,

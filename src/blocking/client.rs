@@ -250,6 +250,24 @@ impl CuratorClient {
         self.call(self.async_client().get_children(path))
     }
 
+    /// Every lock under `root`, with its holders and waiters (see [`crate::inspect_with`]).
+    ///
+    /// # Errors
+    /// As the async call; `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let found = client.inspect("/locks", &zk_curator::InspectOptions::default())?;
+    /// for lock in &found.locks {
+    ///     println!("{} {}: {} waiting", lock.path, lock.kind, lock.waiters.len());
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn inspect(&self, root: &str, options: &crate::InspectOptions) -> Result<crate::Inspection> {
+        self.call(crate::inspect_with(self.async_client(), root, options))
+    }
+
     /// Deletes `path`, only at `version` if given (see
     /// [`CuratorClient::delete`](crate::CuratorClient::delete); [`call`](Self::call) gives
     /// the other options).

@@ -79,16 +79,6 @@ fn parse_id(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// `HOSTNAME:PID` (`localhost:PID` if the host name cannot be read).
-fn default_id() -> String {
-    let mut name = [0u8; 256];
-    // SAFETY: gethostname writes at most `name.len()` bytes into the buffer we own.
-    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
-    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-    let host = if read && end > 0 { String::from_utf8_lossy(&name[..end]).into_owned() } else { "localhost".into() };
-    format!("{host}:{}", std::process::id())
-}
-
 /// How often an unchanged failure to queue is repeated on stderr.
 const WARNING_REPEAT: Duration = Duration::from_secs(60);
 
@@ -104,7 +94,7 @@ pub(crate) async fn run(connection: &Resolved, args: ElectArgs) -> ExitCode {
 /// The terms, until one is the last; the status to exit with.
 async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) -> ExitCode {
     let path = args.path.as_str();
-    let id = args.id.clone().unwrap_or_else(default_id);
+    let id = args.id.clone().unwrap_or_else(super::host_and_pid);
     loop {
         let latch = match LeaderLatch::new(client, path, id.as_str()) {
             Ok(latch) => latch,

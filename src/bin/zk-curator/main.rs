@@ -4,12 +4,14 @@
 //! ```text
 //! zk-curator --connect 127.0.0.1:2181 lock /locks/nightly-report --timeout 0 -- ./generate-report
 //! zk-curator --connect 127.0.0.1:2181 participants /locks/nightly-report
+//! zk-curator --connect 127.0.0.1:2181 inspect /locks --older-than 3600
 //! zk-curator --connect 127.0.0.1:2181 hold /locks/nightly-report --seconds 30 --timeout 5
 //! zk-curator --connect 127.0.0.1:2181 elect /election/billing --id "$(hostname)" -- ./billing-daemon
 //! ```
 
 mod elect_command;
 mod hold_command;
+mod inspect_command;
 mod lock_command;
 mod participants;
 mod supervise;
@@ -23,6 +25,7 @@ use zk_curator::{CuratorClient, TlsOptions};
 
 use elect_command::ElectArgs;
 use hold_command::HoldArgs;
+use inspect_command::InspectArgs;
 use lock_command::LockArgs;
 
 #[derive(Parser, Debug)]
@@ -150,7 +153,10 @@ fn credential_lines(text: &str, source: &str) -> Result<Vec<(String, Vec<u8>)>, 
 impl Resolved {
     /// Connects; the connection attempt gives up after `connection_timeout`.
     pub(crate) async fn connect(&self, connection_timeout: Duration) -> zk_curator::Result<CuratorClient> {
+        // Our nodes' data (Curator's and the library's default is the local IP address): which
+        // host and which process, for `inspect` and `participants` (docs/cli.md, "Node data").
         let mut builder = CuratorClient::builder(&self.connect)
+            .default_data(host_and_pid())
             .namespace(&self.namespace)
             .session_timeout(self.session_timeout)
             .connection_timeout(connection_timeout);
@@ -162,6 +168,17 @@ impl Resolved {
         }
         builder.connect().await
     }
+}
+
+/// `HOSTNAME:PID` (`localhost:PID` if the host name cannot be read): the data of our lock nodes
+/// and `elect`'s default participant id.
+pub(crate) fn host_and_pid() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most `name.len()` bytes into the buffer we own.
+    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    let host = if read && end > 0 { String::from_utf8_lossy(&name[..end]).into_owned() } else { "localhost".into() };
+    format!("{host}:{}", std::process::id())
 }
 
 /// Seconds, fractions allowed, as a Duration (clap value parser).
@@ -219,6 +236,9 @@ enum Command {
         #[arg(value_parser = parse_lock_path)]
         path: String,
     },
+    /// Every lock below ROOT (Curator's or ours, of any kind): holders, since when, waiters.
+    /// `--older-than SECS` lists only older holds and exits 1 if there is any.
+    Inspect(InspectArgs),
     /// Acquire a lock, hold it, report hold-state changes, release it (exit statuses as `lock`).
     Hold(HoldArgs),
     /// Take part in a leader election (a Curator LeaderLatch) on PATH and run COMMAND only while
@@ -248,6 +268,7 @@ fn main() -> ExitCode {
         Command::Lock(args) => runtime.block_on(lock_command::run(&connection, args)),
         Command::Participants { path } => runtime.block_on(participants::run(&connection, &path)),
         Command::Hold(args) => runtime.block_on(hold_command::run(&connection, args)),
+        Command::Inspect(args) => runtime.block_on(inspect_command::run(&connection, args)),
         Command::Elect(args) => runtime.block_on(elect_command::run(&connection, args)),
     }
 }

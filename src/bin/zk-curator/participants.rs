@@ -13,16 +13,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use zk_curator::{
-    java_cmp, parse_sequence, read_write_sort_key, standard_sort_key, CuratorClient, ErrorCode, LATCH_LOCK_NAME,
-    READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
-};
+use zk_curator::{inspect_lock, CuratorClient};
 
 use super::lock_command::{exit, EXIT_UNAVAILABLE};
 use super::Resolved;
-
-/// The lock name of `InterProcessMutex` nodes (Curator's `LOCK_NAME`).
-const MUTEX_LOCK_NAME: &str = "lock-";
 
 pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
     let client = match connection.connect(Duration::from_secs(15)).await {
@@ -48,92 +42,19 @@ pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
     }
 }
 
-/// Children of `path` sorted by sequence number (then name); none if it does not exist.
-async fn children(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
-    match client.get_children(path).await {
-        Ok(mut names) => {
-            names.sort_by(|a, b| (parse_sequence(a), a).cmp(&(parse_sequence(b), b)));
-            Ok(names)
-        }
-        Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(Vec::new()),
-        Err(e) => Err(format!("listing {path}: {e}")),
-    }
-}
-
-/// `names` in the recipe's order: by `key` (Curator's `fixForSorting`), Java's string order, stable.
-fn sorted_by(names: &[String], key: impl Fn(&String) -> String) -> Vec<String> {
-    let mut keyed: Vec<(String, &String)> = names.iter().map(|n| (key(n), n)).collect();
-    keyed.sort_by(|a, b| java_cmp(&a.0, &b.0));
-    keyed.into_iter().map(|(_, n)| n.clone()).collect()
-}
-
-async fn list(client: &CuratorClient, path: &str) -> Result<Vec<String>, String> {
-    let names = children(client, path).await?;
-    // (holder, path) in the order to print.
-    let mut nodes: Vec<(bool, String)> = Vec::new();
-    let child = |name: &str| format!("{path}/{name}");
-    let is_rw = |n: &String| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
-    if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
-        let (leases_path, locks_path) = (child(SEMAPHORE_LEASE_PARENT), child(SEMAPHORE_LOCK_PARENT));
-        let leases = children(client, &leases_path).await?;
-        let locks = children(client, &locks_path).await?;
-        let owner = |p: String| async move { client.exists(&p).await.ok().flatten().map(|s| s.ephemeral_owner) };
-        let pending = match (locks.first(), leases.iter().max_by_key(|n| parse_sequence(n))) {
-            (Some(first), Some(newest)) => {
-                let deciding = owner(format!("{locks_path}/{first}")).await;
-                let newest_owner = owner(format!("{leases_path}/{newest}")).await;
-                (deciding.is_some() && deciding == newest_owner).then(|| newest.clone())
-            }
-            _ => None,
-        };
-        for lease in &leases {
-            if Some(lease) != pending.as_ref() {
-                nodes.push((true, format!("{leases_path}/{lease}")));
-            }
-        }
-        nodes.extend(pending.map(|lease| (false, format!("{leases_path}/{lease}"))));
-        nodes.extend(locks.iter().map(|lock| (false, format!("{locks_path}/{lock}"))));
-    } else if names.iter().any(is_rw) {
-        // Every child is in the queue, sorted as the recipe sorts it (a foreign child that sorts
-        // first keeps writers out, as in Curator); only lock nodes are listed.
-        let key = |n: &String| read_write_sort_key(n).to_string();
-        let sorted = sorted_by(&names, key);
-        for (i, name) in sorted.iter().enumerate() {
-            if !is_rw(name) {
-                continue;
-            }
-            let holder = if name.contains(WRITE_LOCK_NAME) {
-                i == 0
-            } else {
-                // A reader holds unless a writer sorts strictly before it (a downgrading
-                // writer's read node carries the writer's own sequence number).
-                !sorted[..i].iter().any(|w| {
-                    w.contains(WRITE_LOCK_NAME) && java_cmp(read_write_sort_key(w), read_write_sort_key(name)).is_lt()
-                })
-            };
-            nodes.push((holder, child(name)));
-        }
-        // Holders first, in queue order.
-        nodes.sort_by_key(|(holder, _)| !*holder);
-    } else {
-        // As the recipe (and Curator): every child is a contender, the first in sort order holds
-        // (leads, for a latch).
-        let lock_name =
-            if names.iter().any(|n| n.contains(LATCH_LOCK_NAME)) { LATCH_LOCK_NAME } else { MUTEX_LOCK_NAME };
-        let sorted = sorted_by(&names, |n| standard_sort_key(n, lock_name).to_string());
-        for (i, name) in sorted.iter().enumerate() {
-            if name.contains(lock_name) {
-                nodes.push((i == 0, child(name)));
-            }
-        }
-    }
-    let mut lines = Vec::with_capacity(nodes.len());
-    for (holder, node) in nodes {
-        let data = match client.get_data(&node).await {
-            Ok((data, _)) => format!("{:?}", String::from_utf8_lossy(&data)),
+async fn list(client: &CuratorClient, path: &str) -> zk_curator::Result<Vec<String>> {
+    // The library recognises the kind and splits holders from waiters (`zk-curator inspect` uses
+    // the same code); the waiters' data is read here.
+    let Some(lock) = inspect_lock(client, path).await? else { return Ok(Vec::new()) };
+    let quoted = |data: &[u8]| format!("{:?}", String::from_utf8_lossy(data));
+    let mut lines: Vec<String> =
+        lock.holders.iter().map(|h| format!("HOLDER {}  data={}", h.node, quoted(&h.data))).collect();
+    for node in lock.pending.iter().chain(&lock.waiters) {
+        let data = match client.get_data(node).await {
+            Ok((data, _)) => quoted(&data),
             Err(_) => "<gone>".to_string(),
         };
-        lines.push(format!("{} {node}  data={data}", if holder { "HOLDER" } else { "WAITER" }));
+        lines.push(format!("WAITER {node}  data={data}"));
     }
     Ok(lines)
 }

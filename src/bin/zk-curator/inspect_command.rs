@@ -1,0 +1,213 @@
+//! `zk-curator inspect [ROOT] [--json] [--older-than SECS]`: every lock under ROOT, who holds it,
+//! since when, and how many wait (the library's `inspect_with`).
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use zk_curator::{inspect_with, InspectOptions, LockInfo};
+
+use super::lock_command::{exit, EXIT_UNAVAILABLE};
+use super::{parse_seconds, Resolved};
+
+/// The status when `--older-than` finds a hold (as a lock conflict's: "somebody else has it").
+const EXIT_OLD_HOLDS: u8 = 1;
+
+#[derive(Args, Debug)]
+pub(crate) struct InspectArgs {
+    /// Where to start (within --namespace); every lock below it is listed.
+    #[arg(default_value = "/", value_parser = parse_root)]
+    root: String,
+    /// A JSON array, one object per lock (schema in docs/cli.md).
+    #[arg(long)]
+    json: bool,
+    /// List only holds older than SECS, and exit 1 if there is any (a probe for stuck locks).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    older_than: Option<Duration>,
+    /// List at most N levels below ROOT.
+    #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_depth)]
+    max_depth: usize,
+    /// List (getChildren) at most N nodes; stop there, with a warning on stderr.
+    #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_listings, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_nodes: usize,
+}
+
+fn parse_root(text: &str) -> Result<String, String> {
+    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    Ok(text.to_string())
+}
+
+pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
+    let client = match connection.connect(Duration::from_secs(15)).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("zk-curator: {e}");
+            return exit(EXIT_UNAVAILABLE);
+        }
+    };
+    let options = InspectOptions::new().max_depth(args.max_depth).max_listings(args.max_nodes);
+    let found = inspect_with(&client, &args.root, &options).await;
+    client.close().await;
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("zk-curator: {e}");
+            return exit(EXIT_UNAVAILABLE);
+        }
+    };
+    if found.truncated {
+        eprintln!(
+            "zk-curator: stopped at --max-nodes {} / --max-depth {}: locks further down are not listed",
+            args.max_nodes, args.max_depth
+        );
+    }
+    for path in &found.unreadable {
+        eprintln!("zk-curator: not allowed to list {path}; skipped");
+    }
+    let mut locks = found.locks;
+    if let Some(limit) = args.older_than {
+        for lock in &mut locks {
+            lock.holders.retain(|h| h.held > limit);
+        }
+        locks.retain(|lock| !lock.holders.is_empty());
+    }
+    if args.json {
+        println!("{}", json(&locks));
+    } else {
+        print!("{}", table(&locks));
+    }
+    match args.older_than {
+        Some(_) if !locks.is_empty() => exit(EXIT_OLD_HOLDS),
+        _ => exit(0),
+    }
+}
+
+/// Seconds with one decimal, e.g. `12.3s`.
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// One line per holder (the first line of a lock carries its path, kind and waiters).
+fn table(locks: &[LockInfo]) -> String {
+    let header = ["PATH", "KIND", "HOLDER SESSION", "HELD", "DATA", "WAITERS", "OLDEST WAIT", "HOLDER NODE"];
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for lock in locks {
+        let waiters = lock.waiters.len().to_string();
+        let oldest = lock.oldest_wait.map(secs).unwrap_or_else(|| "-".into());
+        let kind = lock.kind.to_string();
+        if lock.holders.is_empty() {
+            rows.push([lock.path.clone(), kind, "-".into(), "-".into(), "-".into(), waiters, oldest, "-".into()]);
+            continue;
+        }
+        for (i, h) in lock.holders.iter().enumerate() {
+            let first = i == 0;
+            let node = h.node.rsplit('/').next().unwrap_or(&h.node).to_string();
+            rows.push([
+                if first { lock.path.clone() } else { String::new() },
+                if first { kind.clone() } else { String::new() },
+                h.session_hex(),
+                secs(h.held),
+                format!("{:?}", h.data_lossy()),
+                if first { waiters.clone() } else { String::new() },
+                if first { oldest.clone() } else { String::new() },
+                node,
+            ]);
+        }
+    }
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[&str]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&header);
+    for row in &rows {
+        line(&row.each_ref().map(String::as_str));
+    }
+    out
+}
+
+/// A JSON string literal (RFC 8259).
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_opt<T: ToString>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_else(|| "null".into())
+}
+
+/// The `--json` array (schema in docs/cli.md).
+fn json(locks: &[LockInfo]) -> String {
+    let objects: Vec<String> = locks
+        .iter()
+        .map(|lock| {
+            let holders: Vec<String> = lock
+                .holders
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{{\"node\":{},\"session\":{},\"created_ms\":{},\"held_ms\":{},\"data\":{}}}",
+                        json_string(&h.node),
+                        json_string(&h.session_hex()),
+                        h.created_ms,
+                        h.held.as_millis(),
+                        json_string(&h.data_lossy())
+                    )
+                })
+                .collect();
+            let waiting: Vec<String> = lock.waiters.iter().map(|w| json_string(w)).collect();
+            format!(
+                "{{\"path\":{},\"kind\":{},\"holders\":[{}],\"waiters\":{},\"oldest_wait_ms\":{},\"lease_limit\":{},\"pending\":{},\"waiting_nodes\":[{}]}}",
+                json_string(&lock.path),
+                json_string(lock.kind.as_str()),
+                holders.join(","),
+                lock.waiters.len(),
+                json_opt(lock.oldest_wait.map(|d| d.as_millis())),
+                json_opt(lock.lease_limit),
+                json_opt(lock.pending.as_deref().map(json_string)),
+                waiting.join(",")
+            )
+        })
+        .collect();
+    format!("[{}]", objects.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_string;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
+    }
+}

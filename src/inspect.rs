@@ -1,0 +1,616 @@
+//! Who holds which lock, for how long, and who waits: every lock under a path, recognised by its
+//! nodes, whoever made them (Curator or zk-curator).
+//!
+//! The recipes' layouts (docs/wire-protocol.md):
+//!
+//! * mutex (`InterProcessMutex`, `LeaderSelector`): children `[_c_<uuid>-]lock-<seq>`; the first in
+//!   sort order holds;
+//! * read-write lock: `__READ__<seq>` / `__WRIT__<seq>` children in one queue; a writer holds when
+//!   first, a reader when no writer sorts before it;
+//! * semaphore (`InterProcessSemaphoreV2`, `InterProcessSemaphoreMutex`): a `leases` child holding
+//!   the leases (`lease-<seq>`) and a `locks` child, the internal mutex acquirers queue on. The
+//!   first in that queue decides; if it has created its lease already (the newest lease, of the
+//!   same session) that lease is not granted yet;
+//! * leader latch: `latch-<seq>` children; the first leads.
+//!
+//! A lock node is a child whose name contains one of those lock names and ends in a sequence
+//! number (10 digits or more). Lock nodes are ephemeral, so they are never listed; every other
+//! child is a directory that is listed in turn.
+
+use std::cmp::Ordering;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::task::Poll;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::framework::client::CuratorClient;
+use crate::framework::node::Stat;
+use crate::framework::paths::validate_path;
+use crate::framework::protected::parse_sequence;
+use crate::locks::driver::{java_cmp, standard_sort_key};
+use crate::locks::leader_latch::LATCH_LOCK_NAME;
+use crate::locks::read_write::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use crate::locks::semaphore::{LEASE_NODE_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT};
+
+/// The lock name of `InterProcessMutex` (and `LeaderSelector`) nodes, Curator's `LOCK_NAME`.
+const MUTEX_LOCK_NAME: &str = "lock-";
+
+/// What a lock path is, as its nodes tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// `InterProcessMutex` — or a `LeaderSelector`, whose nodes are a mutex's.
+    Mutex,
+    /// `InterProcessReadWriteLock`.
+    ReadWrite,
+    /// `InterProcessSemaphoreV2`, or an `InterProcessSemaphoreMutex` (a semaphore with one lease,
+    /// on the same nodes).
+    Semaphore,
+    /// `LeaderLatch`: the holder is the leader.
+    Latch,
+}
+
+impl LockKind {
+    /// The kind's name as `zk-curator inspect` prints it: `mutex`, `read-write`, `semaphore`,
+    /// `latch`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::ReadWrite => "read-write",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Latch => "latch",
+        }
+    }
+}
+
+impl std::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One holder of a lock: a lease of a semaphore, a reader or the writer of a read-write lock, the
+/// leader of a latch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockHolder {
+    /// The holder's node, full path (within the client's namespace).
+    pub node: String,
+    /// The session that owns the node (its `ephemeralOwner`); see [`LockHolder::session_hex`].
+    pub session: i64,
+    /// The node's creation time (`ctime`), milliseconds since the epoch, by the server's clock.
+    pub created_ms: i64,
+    /// How long it has been held: the local clock now minus the node's creation time by the
+    /// server's clock (0 if that is negative), so as exact as the two clocks agree.
+    pub held: Duration,
+    /// The node's data: whatever the holder wrote (Curator: the client's IP address by default;
+    /// `zk-curator lock`/`hold`: `HOSTNAME:PID`; a leader latch: the participant id).
+    pub data: Vec<u8>,
+}
+
+impl LockHolder {
+    /// The session id as ZooKeeper's tools print it (`0x` and lowercase hex).
+    pub fn session_hex(&self) -> String {
+        format!("{:#x}", self.session)
+    }
+
+    /// The node data decoded as UTF-8, invalid sequences replaced.
+    pub fn data_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.data).into_owned()
+    }
+}
+
+/// One lock found by [`inspect`]: its holders and waiters at the time it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The lock path (within the client's namespace).
+    pub path: String,
+    /// What it is.
+    pub kind: LockKind,
+    /// The holders, in queue order. Empty when the holder's node went away while it was read (or,
+    /// rarely, when a foreign child sorts first and keeps everybody out, as in Curator).
+    pub holders: Vec<LockHolder>,
+    /// A semaphore's lease node that exists but is not granted yet: its owner holds the internal
+    /// lock and waits for a free lease (it is also counted in [`waiters`](LockInfo::waiters)).
+    pub pending: Option<String>,
+    /// The waiting nodes, full paths in queue order (for a semaphore, the nodes queued on its
+    /// internal lock `PATH/locks`, the first one being the acquirer that holds it).
+    pub waiters: Vec<String>,
+    /// How long the first waiter has waited (local clock minus its node's creation time); `None`
+    /// without waiters, or when its node went away while it was read.
+    pub oldest_wait: Option<Duration>,
+    /// How many may hold at once, where the nodes tell: 1 for a mutex and a latch; `None` for a
+    /// read-write lock (one writer or any number of readers) and for a semaphore, whose limit is
+    /// not stored with it (a fixed count lives in its users' code; a `SharedCount` at a path of its
+    /// users' choosing).
+    pub lease_limit: Option<u32>,
+}
+
+impl LockInfo {
+    /// The holder that has held the longest, if any.
+    pub fn longest_hold(&self) -> Option<&LockHolder> {
+        self.holders.iter().max_by_key(|h| h.held)
+    }
+}
+
+/// Limits of an [`inspect_with`] walk, so that a big tree costs a bounded number of requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InspectOptions {
+    /// How many levels below the root are listed (the root is level 0). Default 32.
+    pub max_depth: usize,
+    /// How many nodes are listed (`getChildren`) at most. Default 10 000. (A semaphore found by
+    /// the last listing still has its `leases` and `locks` listed: up to 2 more.)
+    pub max_listings: usize,
+}
+
+impl Default for InspectOptions {
+    fn default() -> Self {
+        InspectOptions { max_depth: 32, max_listings: 10_000 }
+    }
+}
+
+impl InspectOptions {
+    /// The default limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lists at most `depth` levels below the root.
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// Lists at most `listings` nodes.
+    pub fn max_listings(mut self, listings: usize) -> Self {
+        self.max_listings = listings;
+        self
+    }
+}
+
+/// What [`inspect_with`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The locks with at least one holder or waiter, by path.
+    pub locks: Vec<LockInfo>,
+    /// Whether a limit of [`InspectOptions`] stopped the walk: some nodes were not listed, so
+    /// locks below them are missing.
+    pub truncated: bool,
+    /// Paths that could not be listed for lack of permission (`NoAuth`); skipped.
+    pub unreadable: Vec<String>,
+    /// The requests sent.
+    pub requests: usize,
+}
+
+/// Every lock under `root` (itself included), with default [`InspectOptions`].
+///
+/// See [`inspect_with`].
+///
+/// # Errors
+///
+/// As [`inspect_with`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> zk_curator::Result<()> {
+/// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
+/// for lock in zk_curator::inspect(&client, "/locks").await?.locks {
+///     println!("{} {}: {} holder(s), {} waiting", lock.path, lock.kind, lock.holders.len(), lock.waiters.len());
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn inspect(client: &CuratorClient, root: &str) -> Result<Inspection> {
+    inspect_with(client, root, &InspectOptions::default()).await
+}
+
+/// Every lock under `root` (itself included), whoever made it: its kind, holders (node, session,
+/// since when, data) and waiters (how many, since when the first).
+///
+/// Cost: one `getChildren` per node listed — every node under `root` but lock nodes, which are
+/// ephemeral and have no children; a semaphore's `leases` and `locks` are two of them — plus, per
+/// lock, one `getData` per holder and one `exists` for the first waiter: a mutex with waiters costs
+/// three requests. `options` caps the depth and the number of listings (then
+/// [`Inspection::truncated`] says so). Up to 16 paths are read at a time, their requests
+/// pipelined on the client's session (a lock's holders are read together too).
+///
+/// The tree changes while it is read: a node that goes away before it is read is skipped (a
+/// holder that released, a waiter that gave up), never an error, and the holders and waiters of
+/// one lock are read at slightly different times.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] for a bad `root`; an option of 0 listings is
+/// [`Error::InvalidArgument`]; the server's or the connection's error if a request fails other
+/// than with `NoNode` (gone: skipped) or `NoAuth` (listed in [`Inspection::unreadable`]).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+///
+/// # Examples
+///
+/// ```no_run
+/// use zk_curator::{inspect_with, InspectOptions};
+///
+/// # async fn demo() -> zk_curator::Result<()> {
+/// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
+/// let found = inspect_with(&client, "/", &InspectOptions::new().max_listings(1000)).await?;
+/// for lock in &found.locks {
+///     if let Some(holder) = lock.longest_hold() {
+///         println!("{}: held {:?} by {}", lock.path, holder.held, holder.data_lossy());
+///     }
+/// }
+/// if found.truncated {
+///     eprintln!("stopped early: the tree is bigger than the limits");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectOptions) -> Result<Inspection> {
+    validate_path(root)?;
+    if options.max_listings == 0 {
+        return Err(Error::invalid_argument("max_listings", 0, "must be at least 1"));
+    }
+    let walk = Walk::new(client);
+    let mut locks = Vec::new();
+    let mut truncated = false;
+    let mut listings = 0usize;
+    // Depth-first, children in name order (pushed reversed), up to CONCURRENCY paths at a time.
+    let mut stack = vec![(root.to_string(), 0usize)];
+    while !stack.is_empty() {
+        if listings >= options.max_listings {
+            truncated = true;
+            break;
+        }
+        let take = stack.len().min(CONCURRENCY).min(options.max_listings - listings);
+        let batch = stack.split_off(stack.len() - take);
+        listings += take;
+        let visits = join_all(batch.iter().rev().map(|(dir, _)| walk.visit(dir)).collect()).await;
+        for ((_, depth), visit) in batch.iter().rev().zip(visits) {
+            let Visit { lock, subdirs, semaphore } = visit?;
+            listings += if semaphore { 2 } else { 0 };
+            locks.extend(lock);
+            if *depth >= options.max_depth {
+                truncated |= !subdirs.is_empty();
+                continue;
+            }
+            stack.extend(subdirs.into_iter().rev().map(|d| (d, depth + 1)));
+        }
+    }
+    locks.sort_by(|a: &LockInfo, b: &LockInfo| a.path.cmp(&b.path));
+    let (unreadable, requests) = walk.into_parts();
+    Ok(Inspection { locks, truncated, unreadable, requests })
+}
+
+/// The lock at `path` alone (`None` if it has neither holders nor waiters), e.g. for
+/// `zk-curator participants`. Costs as one lock of [`inspect_with`].
+///
+/// # Errors
+///
+/// As [`inspect_with`]; a `NoAuth` listing is the server's error here.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> zk_curator::Result<()> {
+/// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
+/// if let Some(lock) = zk_curator::inspect_lock(&client, "/locks/nightly-report").await? {
+///     println!("{} waiting", lock.waiters.len());
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<LockInfo>> {
+    validate_path(path)?;
+    let walk = Walk::new(client);
+    let names = match client.get_children(path).await {
+        Ok(names) => names,
+        Err(e) if e.code() == Some(ErrorCode::NoNode) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
+        walk.semaphore(path, &mut Vec::new()).await
+    } else {
+        walk.queue(path, &names).await
+    }
+}
+
+/// A child of a recipe: a lock name and a sequence number.
+fn is_lock_node(name: &str) -> bool {
+    parse_sequence(name).is_some()
+        && [MUTEX_LOCK_NAME, LATCH_LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME, LEASE_NODE_NAME]
+            .iter()
+            .any(|lock_name| name.contains(lock_name))
+}
+
+fn child(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// `names` in the recipe's order: by `key` (Curator's `fixForSorting`), Java's string order, stable.
+fn sorted_by(names: &[String], key: impl Fn(&str) -> &str) -> Vec<&String> {
+    let mut sorted: Vec<&String> = names.iter().collect();
+    sorted.sort_by(|a, b| java_cmp(key(a), key(b)));
+    sorted
+}
+
+fn since(ctime_ms: i64) -> Duration {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    Duration::from_millis(now.saturating_sub(ctime_ms).max(0) as u64)
+}
+
+/// How many paths [`inspect_with`] reads at a time (their requests are pipelined on the session).
+const CONCURRENCY: usize = 16;
+
+/// Polls `futures` together on the calling task; their outputs in the same order.
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// What one path holds: the lock found there, if any, and the paths to list next.
+struct Visit {
+    lock: Option<LockInfo>,
+    subdirs: Vec<String>,
+    /// Whether `leases` and `locks` were listed too (a semaphore).
+    semaphore: bool,
+}
+
+struct Walk<'a> {
+    client: &'a CuratorClient,
+    requests: AtomicUsize,
+    unreadable: parking_lot::Mutex<Vec<String>>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(client: &'a CuratorClient) -> Self {
+        Walk { client, requests: AtomicUsize::new(0), unreadable: parking_lot::Mutex::new(Vec::new()) }
+    }
+
+    fn into_parts(self) -> (Vec<String>, usize) {
+        (self.unreadable.into_inner(), self.requests.into_inner())
+    }
+
+    fn count(&self) {
+        self.requests.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    /// Lists `dir` and reads the lock there, if any.
+    async fn visit(&self, dir: &str) -> Result<Visit> {
+        let Some(mut names) = self.children(dir).await? else {
+            return Ok(Visit { lock: None, subdirs: Vec::new(), semaphore: false });
+        };
+        names.sort();
+        let is_semaphore = names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT);
+        let mut subdirs = Vec::new();
+        let mut lock_nodes = false;
+        for name in &names {
+            if is_lock_node(name) {
+                lock_nodes = true;
+            } else if !(is_semaphore && (name == SEMAPHORE_LEASE_PARENT || name == SEMAPHORE_LOCK_PARENT)) {
+                subdirs.push(child(dir, name));
+            }
+        }
+        let lock = if is_semaphore {
+            // `leases` and `locks` are listed as part of the semaphore; what else they hold (an
+            // application's own `leases` or `locks` directory) is walked as usual.
+            self.semaphore(dir, &mut subdirs).await?
+        } else if lock_nodes {
+            self.queue(dir, &names).await?
+        } else {
+            None
+        };
+        Ok(Visit { lock, subdirs, semaphore: is_semaphore })
+    }
+
+    /// `path`'s children; `None` if it is gone (or, recorded, unreadable).
+    async fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
+        self.count();
+        match self.client.get_children(path).await {
+            Ok(names) => Ok(Some(names)),
+            Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
+                tracing::debug!(path, "inspect: not allowed to list; skipped");
+                self.unreadable.lock().push(path.to_string());
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A holder from its node; `None` if the node is gone.
+    async fn holder(&self, node: String) -> Result<Option<LockHolder>> {
+        self.count();
+        match self.client.get_data(&node).await {
+            Ok((data, stat)) => Ok(Some(LockHolder {
+                node,
+                session: stat.ephemeral_owner,
+                created_ms: stat.ctime,
+                held: since(stat.ctime),
+                data,
+            })),
+            Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn stat(&self, node: &str) -> Result<Option<Stat>> {
+        self.count();
+        self.client.exists(node).await
+    }
+
+    /// The holders of `nodes`, read together, in the same order (gone ones left out).
+    async fn holders(&self, nodes: Vec<String>) -> Result<Vec<LockHolder>> {
+        let read = join_all(nodes.into_iter().map(|node| self.holder(node)).collect()).await;
+        let mut holders = Vec::with_capacity(read.len());
+        for holder in read {
+            holders.extend(holder?);
+        }
+        Ok(holders)
+    }
+
+    /// A mutex, latch or read-write lock whose children are `names`.
+    async fn queue(&self, path: &str, names: &[String]) -> Result<Option<LockInfo>> {
+        let is_rw = |n: &str| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
+        let (kind, holders, waiters): (LockKind, Vec<String>, Vec<String>) =
+            if names.iter().any(|n| is_rw(n) && is_lock_node(n)) {
+                // Every child is in the queue, sorted as the recipe sorts it (a foreign child that
+                // sorts first keeps writers out, as in Curator); only lock nodes are reported.
+                let sorted = sorted_by(names, read_write_sort_key);
+                let (mut holders, mut waiters) = (Vec::new(), Vec::new());
+                for (i, name) in sorted.iter().enumerate() {
+                    if !is_rw(name) || !is_lock_node(name) {
+                        continue;
+                    }
+                    let holds = if name.contains(WRITE_LOCK_NAME) {
+                        i == 0
+                    } else {
+                        // A reader holds unless a writer sorts strictly before it (a downgrading
+                        // writer's read node carries the writer's own sequence number).
+                        !sorted[..i].iter().any(|w| {
+                            w.contains(WRITE_LOCK_NAME)
+                                && java_cmp(read_write_sort_key(w), read_write_sort_key(name)) == Ordering::Less
+                        })
+                    };
+                    (if holds { &mut holders } else { &mut waiters }).push(child(path, name));
+                }
+                (LockKind::ReadWrite, holders, waiters)
+            } else {
+                // As the recipe (and Curator): every child is a contender, the first in sort order
+                // holds (leads, for a latch).
+                let (kind, lock_name) = if names.iter().any(|n| n.contains(LATCH_LOCK_NAME) && is_lock_node(n)) {
+                    (LockKind::Latch, LATCH_LOCK_NAME)
+                } else {
+                    (LockKind::Mutex, MUTEX_LOCK_NAME)
+                };
+                let sorted = sorted_by(names, |n| standard_sort_key(n, lock_name));
+                let (mut holders, mut waiters) = (Vec::new(), Vec::new());
+                for (i, name) in sorted.iter().enumerate() {
+                    if name.contains(lock_name) && is_lock_node(name) {
+                        (if i == 0 { &mut holders } else { &mut waiters }).push(child(path, name));
+                    }
+                }
+                (kind, holders, waiters)
+            };
+        if holders.is_empty() && waiters.is_empty() {
+            return Ok(None);
+        }
+        let oldest_wait = self.first_wait(&waiters).await?;
+        let holders = self.holders(holders).await?;
+        let lease_limit = match kind {
+            LockKind::Mutex | LockKind::Latch => Some(1),
+            _ => None,
+        };
+        Ok(Some(LockInfo { path: path.to_string(), kind, holders, pending: None, waiters, oldest_wait, lease_limit }))
+    }
+
+    async fn first_wait(&self, waiters: &[String]) -> Result<Option<Duration>> {
+        match waiters.first() {
+            Some(first) => Ok(self.stat(first).await?.map(|s| since(s.ctime))),
+            None => Ok(None),
+        }
+    }
+
+    /// The semaphore at `path`: leases under `path/leases`, acquirers queued on `path/locks`.
+    /// Children of those two that are not lock nodes go to `subdirs`.
+    async fn semaphore(&self, path: &str, subdirs: &mut Vec<String>) -> Result<Option<LockInfo>> {
+        let (leases_path, locks_path) = (child(path, SEMAPHORE_LEASE_PARENT), child(path, SEMAPHORE_LOCK_PARENT));
+        let mut leases = self.children(&leases_path).await?.unwrap_or_default();
+        leases.sort();
+        let locks = {
+            let mut locks = self.children(&locks_path).await?.unwrap_or_default();
+            locks.sort();
+            locks
+        };
+        for (parent, names) in [(&leases_path, &leases), (&locks_path, &locks)] {
+            subdirs.extend(names.iter().filter(|n| !is_lock_node(n)).map(|n| child(parent, n)));
+        }
+        leases.retain(|n| n.contains(LEASE_NODE_NAME) && is_lock_node(n));
+        leases.sort_by_key(|n| (parse_sequence(n), n.clone()));
+        let waiters: Vec<String> = sorted_by(&locks, |n| standard_sort_key(n, MUTEX_LOCK_NAME))
+            .into_iter()
+            .filter(|n| n.contains(MUTEX_LOCK_NAME) && is_lock_node(n))
+            .map(|n| child(&locks_path, n))
+            .collect();
+        if leases.is_empty() && waiters.is_empty() {
+            return Ok(None);
+        }
+        let deciding = match waiters.first() {
+            Some(first) => self.stat(first).await?,
+            None => None,
+        };
+        let mut holders = self.holders(leases.iter().map(|l| child(&leases_path, l)).collect()).await?;
+        // The first acquirer queued on the internal lock holds it; if the newest lease is of its
+        // session, it created that lease and waits for it to be granted.
+        let mut pending = None;
+        if let (Some(deciding), Some(newest)) = (&deciding, holders.last()) {
+            let newest_is_latest = leases.last().map(|l| child(&leases_path, l)) == Some(newest.node.clone());
+            if newest_is_latest && deciding.ephemeral_owner != 0 && deciding.ephemeral_owner == newest.session {
+                pending = holders.pop().map(|h| h.node);
+            }
+        }
+        Ok(Some(LockInfo {
+            path: path.to_string(),
+            kind: LockKind::Semaphore,
+            holders,
+            pending,
+            waiters,
+            oldest_wait: deciding.map(|s| since(s.ctime)),
+            lease_limit: None,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_nodes_are_recognised_by_name_and_sequence() {
+        assert!(is_lock_node("_c_6f1a4e0e-8a47-4ad8-9a39-0e1b1f2a3b4c-lock-0000000003"));
+        assert!(is_lock_node("lock-0000000003"));
+        assert!(is_lock_node("_c_6f1a4e0e-8a47-4ad8-9a39-0e1b1f2a3b4c-__READ__0000000003"));
+        assert!(is_lock_node("_c_6f1a4e0e-8a47-4ad8-9a39-0e1b1f2a3b4c-latch-0000000012"));
+        assert!(is_lock_node("_c_6f1a4e0e-8a47-4ad8-9a39-0e1b1f2a3b4c-lease-0000000012"));
+        assert!(!is_lock_node("locks"));
+        assert!(!is_lock_node("leases"));
+        assert!(!is_lock_node("my-lock-dir"));
+        assert!(!is_lock_node("job-0000000001"));
+        assert_eq!(child("/", "a"), "/a");
+        assert_eq!(child("/a", "b"), "/a/b");
+    }
+}
