@@ -69,6 +69,7 @@ pub mod blocking;
 mod error;
 mod framework;
 mod locks;
+mod metrics;
 pub mod raw;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
