@@ -72,7 +72,7 @@ pub struct Hold {
     state: watch::Sender<HoldState>,
     data: watch::Sender<Vec<u8>>,
     monitor_started: AtomicBool,
-    /// Hold time and loss metrics: ended when the state first becomes `Lost`, or on drop.
+    /// Hold time and loss metrics: ended when the hold is first seen `Lost`, or on drop.
     meter: HoldMeter,
 }
 
@@ -262,17 +262,18 @@ impl Hold {
 
     fn refresh(&self) -> HoldState {
         let now = self.hold_state();
-        let ended = self.state.send_if_modified(|s| {
+        if now == HoldState::Lost {
+            // Recorded (once) before anyone can see `Lost`.
+            self.meter.end(|| self.loss_cause());
+        }
+        self.state.send_if_modified(|s| {
             // Lost is final.
             if *s == now || *s == HoldState::Lost {
                 return false;
             }
             *s = now;
             true
-        }) && now == HoldState::Lost;
-        if ended {
-            self.meter.end(|| self.loss_cause());
-        }
+        });
         *self.state.borrow()
     }
 
