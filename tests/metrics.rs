@@ -363,9 +363,10 @@ async fn a_hold_whose_node_is_deleted_is_lost_by_node_deleted() {
     let operator = support::observer(&connect).await;
     operator.delete(held.node_path(), None).await.unwrap();
     tokio::time::timeout(WITHIN, held.lost()).await.expect("the hold is lost");
+    let lost = |cause| counter(LOST, &[("recipe", "mutex"), ("path", &path), ("cause", cause)]);
+    assert_eq!(lost("node_deleted"), 1, "counted as soon as the hold is seen lost");
     let _ = held.release().await;
 
-    let lost = |cause| counter(LOST, &[("recipe", "mutex"), ("path", &path), ("cause", cause)]);
     assert_eq!(lost("node_deleted"), 1);
     assert_eq!(lost("session_expired") + lost("session_given_up") + lost("client_closed"), 0);
     assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", &path)]), 1);
