@@ -142,16 +142,18 @@ pub(crate) struct LockLabels {
 }
 
 impl LockLabels {
-    /// The labels of a lock of `recipe` on `path` (as the caller gave it, without namespace).
+    /// The labels of a lock of `recipe` on `path` (as the caller gave it, without namespace). The
+    /// client's path label function only ever sees valid paths (the recipe's constructor fails on
+    /// the others).
     pub(crate) fn new(client: &CuratorClient, recipe: Recipe, path: &str) -> LockLabels {
         #[cfg(feature = "metrics")]
-        let labels = {
+        let labels = crate::framework::paths::validate_path(path).is_ok().then(|| {
             let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe.as_str())];
             if let Some(value) = client.metrics_path_label().value(path) {
                 labels.push(::metrics::Label::new("path", value));
             }
-            Some(Arc::from(labels))
-        };
+            Arc::from(labels)
+        });
         #[cfg(not(feature = "metrics"))]
         let _ = client;
         LockLabels {
