@@ -372,6 +372,27 @@ async fn a_hold_whose_node_is_deleted_is_lost_by_node_deleted() {
     assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", &path)]), 1);
 }
 
+/// Closing the client under a held lock ends the hold: lost, by `client_closed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_of_a_closed_client_is_lost_by_client_closed() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("metrics-closed");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+
+    let held = mutex.lock().await.unwrap();
+    let _watching = held.watch_state();
+    client.close().await;
+    tokio::time::timeout(WITHIN, held.lost()).await.expect("the hold is lost");
+    let lost = |cause| counter(LOST, &[("recipe", "mutex"), ("path", &path), ("cause", cause)]);
+    assert_eq!(lost("client_closed"), 1);
+    assert_eq!(lost("session_expired") + lost("session_given_up") + lost("node_deleted"), 0);
+    drop(held);
+    assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", &path)]), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_recipe_is_measured_under_its_own_name() {
     install();
