@@ -1,8 +1,9 @@
 //! The `metrics` feature against a real ZooKeeper: a recorder installed once for this test binary
 //! captures every value, and scripted scenarios check them exactly — acquire waits by outcome
-//! (acquired, timed out, cancelled, error), hold times, holds lost by cause (session expired, node
-//! deleted), the waiter gauge back at zero, connection state changes of an expiry, the label of each
-//! recipe, and the path label mapped or left out. Each test uses its own lock paths, so tests that
+//! (acquired, timed out, cancelled, error), hold times, holds lost by cause (session expired, given
+//! up while suspended, node deleted, client closed), the waiter gauge back at zero, the connection
+//! state changes of an expiry and of a partition, the label of each recipe, and the path label
+//! mapped or left out. Each test uses its own lock paths, so tests that
 //! share the recorder (one process under `cargo test`) do not see each other's series.
 #![cfg(feature = "metrics")]
 
