@@ -21,7 +21,12 @@
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
 //!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
-//! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`.
+//! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`;
+//! * metrics (feature `metrics`): acquire wait and hold time histograms, holds lost by cause,
+//!   waiters and connection state changes, labelled by recipe and lock path, on the
+//!   [`metrics`](https://docs.rs/metrics) facade for any exporter (Prometheus, StatsD, …); the path
+//!   label is set per client with `CuratorClientBuilder::metrics_path_label`. Names, labels and
+//!   units: docs/observability.md. Without the feature nothing of it is compiled.
 //!
 //! The `zk-curator` command (feature `cli`) runs a command under any of these locks
 //! (`zk-curator lock PATH -- COMMAND`), and lists or holds them.
@@ -72,6 +77,7 @@ mod error;
 mod framework;
 mod inspect;
 mod locks;
+mod metrics;
 pub mod raw;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

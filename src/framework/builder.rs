@@ -34,6 +34,8 @@ pub(crate) struct ClientConfig {
     pub acl_provider: Arc<dyn AclProvider>,
     pub use_containers: bool,
     pub max_close_wait: Duration,
+    #[cfg(feature = "metrics")]
+    pub metrics_path_label: crate::metrics::PathLabel,
 }
 
 /// One `authorization(scheme, auth)` of the builder. Its `Debug` shows the scheme only: the
@@ -88,6 +90,8 @@ pub struct CuratorClientBuilder {
     tls: Option<Tls>,
     #[cfg(feature = "sasl")]
     sasl: Option<Sasl>,
+    #[cfg(feature = "metrics")]
+    metrics_path_label: crate::metrics::PathLabel,
 }
 
 /// The TLS options of a client (their `Debug` shows no key material).
@@ -117,6 +121,8 @@ impl CuratorClientBuilder {
             tls: None,
             #[cfg(feature = "sasl")]
             sasl: None,
+            #[cfg(feature = "metrics")]
+            metrics_path_label: crate::metrics::PathLabel::AsIs,
         }
     }
 
@@ -239,6 +245,47 @@ impl CuratorClientBuilder {
         self
     }
 
+    /// Maps each lock path to the value of the `path` label of this client's metrics (feature
+    /// `metrics`; see docs/observability.md). Default: the lock path as is.
+    ///
+    /// Every distinct label value is a time series for the metrics backend to keep: lock paths
+    /// with a per-job or per-customer part (`/locks/jobs/7f3a…`) make the series grow without
+    /// bound. Map such paths to their template here, or leave the label out with
+    /// [`metrics_without_path_label`](Self::metrics_without_path_label).
+    ///
+    /// The function runs once per lock object (when the recipe is constructed: `new`), not per
+    /// acquire, with the path as given to the recipe (without the namespace). The last of this and
+    /// [`metrics_without_path_label`](Self::metrics_without_path_label) wins.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// // "/locks/jobs/7f3a" and "/locks/jobs/91c2" are both recorded as "/locks/jobs/{id}".
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181")
+    ///     .metrics_path_label(|path| match path.strip_prefix("/locks/jobs/") {
+    ///         Some(_) => "/locks/jobs/{id}".to_string(),
+    ///         None => path.to_string(),
+    ///     })
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_path_label(mut self, label: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        self.metrics_path_label = crate::metrics::PathLabel::Mapped(Arc::new(label));
+        self
+    }
+
+    /// Leaves the `path` label out of this client's metrics (feature `metrics`): series per
+    /// recipe only, whatever the number of lock paths. The last of this and
+    /// [`metrics_path_label`](Self::metrics_path_label) wins.
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_without_path_label(mut self) -> Self {
+        self.metrics_path_label = crate::metrics::PathLabel::Omitted;
+        self
+    }
+
     /// Connects the first session and starts the client.
     ///
     /// Must be called inside a tokio runtime; the client's background tasks run on it.
@@ -330,6 +377,8 @@ impl CuratorClientBuilder {
             acl_provider: self.acl_provider.unwrap_or_else(|| Arc::new(DefaultAclProvider)),
             use_containers: self.use_containers,
             max_close_wait: self.max_close_wait,
+            #[cfg(feature = "metrics")]
+            metrics_path_label: self.metrics_path_label,
         };
         let session = SessionConfig {
             connect_string: self.connect_string,

@@ -106,6 +106,7 @@ impl CuratorClient {
     }
 
     fn assemble(config: ClientConfig, sessions: Arc<Sessions>) -> CuratorClient {
+        crate::metrics::describe();
         let (deletes, worker) = DeleteQueue::new();
         let inner = Arc::new(Inner { config, sessions, deletes });
         let weak = Arc::downgrade(&inner);
@@ -334,6 +335,12 @@ impl CuratorClient {
     /// The connection status now.
     pub(crate) fn status_now(&self) -> Status {
         self.inner.sessions.status_now()
+    }
+
+    /// How this client's lock paths become the `path` label of its metrics.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics_path_label(&self) -> &crate::metrics::PathLabel {
+        &self.inner.config.metrics_path_label
     }
 
     pub(crate) fn connection_timeout(&self) -> Duration {

@@ -88,6 +88,12 @@ pub(crate) struct ExpiryBounds {
 }
 
 impl ExpiryBounds {
+    /// True when `session` is the last session given up (LOST) while suspended, rather than
+    /// ended by the server.
+    pub(crate) fn given_up(&self, session: SessionIdentity) -> bool {
+        self.given_up.is_some_and(|(s, _)| s == session)
+    }
+
     pub(crate) fn of(&self, session: SessionIdentity) -> Option<Instant> {
         [self.current, self.given_up].into_iter().flatten().find(|(s, _)| *s == session).map(|(_, at)| at)
     }
@@ -163,6 +169,8 @@ impl Sessions {
         };
         let watcher = zk.state_watcher();
         info!(connect = %config.connect_string, session = %zk.session_id(), "zk-curator client connected");
+        // The first state is set, not published: counted here like every published one.
+        crate::metrics::connection_state(state);
         let sessions = Self::new(config, Some(zk), session, state, true);
         let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher));
         *sessions.supervisor.lock() = Some(supervisor);
@@ -247,6 +255,7 @@ impl Sessions {
     /// Publishes `state` with the expiry bound changed by `bound` in the same status update.
     fn publish_with_bound(&self, state: ConnectionState, connected: bool, bound: impl FnOnce(&mut ExpiryBounds)) {
         info!(%state, "connection state");
+        crate::metrics::connection_state(state);
         let _publishing = self.publishing.lock();
         self.status.send_modify(|s| {
             s.state = state;

@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
 use crate::framework::session::Status;
+use crate::metrics::{HoldMeter, LossCause};
 use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
 
 /// Whether a hold is still good.
@@ -71,10 +72,18 @@ pub struct Hold {
     state: watch::Sender<HoldState>,
     data: watch::Sender<Vec<u8>>,
     monitor_started: AtomicBool,
+    /// Hold time and loss metrics: ended when the hold is first seen `Lost`, or on drop.
+    meter: HoldMeter,
 }
 
 impl Hold {
-    pub(crate) fn new(client: &CuratorClient, node: CreatedNode, fixed: String, data: &[u8]) -> Arc<Hold> {
+    pub(crate) fn new(
+        client: &CuratorClient,
+        node: CreatedNode,
+        fixed: String,
+        data: &[u8],
+        meter: HoldMeter,
+    ) -> Arc<Hold> {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(data.to_vec());
         Arc::new(Hold {
@@ -86,6 +95,7 @@ impl Hold {
             state,
             data,
             monitor_started: AtomicBool::new(false),
+            meter,
         })
     }
 
@@ -252,6 +262,10 @@ impl Hold {
 
     fn refresh(&self) -> HoldState {
         let now = self.hold_state();
+        if now == HoldState::Lost {
+            // Recorded (once) before anyone can see `Lost`.
+            self.meter.end(|| self.loss_cause());
+        }
         self.state.send_if_modified(|s| {
             // Lost is final.
             if *s == now || *s == HoldState::Lost {
@@ -261,6 +275,25 @@ impl Hold {
             true
         });
         *self.state.borrow()
+    }
+
+    /// Why the hold ended, as far as the client knows now: `None` for a release. The session's end
+    /// comes first: a hold released after its session ended was lost before.
+    fn loss_cause(&self) -> Option<LossCause> {
+        let status = self.client.status_now();
+        if status.closed {
+            Some(LossCause::ClientClosed)
+        } else if status.has_ended(self.node.session) {
+            Some(if status.expiry_bounds.given_up(self.node.session) {
+                LossCause::SessionGivenUp
+            } else {
+                LossCause::SessionExpired
+            })
+        } else if self.node_deleted.load(Ordering::SeqCst) {
+            Some(LossCause::NodeDeleted)
+        } else {
+            None
+        }
     }
 
     fn start_monitor(self: &Arc<Self>) {
@@ -359,6 +392,14 @@ impl Hold {
             Err(zk::CheckWriteError::OperationFailed { index, source }) => Err(write.failed_at(index, &source)),
             Err(zk::CheckWriteError::RequestFailed { source }) => Err(Error::zk(&self.node.path, source)),
         }
+    }
+}
+
+impl Drop for Hold {
+    /// A hold whose end was never seen (e.g. its session expired while nobody watched it, and it
+    /// was never released) still ends its metrics, with what is known now.
+    fn drop(&mut self) {
+        self.meter.end(|| self.loss_cause());
     }
 }
 

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::{debug, Instrument};
+use tracing::debug;
 use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub(crate) use crate::framework::deadline_after;
 use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
 use crate::framework::paths;
+use crate::metrics::{measure_acquire, LockLabels};
 use crate::{CuratorClient, SessionIdentity};
 
 /// After its deadline, how long a failed or timed-out acquire still waits for the delete of its
@@ -66,6 +67,8 @@ pub struct LockInternals<D: LockDriver> {
     base: String,
     fixed_base: String,
     driver: D,
+    /// The recipe and lock path for the spans and the metrics.
+    labels: LockLabels,
     /// A watch, so that waiters look again when it changes (a semaphore's shared count).
     max_leases: tokio::sync::watch::Sender<usize>,
 }
@@ -143,11 +146,18 @@ enum Grant {
 }
 
 impl<D: LockDriver> LockInternals<D> {
-    /// An engine for locks under `base` (validated), granting `max_leases` holders at once.
+    /// An engine for locks under `base` (validated), granting `max_leases` holders at once,
+    /// traced and measured with `labels`.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad `base`; [`Error::InvalidArgument`] for zero leases or a bad lock name.
-    pub(crate) fn new(client: &CuratorClient, base: &str, driver: D, max_leases: usize) -> Result<Self> {
+    pub(crate) fn new(
+        client: &CuratorClient,
+        base: &str,
+        driver: D,
+        max_leases: usize,
+        labels: LockLabels,
+    ) -> Result<Self> {
         paths::validate_path(base)?;
         if base == "/" {
             return Err(Error::InvalidPath { path: base.to_string(), reason: "a lock cannot live at the root" });
@@ -161,6 +171,7 @@ impl<D: LockDriver> LockInternals<D> {
             fixed_base: client.fix_path(base),
             base: base.to_string(),
             driver,
+            labels,
             max_leases: tokio::sync::watch::Sender::new(max_leases),
         })
     }
@@ -173,6 +184,11 @@ impl<D: LockDriver> LockInternals<D> {
     /// The client.
     pub fn client(&self) -> &CuratorClient {
         &self.client
+    }
+
+    /// The recipe and lock path of the spans and metrics.
+    pub(crate) fn labels(&self) -> &LockLabels {
+        &self.labels
     }
 
     /// How many contenders may hold at once.
@@ -224,20 +240,18 @@ impl<D: LockDriver> LockInternals<D> {
     /// Cancel safe: a dropped call's node (created, or with its create in flight) is deleted in the
     /// background.
     pub(crate) async fn attempt_lock(&self, wait: Wait, data: &[u8], basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
-        let start = Instant::now();
-        let span = tracing::debug_span!("acquire", path = %self.base, lock = self.driver.lock_name());
-        let result = self.attempt_lock_inner(wait, data, basis).instrument(span.clone()).await;
-        let _enter = span.enter();
-        let waited_us = start.elapsed().as_micros() as u64;
-        match &result {
-            Ok(Some(hold)) => debug!(node = %hold.path(), waited_us, "acquired"),
-            Ok(None) => debug!(waited_us, "not acquired"),
-            Err(e) => debug!(%e, waited_us, "acquire failed"),
-        }
-        result
+        let attempt = self.attempt_lock_unmeasured(wait, data, basis);
+        measure_acquire(&self.labels, self.driver.lock_name(), |hold: &Arc<Hold>| hold.path(), attempt).await
     }
 
-    async fn attempt_lock_inner(&self, wait: Wait, data: &[u8], basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
+    /// [`attempt_lock`](Self::attempt_lock) without its span and metrics, for a recipe that
+    /// measures a larger acquire around it (a semaphore's lease, taken under its internal mutex).
+    pub(crate) async fn attempt_lock_unmeasured(
+        &self,
+        wait: Wait,
+        data: &[u8],
+        basis: Basis<'_>,
+    ) -> Result<Option<Arc<Hold>>> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.base.clone() });
         }
@@ -339,7 +353,8 @@ impl<D: LockDriver> LockInternals<D> {
                         }
                         Grant::Held => {
                             cleanup.disarm();
-                            return Ok(Some(Hold::new(&self.client, node, fixed_node, data)));
+                            let meter = self.labels.hold_meter();
+                            return Ok(Some(Hold::new(&self.client, node, fixed_node, data, meter)));
                         }
                         Grant::SessionChanged => break Ok(WaitOutcome::SessionChanged),
                         Grant::DeadlinePassed => break Ok(WaitOutcome::DeadlinePassed),

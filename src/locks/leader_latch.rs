@@ -92,7 +92,8 @@ impl LeaderLatch {
         let id = id.into();
         check_id(&id)?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
-        let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()))?;
+        let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Latch, path);
+        let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()), labels)?;
         let inner = Inner {
             mutex,
             id,

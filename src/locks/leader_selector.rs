@@ -131,7 +131,8 @@ impl LeaderSelector {
         let id = id.into();
         check_id(&id)?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
-        let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data)?;
+        let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Selector, path);
+        let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data, labels)?;
         let work: Box<Work> = Box::new(move |leadership| Box::pin(work(leadership)));
         let inner = Inner {
             mutex,

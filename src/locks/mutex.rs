@@ -12,6 +12,7 @@ use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{deadline_after, Basis, LockInternals, Wait};
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
 use crate::error::{Error, Result};
+use crate::metrics::{LockLabels, Recipe};
 use crate::CuratorClient;
 
 /// A mutex shared across processes, wire-compatible with Curator's `InterProcessMutex` (nodes
@@ -89,7 +90,8 @@ impl InterProcessMutex {
     /// # Errors
     /// As [`new`](Self::new).
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        Self::build(client, path, StandardLockDriver::default(), Some(data.into()))
+        let labels = LockLabels::new(client, Recipe::Mutex, path);
+        Self::build(client, path, StandardLockDriver::default(), Some(data.into()), labels)
     }
 }
 
@@ -99,11 +101,18 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Errors
     /// [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad path or lock name.
     pub fn with_driver(client: &CuratorClient, path: &str, driver: D) -> Result<Self> {
-        Self::build(client, path, driver, None)
+        Self::build(client, path, driver, None, LockLabels::new(client, Recipe::Mutex, path))
     }
 
-    pub(crate) fn build(client: &CuratorClient, path: &str, driver: D, data: Option<Vec<u8>>) -> Result<Self> {
-        let internals = LockInternals::new(client, path, driver, 1)?;
+    /// A mutex traced and measured as `labels` say (the recipe it belongs to).
+    pub(crate) fn build(
+        client: &CuratorClient,
+        path: &str,
+        driver: D,
+        data: Option<Vec<u8>>,
+        labels: LockLabels,
+    ) -> Result<Self> {
+        let internals = LockInternals::new(client, path, driver, 1, labels)?;
         let shared = Shared {
             internals,
             holders: ReentrancyMap::default(),
@@ -286,7 +295,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 Err(Error::NotOwner { path: self.path().to_string(), reason: "the caller does not hold this lock" })
             }
             Some(Released::StillHeld(_)) => Ok(()),
-            Some(Released::Last(hold)) => release_hold(&hold).await,
+            Some(Released::Last(hold)) => release_hold(&hold, self.shared.internals.labels()).await,
         }
     }
 
@@ -511,9 +520,11 @@ impl Drop for Turn<'_> {
     }
 }
 
-async fn release_hold(hold: &Hold) -> Result<()> {
+/// Releases `hold` in a `release` span with the fields of the `acquire` span (`recipe`, `path`).
+async fn release_hold(hold: &Hold, labels: &LockLabels) -> Result<()> {
     let start = std::time::Instant::now();
-    let span = tracing::debug_span!("release", node = %hold.path());
+    let span =
+        tracing::debug_span!("release", recipe = labels.recipe().as_str(), path = %labels.path(), node = %hold.path());
     let result = hold.release().instrument(span.clone()).await;
     debug!(parent: &span, took_us = start.elapsed().as_micros() as u64, ok = result.is_ok(), "released");
     result
@@ -651,7 +662,7 @@ impl<D: LockDriver> MutexGuard<D> {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.mutex.shared.guards.fetch_sub(1, Ordering::SeqCst);
-        release_hold(&self.hold).await
+        release_hold(&self.hold, self.mutex.shared.internals.labels()).await
     }
 }
 

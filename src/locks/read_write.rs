@@ -19,6 +19,7 @@ use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::{InterProcessMutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::framework::paths;
+use crate::metrics::{LockLabels, Recipe};
 use crate::CuratorClient;
 
 /// Curator's read lock name.
@@ -175,8 +176,9 @@ impl InterProcessReadWriteLock {
     }
 
     fn build(client: &CuratorClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
-        let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone())?;
-        let read = InterProcessMutex::build(client, path, ReadLockDriver, data)?;
+        let labels = |recipe| LockLabels::new(client, recipe, path);
+        let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone(), labels(Recipe::Write))?;
+        let read = InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?;
         Ok(Self {
             read: ReadLock { mutex: read.clone(), write: write.clone() },
             write: WriteLock { mutex: write, read },

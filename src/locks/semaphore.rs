@@ -21,6 +21,7 @@ use super::internals::{Basis, LockInternals, Wait, CLEANUP_SLACK};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
+use crate::metrics::{measure_acquire, LockLabels, Recipe};
 use crate::{CuratorClient, OpResult};
 
 /// Curator's lease node name.
@@ -96,7 +97,7 @@ impl InterProcessSemaphoreV2 {
     /// # Errors
     /// [`Error::InvalidPath`] naming `path`; [`Error::InvalidArgument`] for zero leases.
     pub fn new(client: &CuratorClient, path: &str, max_leases: usize) -> Result<Self> {
-        Self::build(client, path, max_leases, None)
+        Self::build(client, path, max_leases, None, Recipe::Semaphore)
     }
 
     /// Like [`new`](Self::new), writing `data` into every lease node (Curator's node data).
@@ -104,16 +105,29 @@ impl InterProcessSemaphoreV2 {
     /// # Errors
     /// As [`new`](Self::new).
     pub fn with_data(client: &CuratorClient, path: &str, max_leases: usize, data: impl Into<Vec<u8>>) -> Result<Self> {
-        Self::build(client, path, max_leases, Some(data.into()))
+        Self::build(client, path, max_leases, Some(data.into()), Recipe::Semaphore)
     }
 
-    fn build(client: &CuratorClient, path: &str, max_leases: usize, data: Option<Vec<u8>>) -> Result<Self> {
+    /// A semaphore measured as `recipe` (a semaphore mutex is one).
+    fn build(
+        client: &CuratorClient,
+        path: &str,
+        max_leases: usize,
+        data: Option<Vec<u8>>,
+        recipe: Recipe,
+    ) -> Result<Self> {
         paths::validate_path(path)?;
         if max_leases == 0 {
             return Err(Error::invalid_argument("max_leases", 0, "must be at least 1"));
         }
-        let lock = InterProcessMutex::new(client, &paths::join(path, SEMAPHORE_LOCK_PARENT))?;
-        let leases = LockInternals::new(client, &paths::join(path, SEMAPHORE_LEASE_PARENT), LeaseDriver, max_leases)?;
+        // An acquire is measured as a whole (the internal mutex and the lease, see `acquire_one`),
+        // and its hold is the lease: the internal mutex is traced only.
+        let lock_path = paths::join(path, SEMAPHORE_LOCK_PARENT);
+        let driver = super::driver::StandardLockDriver::default();
+        let lock = InterProcessMutex::build(client, &lock_path, driver, None, LockLabels::internal(recipe, path))?;
+        let labels = LockLabels::new(client, recipe, path);
+        let lease_path = paths::join(path, SEMAPHORE_LEASE_PARENT);
+        let leases = LockInternals::new(client, &lease_path, LeaseDriver, max_leases, labels)?;
         Ok(Self { shared: Arc::new(Shared { path: path.to_string(), lock, leases, data }) })
     }
 
@@ -147,7 +161,7 @@ impl InterProcessSemaphoreV2 {
             return Err(Error::invalid_argument("seed", seed, "must be at least 1"));
         }
         // Every argument is checked before anything is written.
-        let semaphore = Self::build(client, path, 1, None)?;
+        let semaphore = Self::build(client, path, 1, None, Recipe::Semaphore)?;
         let count = SharedCount::new(client, count_path, seed).await?;
         // One read sets the maximum and arms the watch the follower starts from.
         let (value, watcher) = count.get_and_watch().await?;
@@ -287,7 +301,15 @@ impl InterProcessSemaphoreV2 {
         Ok(Some(leases))
     }
 
+    /// One lease, measured as one acquire of the semaphore (the wait for the internal mutex
+    /// included).
     async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
+        let leases = &self.shared.leases;
+        let attempt = self.acquire_one_unmeasured(wait);
+        measure_acquire(leases.labels(), LEASE_NODE_NAME, |lease: &Lease| lease.node_path(), attempt).await
+    }
+
+    async fn acquire_one_unmeasured(&self, wait: Wait) -> Result<Option<Lease>> {
         let data = self.shared.data.as_deref().unwrap_or(self.shared.leases.client().default_data());
         let mut restarts = self.shared.leases.client().retrying(&self.shared.path, wait.deadline());
         loop {
@@ -300,7 +322,7 @@ impl InterProcessSemaphoreV2 {
             // The lease stands on the internal mutex: it is created on the mutex's session and
             // granted only while the mutex is held. A lease counted under a turn that died with
             // its session would count against the limit next to the new turn holder's lease.
-            let lease = self.shared.leases.attempt_lock(wait, data, Basis::Elsewhere(turn.hold())).await;
+            let lease = self.shared.leases.attempt_lock_unmeasured(wait, data, Basis::Elsewhere(turn.hold())).await;
             let turn_node = turn.node_path().to_string();
             // The next acquirer's turn starts when the server deletes our mutex node; the caller
             // need not wait for that round trip (the delete is guaranteed, in the background).
@@ -571,7 +593,8 @@ impl InterProcessSemaphoreMutex {
     /// # Errors
     /// [`Error::InvalidPath`] naming `path`.
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        Ok(Self { semaphore: InterProcessSemaphoreV2::new(client, path, 1)?, lease: Default::default() })
+        let semaphore = InterProcessSemaphoreV2::build(client, path, 1, None, Recipe::SemaphoreMutex)?;
+        Ok(Self { semaphore, lease: Default::default() })
     }
 
     /// The path.

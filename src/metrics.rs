@@ -1,0 +1,408 @@
+//! Metrics on the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`); see
+//! docs/observability.md for the names, types, labels and units.
+//!
+//! The recipes call the same functions with or without the feature: without it every type here is
+//! empty (or holds only what `tracing` uses anyway) and every function is an inline no-op, so no
+//! metrics code and no `metrics` dependency is compiled.
+//!
+//! Where the library records:
+//! * acquires: [`measure_acquire`] around [`LockInternals::attempt_lock`](crate::locks::internals)
+//!   (every recipe but the semaphore) and around a semaphore's whole lease acquire (its internal
+//!   mutex and its lease, one sample per lease);
+//! * holds: [`HoldMeter`], owned by each [`Hold`](crate::Hold), ended once when the hold becomes
+//!   `Lost` (released or lost) or is dropped;
+//! * connection states: [`connection_state`], where the session supervisor publishes them.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, Instrument};
+
+use crate::error::Result;
+use crate::{ConnectionState, CuratorClient};
+
+/// `zk_curator_acquire_wait_seconds`: histogram of the time an acquire waited, by `outcome`.
+#[cfg(feature = "metrics")]
+const ACQUIRE_WAIT_SECONDS: &str = "zk_curator_acquire_wait_seconds";
+/// `zk_curator_hold_seconds`: histogram of how long holds lasted, recorded when a hold ends.
+#[cfg(feature = "metrics")]
+const HOLD_SECONDS: &str = "zk_curator_hold_seconds";
+/// `zk_curator_holds_lost_total`: counter of holds lost (not released), by `cause`.
+#[cfg(feature = "metrics")]
+const HOLDS_LOST_TOTAL: &str = "zk_curator_holds_lost_total";
+/// `zk_curator_waiters`: gauge of the acquires waiting in this process.
+#[cfg(feature = "metrics")]
+const WAITERS: &str = "zk_curator_waiters";
+/// `zk_curator_connection_state_changes_total`: counter of connection state changes, by `state`.
+#[cfg(feature = "metrics")]
+const CONNECTION_STATE_CHANGES_TOTAL: &str = "zk_curator_connection_state_changes_total";
+
+/// The recipe a lock belongs to: the `recipe` label of the metrics and field of the spans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recipe {
+    /// [`InterProcessMutex`](crate::InterProcessMutex) (any driver given to `with_driver`, and the
+    /// locks of an [`InterProcessMultiLock`](crate::InterProcessMultiLock) made from paths).
+    Mutex,
+    /// The read half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+    Read,
+    /// The write half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+    Write,
+    /// [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2).
+    Semaphore,
+    /// [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex).
+    SemaphoreMutex,
+    /// [`LeaderLatch`](crate::LeaderLatch).
+    Latch,
+    /// [`LeaderSelector`](crate::LeaderSelector).
+    Selector,
+}
+
+impl Recipe {
+    /// The label value.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Recipe::Mutex => "mutex",
+            Recipe::Read => "read",
+            Recipe::Write => "write",
+            Recipe::Semaphore => "semaphore",
+            Recipe::SemaphoreMutex => "semaphore_mutex",
+            Recipe::Latch => "latch",
+            Recipe::Selector => "selector",
+        }
+    }
+}
+
+/// How an acquire ended: the `outcome` label and span field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Acquired,
+    /// Not acquired within the wait (a timeout, or a one-attempt try that found the lock taken).
+    TimedOut,
+    /// The acquire future was dropped before it ended.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    Cancelled,
+    Error,
+}
+
+impl Outcome {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Acquired => "acquired",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Error => "error",
+        }
+    }
+
+    fn of<T>(result: &Result<Option<T>>) -> Outcome {
+        match result {
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) => Outcome::TimedOut,
+            Err(_) => Outcome::Error,
+        }
+    }
+}
+
+/// Why a hold was lost: the `cause` label of `zk_curator_holds_lost_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LossCause {
+    /// The server ended the hold's session (expired it).
+    SessionExpired,
+    /// The client gave the session up while suspended (LOST before the server could expire it).
+    SessionGivenUp,
+    /// Someone deleted the hold's node.
+    NodeDeleted,
+    /// The client was closed while the hold was held.
+    ClientClosed,
+}
+
+impl LossCause {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            LossCause::SessionExpired => "session_expired",
+            LossCause::SessionGivenUp => "session_given_up",
+            LossCause::NodeDeleted => "node_deleted",
+            LossCause::ClientClosed => "client_closed",
+        }
+    }
+}
+
+/// The labels of one lock, made once when the lock is constructed: its recipe, its path (for the
+/// spans), and with the feature the label set itself (the `path` label through the client's
+/// [`PathLabel`]). `record` false: an internal lock (a semaphore's turn mutex), traced but never
+/// recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct LockLabels {
+    recipe: Recipe,
+    path: Arc<str>,
+    #[cfg(feature = "metrics")]
+    labels: Option<Arc<[::metrics::Label]>>,
+}
+
+impl LockLabels {
+    /// The labels of a lock of `recipe` on `path` (as the caller gave it, without namespace). The
+    /// client's path label function only ever sees valid paths (the recipe's constructor fails on
+    /// the others).
+    pub(crate) fn new(client: &CuratorClient, recipe: Recipe, path: &str) -> LockLabels {
+        #[cfg(feature = "metrics")]
+        let labels = crate::framework::paths::validate_path(path).is_ok().then(|| {
+            let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe.as_str())];
+            if let Some(value) = client.metrics_path_label().value(path) {
+                labels.push(::metrics::Label::new("path", value));
+            }
+            Arc::from(labels)
+        });
+        #[cfg(not(feature = "metrics"))]
+        let _ = client;
+        LockLabels {
+            recipe,
+            path: Arc::from(path),
+            #[cfg(feature = "metrics")]
+            labels,
+        }
+    }
+
+    /// Like [`new`](Self::new), for a lock that is part of another recipe's acquire (which is
+    /// measured as a whole): traced under `recipe` and `path`, never recorded.
+    pub(crate) fn internal(recipe: Recipe, path: &str) -> LockLabels {
+        LockLabels {
+            recipe,
+            path: Arc::from(path),
+            #[cfg(feature = "metrics")]
+            labels: None,
+        }
+    }
+
+    pub(crate) fn recipe(&self) -> Recipe {
+        self.recipe
+    }
+
+    /// The lock path the spans name (the user's path, also for a semaphore's inner nodes).
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The meter of a hold granted now.
+    #[inline]
+    pub(crate) fn hold_meter(&self) -> HoldMeter {
+        HoldMeter {
+            #[cfg(feature = "metrics")]
+            recorded: self
+                .labels
+                .clone()
+                .map(|labels| (labels, Instant::now(), std::sync::atomic::AtomicBool::new(false))),
+        }
+    }
+}
+
+/// Runs one acquire, `attempt`, in an `acquire` span (fields `recipe`, `path`, `lock`) and
+/// measures it: the waiter gauge is up while it runs, and its wait time is recorded with its
+/// outcome when it ends — `cancelled` when the future is dropped first (a drop guard, so this is
+/// cancel safe). The end is logged at debug level with `outcome` and `wait_seconds`.
+pub(crate) async fn measure_acquire<T>(
+    labels: &LockLabels,
+    lock: &str,
+    node: impl Fn(&T) -> &str,
+    attempt: impl Future<Output = Result<Option<T>>>,
+) -> Result<Option<T>> {
+    let span = tracing::debug_span!("acquire", recipe = labels.recipe.as_str(), path = %labels.path, lock);
+    let timer = AcquireTimer::start(labels);
+    let result = attempt.instrument(span.clone()).await;
+    let outcome = Outcome::of(&result);
+    let wait_seconds = timer.finish(outcome).as_secs_f64();
+    let _enter = span.enter();
+    let outcome = outcome.as_str();
+    match &result {
+        Ok(Some(acquired)) => debug!(outcome, wait_seconds, node = %node(acquired), "acquired"),
+        Ok(None) => debug!(outcome, wait_seconds, "not acquired"),
+        Err(e) => debug!(outcome, wait_seconds, %e, "acquire failed"),
+    }
+    result
+}
+
+/// One acquire in flight: the waiter gauge is up from [`start`](Self::start) to its drop; the
+/// wait is recorded once, by [`finish`](Self::finish) or as `cancelled` by the drop.
+struct AcquireTimer {
+    start: Instant,
+    #[cfg(feature = "metrics")]
+    labels: Option<Arc<[::metrics::Label]>>,
+    #[cfg(feature = "metrics")]
+    finished: bool,
+}
+
+impl AcquireTimer {
+    #[inline]
+    fn start(labels: &LockLabels) -> AcquireTimer {
+        #[cfg(not(feature = "metrics"))]
+        let _ = labels;
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = &labels.labels {
+            ::metrics::gauge!(WAITERS, labels.iter()).increment(1.0);
+        }
+        AcquireTimer {
+            start: Instant::now(),
+            #[cfg(feature = "metrics")]
+            labels: labels.labels.clone(),
+            #[cfg(feature = "metrics")]
+            finished: false,
+        }
+    }
+
+    /// Records the wait with `outcome`; returns how long it was.
+    #[inline]
+    fn finish(mut self, outcome: Outcome) -> Duration {
+        let waited = self.start.elapsed();
+        self.record(outcome, waited);
+        waited
+    }
+
+    #[cfg(feature = "metrics")]
+    fn record(&mut self, outcome: Outcome, waited: Duration) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        if let Some(labels) = &self.labels {
+            let mut with_outcome = Vec::with_capacity(labels.len() + 1);
+            with_outcome.extend(labels.iter().cloned());
+            with_outcome.push(::metrics::Label::from_static_parts("outcome", outcome.as_str()));
+            ::metrics::histogram!(ACQUIRE_WAIT_SECONDS, with_outcome).record(waited.as_secs_f64());
+        }
+    }
+
+    #[cfg(not(feature = "metrics"))]
+    #[inline(always)]
+    fn record(&mut self, _: Outcome, _: Duration) {}
+}
+
+#[cfg(feature = "metrics")]
+impl Drop for AcquireTimer {
+    fn drop(&mut self) {
+        let waited = self.start.elapsed();
+        self.record(Outcome::Cancelled, waited);
+        if let Some(labels) = &self.labels {
+            ::metrics::gauge!(WAITERS, labels.iter()).decrement(1.0);
+        }
+    }
+}
+
+/// The metrics of one hold: its labels and when it was granted. Ended once, by [`end`](Self::end)
+/// — which records the hold time, and counts a loss when the hold did not end by its release.
+/// Empty without the feature.
+#[derive(Debug)]
+pub(crate) struct HoldMeter {
+    #[cfg(feature = "metrics")]
+    recorded: Option<(Arc<[::metrics::Label]>, Instant, std::sync::atomic::AtomicBool)>,
+}
+
+impl HoldMeter {
+    /// Ends the hold (once; later calls do nothing). `cause` tells why, `None` for a release; it
+    /// is only asked for with the feature.
+    #[inline]
+    pub(crate) fn end(&self, cause: impl FnOnce() -> Option<LossCause>) {
+        #[cfg(feature = "metrics")]
+        if let Some((labels, since, ended)) = &self.recorded {
+            if ended.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            ::metrics::histogram!(HOLD_SECONDS, labels.iter()).record(since.elapsed().as_secs_f64());
+            if let Some(cause) = cause() {
+                let mut with_cause = Vec::with_capacity(labels.len() + 1);
+                with_cause.extend(labels.iter().cloned());
+                with_cause.push(::metrics::Label::from_static_parts("cause", cause.as_str()));
+                ::metrics::counter!(HOLDS_LOST_TOTAL, with_cause).increment(1);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = cause;
+    }
+}
+
+/// Counts a published connection state.
+#[inline]
+pub(crate) fn connection_state(state: ConnectionState) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(CONNECTION_STATE_CHANGES_TOTAL, "state" => state_label(state)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = state;
+}
+
+#[cfg(feature = "metrics")]
+fn state_label(state: ConnectionState) -> &'static str {
+    match state {
+        ConnectionState::Latent => "LATENT",
+        ConnectionState::Connected => "CONNECTED",
+        ConnectionState::Suspended => "SUSPENDED",
+        ConnectionState::Reconnected => "RECONNECTED",
+        ConnectionState::Lost => "LOST",
+        ConnectionState::ReadOnly => "READ_ONLY",
+    }
+}
+
+/// Describes the metrics (type, unit, help text) to the installed recorder; called for each new
+/// client, so a recorder installed before the first client hears it.
+#[inline]
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use ::metrics::Unit;
+        ::metrics::describe_histogram!(
+            ACQUIRE_WAIT_SECONDS,
+            Unit::Seconds,
+            "How long lock acquires waited, by recipe, path and outcome (acquired, timed_out, cancelled, error)"
+        );
+        ::metrics::describe_histogram!(
+            HOLD_SECONDS,
+            Unit::Seconds,
+            "How long holds lasted (granted until released or lost), by recipe and path"
+        );
+        ::metrics::describe_counter!(
+            HOLDS_LOST_TOTAL,
+            Unit::Count,
+            "Holds lost rather than released, by recipe, path and cause"
+        );
+        ::metrics::describe_gauge!(WAITERS, Unit::Count, "Lock acquires waiting in this process, by recipe and path");
+        ::metrics::describe_counter!(
+            CONNECTION_STATE_CHANGES_TOTAL,
+            Unit::Count,
+            "Connection state changes of this process's clients, by state"
+        );
+    }
+}
+
+/// How a client turns lock paths into the `path` label; see
+/// [`CuratorClientBuilder::metrics_path_label`](crate::CuratorClientBuilder::metrics_path_label).
+#[cfg(feature = "metrics")]
+#[derive(Clone, Default)]
+pub(crate) enum PathLabel {
+    /// The lock path as is.
+    #[default]
+    AsIs,
+    /// The value the function gives for the lock path.
+    Mapped(Arc<dyn Fn(&str) -> String + Send + Sync>),
+    /// No `path` label.
+    Omitted,
+}
+
+#[cfg(feature = "metrics")]
+impl PathLabel {
+    fn value(&self, path: &str) -> Option<String> {
+        match self {
+            PathLabel::AsIs => Some(path.to_string()),
+            PathLabel::Mapped(label) => Some(label(path)),
+            PathLabel::Omitted => None,
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl std::fmt::Debug for PathLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathLabel::AsIs => f.write_str("AsIs"),
+            PathLabel::Mapped(_) => f.write_str("Mapped(<fn>)"),
+            PathLabel::Omitted => f.write_str("Omitted"),
+        }
+    }
+}
