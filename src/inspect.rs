@@ -181,7 +181,9 @@ pub struct Inspection {
     /// Whether a limit of [`InspectOptions`] stopped the walk: some nodes were not listed, so
     /// locks below them are missing.
     pub truncated: bool,
-    /// Paths that could not be listed for lack of permission (`NoAuth`); skipped.
+    /// Paths that could not be read for lack of permission (`NoAuth`): directories that could
+    /// not be listed (skipped), and holders' nodes whose data could not be read (still reported,
+    /// with empty data).
     pub unreadable: Vec<String>,
     /// The requests sent.
     pub requests: usize,
@@ -231,7 +233,8 @@ pub async fn inspect(client: &CuratorClient, root: &str) -> Result<Inspection> {
 ///
 /// [`Error::InvalidPath`] for a bad `root`; an option of 0 listings is
 /// [`Error::InvalidArgument`]; the server's or the connection's error if a request fails other
-/// than with `NoNode` (gone: skipped) or `NoAuth` (listed in [`Inspection::unreadable`]).
+/// than with `NoNode` (gone: skipped) or `NoAuth` (listed in [`Inspection::unreadable`]; a
+/// holder whose data may not be read is still reported, with empty data).
 ///
 /// # Cancel safety
 ///
@@ -464,6 +467,19 @@ impl<'a> Walk<'a> {
                 data,
             })),
             Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
+                // Not allowed to read its data (a creator-only ACL); `exists` needs no permission,
+                // so the holder is still reported, without data.
+                tracing::debug!(node, "inspect: not allowed to read a holder's data");
+                self.unreadable.lock().push(node.clone());
+                Ok(self.stat(&node).await?.map(|stat| LockHolder {
+                    node,
+                    session: stat.ephemeral_owner,
+                    created_ms: stat.ctime,
+                    held: since(stat.ctime),
+                    data: Vec::new(),
+                }))
+            }
             Err(e) => Err(e),
         }
     }

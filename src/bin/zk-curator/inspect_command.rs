@@ -63,7 +63,7 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         );
     }
     for path in &found.unreadable {
-        eprintln!("zk-curator: not allowed to list {path}; skipped");
+        eprintln!("zk-curator: not allowed to read {path}; skipped (a holder's node: shown without data)");
     }
     let mut locks = found.locks;
     if let Some(limit) = args.older_than {
