@@ -10,7 +10,9 @@
 //! * semaphore (`InterProcessSemaphoreV2`, `InterProcessSemaphoreMutex`): a `leases` child holding
 //!   the leases (`lease-<seq>`) and a `locks` child, the internal mutex acquirers queue on. The
 //!   first in that queue decides; if it has created its lease already (the newest lease, of the
-//!   same session) that lease is not granted yet;
+//!   same session) that lease is not granted yet. A path is a semaphore when it has a `leases`
+//!   child and no lock nodes of its own (a mutex with a nested lock at `leases/...` or
+//!   `locks/...` stays a mutex);
 //! * leader latch: `latch-<seq>` children; the first leads.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
@@ -323,7 +325,7 @@ pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<L
         Err(e) if e.code() == Some(ErrorCode::NoNode) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
+    if is_semaphore(&names) {
         walk.semaphore(path, &mut Vec::new()).await
     } else {
         walk.queue(path, &names).await
@@ -336,6 +338,12 @@ fn is_lock_node(name: &str) -> bool {
         && [MUTEX_LOCK_NAME, LATCH_LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME, LEASE_NODE_NAME]
             .iter()
             .any(|lock_name| name.contains(lock_name))
+}
+
+/// A semaphore's children: a `leases` child, and no lock nodes of its own (a mutex with a `leases`
+/// or `locks` subdirectory — a lock nested below it — stays a mutex).
+fn is_semaphore(names: &[String]) -> bool {
+    names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT) && !names.iter().any(|n| is_lock_node(n))
 }
 
 fn child(dir: &str, name: &str) -> String {
@@ -418,7 +426,7 @@ impl<'a> Walk<'a> {
             return Ok(Visit { lock: None, subdirs: Vec::new(), semaphore: false });
         };
         names.sort();
-        let is_semaphore = names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT);
+        let is_semaphore = is_semaphore(&names);
         let mut subdirs = Vec::new();
         let mut lock_nodes = false;
         for name in &names {
