@@ -128,7 +128,9 @@ fn table(locks: &[LockInfo]) -> String {
             if i + 1 == cells.len() {
                 text.push_str(cell);
             } else {
-                let _ = write!(text, "{cell:<w$}  ");
+                // Padded by hand: a format width over u16::MAX panics, and data may be 1 MB.
+                text.push_str(cell);
+                text.extend(std::iter::repeat(' ').take(w.saturating_sub(cell.chars().count()) + 2));
             }
         }
         out.push_str(text.trim_end());
