@@ -12,7 +12,9 @@
 //!   first in that queue decides; if it has created its lease already (the newest lease, of the
 //!   same session) that lease is not granted yet. A path is a semaphore when it has a `leases`
 //!   child and no lock nodes of its own (a mutex with a nested lock at `leases/...` or
-//!   `locks/...` stays a mutex);
+//!   `locks/...` stays a mutex). While it has no `leases` node — before its first lease, or
+//!   once the server reaped the empty `leases` container — a semaphore is only
+//!   `PATH/locks/<mutex nodes>`, exactly a mutex at `PATH/locks`, and is reported as one;
 //! * leader latch: `latch-<seq>` children; the first leads.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
