@@ -10,7 +10,11 @@
 //! * semaphore (`InterProcessSemaphoreV2`, `InterProcessSemaphoreMutex`): a `leases` child holding
 //!   the leases (`lease-<seq>`) and a `locks` child, the internal mutex acquirers queue on. The
 //!   first in that queue decides; if it has created its lease already (the newest lease, of the
-//!   same session) that lease is not granted yet;
+//!   same session) that lease is not granted yet. A path is a semaphore when it has a `leases`
+//!   child and no lock nodes of its own (a mutex with a nested lock at `leases/...` or
+//!   `locks/...` stays a mutex). While it has no `leases` node — before its first lease, or
+//!   once the server reaped the empty `leases` container — a semaphore is only
+//!   `PATH/locks/<mutex nodes>`, exactly a mutex at `PATH/locks`, and is reported as one;
 //! * leader latch: `latch-<seq>` children; the first leads.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
@@ -181,7 +185,9 @@ pub struct Inspection {
     /// Whether a limit of [`InspectOptions`] stopped the walk: some nodes were not listed, so
     /// locks below them are missing.
     pub truncated: bool,
-    /// Paths that could not be listed for lack of permission (`NoAuth`); skipped.
+    /// Paths that could not be read for lack of permission (`NoAuth`): directories that could
+    /// not be listed (skipped), and holders' nodes whose data could not be read (still reported,
+    /// with empty data).
     pub unreadable: Vec<String>,
     /// The requests sent.
     pub requests: usize,
@@ -231,7 +237,8 @@ pub async fn inspect(client: &CuratorClient, root: &str) -> Result<Inspection> {
 ///
 /// [`Error::InvalidPath`] for a bad `root`; an option of 0 listings is
 /// [`Error::InvalidArgument`]; the server's or the connection's error if a request fails other
-/// than with `NoNode` (gone: skipped) or `NoAuth` (listed in [`Inspection::unreadable`]).
+/// than with `NoNode` (gone: skipped) or `NoAuth` (listed in [`Inspection::unreadable`]; a
+/// holder whose data may not be read is still reported, with empty data).
 ///
 /// # Cancel safety
 ///
@@ -320,7 +327,7 @@ pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<L
         Err(e) if e.code() == Some(ErrorCode::NoNode) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT || n == SEMAPHORE_LOCK_PARENT) {
+    if is_semaphore(&names) {
         walk.semaphore(path, &mut Vec::new()).await
     } else {
         walk.queue(path, &names).await
@@ -333,6 +340,12 @@ fn is_lock_node(name: &str) -> bool {
         && [MUTEX_LOCK_NAME, LATCH_LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME, LEASE_NODE_NAME]
             .iter()
             .any(|lock_name| name.contains(lock_name))
+}
+
+/// A semaphore's children: a `leases` child, and no lock nodes of its own (a mutex with a `leases`
+/// or `locks` subdirectory — a lock nested below it — stays a mutex).
+fn is_semaphore(names: &[String]) -> bool {
+    names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT) && !names.iter().any(|n| is_lock_node(n))
 }
 
 fn child(dir: &str, name: &str) -> String {
@@ -415,7 +428,7 @@ impl<'a> Walk<'a> {
             return Ok(Visit { lock: None, subdirs: Vec::new(), semaphore: false });
         };
         names.sort();
-        let is_semaphore = names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT);
+        let is_semaphore = is_semaphore(&names);
         let mut subdirs = Vec::new();
         let mut lock_nodes = false;
         for name in &names {
@@ -464,6 +477,19 @@ impl<'a> Walk<'a> {
                 data,
             })),
             Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
+                // Not allowed to read its data (a creator-only ACL); `exists` needs no permission,
+                // so the holder is still reported, without data.
+                tracing::debug!(node, "inspect: not allowed to read a holder's data");
+                self.unreadable.lock().push(node.clone());
+                Ok(self.stat(&node).await?.map(|stat| LockHolder {
+                    node,
+                    session: stat.ephemeral_owner,
+                    created_ms: stat.ctime,
+                    held: since(stat.ctime),
+                    data: Vec::new(),
+                }))
+            }
             Err(e) => Err(e),
         }
     }

@@ -63,7 +63,7 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         );
     }
     for path in &found.unreadable {
-        eprintln!("zk-curator: not allowed to list {path}; skipped");
+        eprintln!("zk-curator: not allowed to read {path}; skipped (a holder's node: shown without data)");
     }
     let mut locks = found.locks;
     if let Some(limit) = args.older_than {
@@ -128,7 +128,9 @@ fn table(locks: &[LockInfo]) -> String {
             if i + 1 == cells.len() {
                 text.push_str(cell);
             } else {
-                let _ = write!(text, "{cell:<w$}  ");
+                // Padded by hand: a format width over u16::MAX panics, and data may be 1 MB.
+                text.push_str(cell);
+                text.extend(std::iter::repeat(' ').take(w.saturating_sub(cell.chars().count()) + 2));
             }
         }
         out.push_str(text.trim_end());
