@@ -565,6 +565,10 @@ mod cli {
         let cut = inspect(&connect, &[&base, "--max-nodes", "1"]);
         assert_eq!(cut.status.code(), Some(0));
         assert!(String::from_utf8_lossy(&cut.stderr).contains("--max-nodes 1"), "{cut:?}");
+        // A probe fails closed: a cut walk with no old hold found is not "all clear".
+        let cut_probe = inspect(&connect, &[&base, "--max-nodes", "1", "--older-than", "3600"]);
+        assert_eq!(cut_probe.status.code(), Some(1), "{cut_probe:?}");
+        assert!(String::from_utf8_lossy(&cut_probe.stderr).contains("cut short"), "{cut_probe:?}");
         assert_eq!(inspect(&connect, &[&base, "--max-nodes", "0"]).status.code(), Some(2));
 
         let bad = inspect(&connect, &["no-slash"]);

@@ -65,6 +65,7 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
     for path in &found.unreadable {
         eprintln!("zk-curator: not allowed to read {path}; skipped (a holder's node: shown without data)");
     }
+    let truncated = found.truncated;
     let mut locks = found.locks;
     if let Some(limit) = args.older_than {
         for lock in &mut locks {
@@ -79,6 +80,11 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
     }
     match args.older_than {
         Some(_) if !locks.is_empty() => exit(EXIT_OLD_HOLDS),
+        // A probe fails closed: locks it did not reach may hold for too long.
+        Some(_) if truncated => {
+            eprintln!("zk-curator: the walk was cut short: no old hold found, but not every lock was looked at");
+            exit(EXIT_OLD_HOLDS)
+        }
         _ => exit(0),
     }
 }
