@@ -439,3 +439,68 @@ async fn a_panicking_path_label_panics_in_the_constructor_and_poisons_nothing() 
     assert!(InterProcessMutex::new(&other, &bad).unwrap().participant_nodes().await.unwrap().is_empty());
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_latch_and_selector_through_an_expiry_and_close_leave_no_waiter() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let (a, b) = (support::client(&connect).await, support::client(&connect).await);
+
+    // Latch: a follower queued, its session expired (it re-queues), then closed.
+    let path = support::unique_path("review-latch");
+    let leader = LeaderLatch::new(&a, &path, "leader").unwrap();
+    leader.start().unwrap();
+    assert!(leader.await_leadership_timeout(WITHIN).await.unwrap());
+    let follower = LeaderLatch::new(&b, &path, "follower").unwrap();
+    follower.start().unwrap();
+    support::eventually(WITHIN, "the follower waits", || async { waiters("latch", &path) == 1.0 }).await;
+    expire_session(&connect, &b).await.unwrap();
+    support::eventually(WITHIN, "the follower queues again", || async {
+        leader.participants().await.map(|p| p.len() == 2).unwrap_or(false)
+    })
+    .await;
+    assert!(waiters("latch", &path) <= 1.0, "one follower, at most one waiter: {}", waiters("latch", &path));
+    follower.close().await.unwrap();
+    assert_eq!(waiters("latch", &path), 0.0);
+    leader.close().await.unwrap();
+    support::eventually(WITHIN, "the term ends", || async {
+        count(HOLD, &[("recipe", "latch"), ("path", path.as_str())]) == 1
+    })
+    .await;
+    assert_eq!(waiters("latch", &path), 0.0);
+
+    // Selector: one leads (its work blocks), another queues and is closed.
+    let path = support::unique_path("review-selector");
+    let (led_tx, mut led_rx) = tokio::sync::mpsc::unbounded_channel();
+    let work = move |_| {
+        let led = led_tx.clone();
+        async move {
+            let _ = led.send(());
+            std::future::pending::<()>().await;
+        }
+    };
+    let first = zk_curator::LeaderSelector::new(&a, &path, "first", work.clone()).unwrap();
+    first.start().unwrap();
+    tokio::time::timeout(WITHIN, led_rx.recv()).await.expect("first leads");
+    let second = zk_curator::LeaderSelector::new(&b, &path, "second", work).unwrap();
+    second.start().unwrap();
+    support::eventually(WITHIN, "the second waits", || async { waiters("selector", &path) == 1.0 }).await;
+    second.close().await.unwrap();
+    assert_eq!(waiters("selector", &path), 0.0);
+    first.close().await.unwrap();
+    support::eventually(WITHIN, "the term ends", || async {
+        count(HOLD, &[("recipe", "selector"), ("path", path.as_str())]) == 1
+    })
+    .await;
+    assert_eq!(waiters("selector", &path), 0.0);
+
+    // A guard dropped (not released) ends its hold once.
+    let path = support::unique_path("review-dropped-guard");
+    let mutex = InterProcessMutex::new(&a, &path).unwrap();
+    drop(mutex.lock().await.unwrap());
+    let again = mutex.lock().await.unwrap();
+    again.release().await.unwrap();
+    assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 2, "each hold ends once");
+    assert_eq!(count(WAIT, &[("recipe", "mutex"), ("path", path.as_str()), ("outcome", "acquired")]), 2);
+}
