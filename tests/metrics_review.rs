@@ -504,3 +504,56 @@ async fn queued_latch_and_selector_through_an_expiry_and_close_leave_no_waiter()
     assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 2, "each hold ends once");
     assert_eq!(count(WAIT, &[("recipe", "mutex"), ("path", path.as_str()), ("outcome", "acquired")]), 2);
 }
+
+/// Contenders on two clients acquire, hold briefly and release, while being cancelled at random
+/// points (grants racing cancellations): afterwards no waiter is left, every acquire left exactly
+/// one wait sample, and every granted hold exactly one hold sample.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_contenders_cancelled_at_random_keep_every_count_exact() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let clients = [support::client(&connect).await, support::client(&connect).await];
+    let path = support::unique_path("review-churn");
+    let started = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..8u64 {
+        let mutex = InterProcessMutex::new(&clients[task as usize % 2], &path).unwrap();
+        let started = started.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..12u64 {
+                started.fetch_add(1, Ordering::SeqCst);
+                let budget = Duration::from_micros((task * 7919 + round * 104_729) % 40_000);
+                let curator_style = (task + round) % 2 == 0;
+                let _ = tokio::time::timeout(budget, async {
+                    if curator_style {
+                        mutex.acquire().await.unwrap();
+                        tokio::task::yield_now().await;
+                        mutex.release().await.unwrap();
+                    } else {
+                        let guard = mutex.lock().await.unwrap();
+                        tokio::task::yield_now().await;
+                        guard.release().await.unwrap();
+                    }
+                })
+                .await;
+                // A Curator-style hold whose release was cut short is still ours: give it back.
+                while mutex.is_acquired_in_this_process() {
+                    mutex.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("no hang").unwrap();
+    }
+    let lock = [("recipe", "mutex"), ("path", path.as_str())];
+    assert_eq!(waiters("mutex", &path), 0.0);
+    assert_eq!(waits("mutex", &path) as u64, started.load(Ordering::SeqCst), "one wait sample per acquire");
+    support::eventually(WITHIN, "every hold ended", || async {
+        count(HOLD, &lock) == count(WAIT, &[("recipe", "mutex"), ("path", path.as_str()), ("outcome", "acquired")])
+    })
+    .await;
+    let lost: Vec<_> = series_of_path(&path).into_iter().filter(|(n, _, _)| n == LOST).collect();
+    assert!(lost.is_empty(), "nothing lost: {lost:?}");
+}
