@@ -557,3 +557,24 @@ async fn concurrent_contenders_cancelled_at_random_keep_every_count_exact() {
     let lost: Vec<_> = series_of_path(&path).into_iter().filter(|(n, _, _)| n == LOST).collect();
     assert!(lost.is_empty(), "nothing lost: {lost:?}");
 }
+
+/// KNOWN DEFECT (ignored so the suite stays green; run with `--run-ignored only`): a hold nobody
+/// watches whose node someone deletes is later released as if nothing happened — the release
+/// counts no loss (`node_deleted` never known: the monitor that would see the deletion only runs
+/// for watched holds, and the release ends the meter before its delete answers `NoNode`). The
+/// docs promise `zk_curator_holds_lost_total` for every hold that ends without having been
+/// released, `node_deleted` when someone deleted the lock node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known defect: an unwatched hold whose node was deleted is counted as released"]
+async fn an_unwatched_hold_whose_node_was_deleted_counts_a_loss_at_its_release() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let a = support::client(&connect).await;
+    let path = support::unique_path("review-unwatched-deleted");
+    let guard = InterProcessMutex::new(&a, &path).unwrap().lock().await.unwrap();
+    support::observer(&connect).await.delete(guard.node_path(), None).await.unwrap();
+    let _ = guard.release().await;
+    assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 1);
+    assert_eq!(counter(LOST, &[("recipe", "mutex"), ("path", path.as_str()), ("cause", "node_deleted")]), 1);
+}
