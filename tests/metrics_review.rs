@@ -578,3 +578,23 @@ async fn an_unwatched_hold_whose_node_was_deleted_counts_a_loss_at_its_release()
     assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 1);
     assert_eq!(counter(LOST, &[("recipe", "mutex"), ("path", path.as_str()), ("cause", "node_deleted")]), 1);
 }
+
+/// An unwatched hold whose session expired, released only after its client was closed: the loss
+/// happened at the expiry, while the client was open, so its cause is `session_expired`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwatched_hold_expired_then_its_client_closed_counts_the_expiry() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let a = support::client(&connect).await;
+    let path = support::unique_path("review-expired-then-closed");
+    let guard = InterProcessMutex::new(&a, &path).unwrap().lock().await.unwrap();
+    let before = a.session();
+    expire_session(&connect, &a).await.unwrap();
+    support::eventually(WITHIN, "a new session", || async { a.session() != before && a.is_connected() }).await;
+    a.close().await;
+    drop(guard);
+    let cause = |cause| counter(LOST, &[("recipe", "mutex"), ("path", path.as_str()), ("cause", cause)]);
+    assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 1);
+    assert_eq!((cause("session_expired"), cause("client_closed")), (1, 0));
+}
