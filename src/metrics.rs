@@ -228,6 +228,10 @@ struct AcquireTimer {
     start: Instant,
     #[cfg(feature = "metrics")]
     labels: Option<Arc<[::metrics::Label]>>,
+    /// The gauge handle the start incremented: the drop decrements the same one, so a recorder
+    /// installed (or swapped) while the acquire waits never sees a decrement without its increment.
+    #[cfg(feature = "metrics")]
+    waiters: Option<::metrics::Gauge>,
     #[cfg(feature = "metrics")]
     finished: bool,
 }
@@ -238,13 +242,17 @@ impl AcquireTimer {
         #[cfg(not(feature = "metrics"))]
         let _ = labels;
         #[cfg(feature = "metrics")]
-        if let Some(labels) = &labels.labels {
-            ::metrics::gauge!(WAITERS, labels.iter()).increment(1.0);
-        }
+        let waiters = labels.labels.as_ref().map(|labels| {
+            let waiters = ::metrics::gauge!(WAITERS, labels.iter());
+            waiters.increment(1.0);
+            waiters
+        });
         AcquireTimer {
             start: Instant::now(),
             #[cfg(feature = "metrics")]
             labels: labels.labels.clone(),
+            #[cfg(feature = "metrics")]
+            waiters,
             #[cfg(feature = "metrics")]
             finished: false,
         }
@@ -281,8 +289,8 @@ impl Drop for AcquireTimer {
     fn drop(&mut self) {
         let waited = self.start.elapsed();
         self.record(Outcome::Cancelled, waited);
-        if let Some(labels) = &self.labels {
-            ::metrics::gauge!(WAITERS, labels.iter()).decrement(1.0);
+        if let Some(waiters) = &self.waiters {
+            waiters.decrement(1.0);
         }
     }
 }

@@ -254,7 +254,8 @@ impl CuratorClientBuilder {
     /// [`metrics_without_path_label`](Self::metrics_without_path_label).
     ///
     /// The function runs once per lock object (when the recipe is constructed: `new`), not per
-    /// acquire, with the path as given to the recipe (without the namespace). The last of this and
+    /// acquire, with the path as given to the recipe (without the namespace). It is not caught: a panic in
+    /// it comes out of the recipe's constructor, before any node is created. The last of this and
     /// [`metrics_without_path_label`](Self::metrics_without_path_label) wins.
     ///
     /// ```no_run

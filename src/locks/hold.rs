@@ -278,10 +278,12 @@ impl Hold {
     }
 
     /// Why the hold ended, as far as the client knows now: `None` for a release. The session's end
-    /// comes first: a hold released after its session ended was lost before.
+    /// comes first: a hold released after its session ended was lost before — also when the
+    /// client was closed since, on a later session (the hold was lost at its session's end, not
+    /// by the close).
     fn loss_cause(&self) -> Option<LossCause> {
         let status = self.client.status_now();
-        if status.closed {
+        if status.closed && status.session == self.node.session {
             Some(LossCause::ClientClosed)
         } else if status.has_ended(self.node.session) {
             Some(if status.expiry_bounds.given_up(self.node.session) {
