@@ -130,7 +130,8 @@ async fn a_queued_writer_stays_behind_a_downgrade() {
     let client = support::client(&connect).await;
     let path = support::unique_path("rw-contending-downgrade");
     let lock1 = InterProcessReadWriteLock::new(&client, &path).unwrap();
-    let lock2 = InterProcessReadWriteLock::new(&client, &path).unwrap();
+    // Another contender with a node of its own (the local queue would keep lock2's writer in the process).
+    let lock2 = InterProcessReadWriteLock::new(&client, &path).unwrap().with_node_per_task();
 
     for guards in [false, true] {
         let writer = if guards { Some(lock1.write_lock().lock().await.unwrap()) } else { None };

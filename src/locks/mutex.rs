@@ -55,14 +55,15 @@ use crate::CuratorClient;
 /// of one client on one lock path queue **inside the process** behind one ZooKeeper node (lock
 /// cohorting), whichever instances they use (same path, driver type and node data):
 ///
-/// * **Turns.** Waiters that arrive while the process is waiting for its node form a *turn*. When
-///   the node is granted, its first waiter holds; each release hands the node to the next waiter
-///   of the turn, in arrival order, **without a round trip**; the turn's last holder deletes the
-///   node. Waiters that arrive once the node is granted start the next turn: a node of their own,
-///   created at once at the tail of the ZooKeeper queue. So a contender of another process — ours
-///   or Curator's — waits for at most one turn of this process ahead of it, and the server sees one
-///   node per process and turn instead of one per task (10,000 waiting tasks: a few nodes, not
-///   10,000 nodes and O(W²) listings).
+/// * **Turns.** Waiters gather in a *turn*. A turn queues its node in ZooKeeper only when the
+///   process has no other node of this lock in line (the previous turn's node was deleted), and
+///   takes no newcomer from then on: those gather in the next turn. When the node is granted, the
+///   turn's first waiter holds; each release hands the node to the next waiter of the turn, in
+///   arrival order, **without a round trip**; the turn's last holder deletes the node, and the next
+///   turn queues its node — behind any contender that queued meanwhile. So a contender of another
+///   process — ours or Curator's — waits for at most one turn of each process ahead of it, made of
+///   waiters that all arrived before it queued; and the server sees one node per process instead
+///   of one per task (10,000 waiting tasks: one node, not 10,000 nodes and O(W²) listings).
 /// * **Each holder keeps the whole hold contract**: its own guard and [`Hold`]; the state (`Held`,
 ///   `Suspended`, `Lost`) of the shared node; [`lost`](MutexGuard::lost); revocation; guarded
 ///   writes that are refused once *that* holder has released (even though the node lives on);
@@ -76,9 +77,10 @@ use crate::CuratorClient;
 /// * **Cancel safety and deadlines are unchanged**: a cancelled or timed-out waiter leaves its
 ///   turn; the last waiter of a turn still waiting for its node stops the attempt, and the node is
 ///   deleted.
-/// * Read locks: the readers of one turn share its read node and hold it together; later readers
-///   start the next turn (their own read node, granted at once unless a writer is ahead), so a
-///   writer queued behind a turn is not starved by readers arriving after it.
+/// * Read locks: the readers of one turn share its read node and hold it together. Later readers
+///   gather in the next turn, whose read node is queued as soon as the previous one is granted
+///   (granted at once unless a writer is ahead), so a writer queued behind a turn is not starved by
+///   readers arriving after it.
 ///
 /// What stays per task: Curator-style [`acquire`](Self::acquire) makes one node per task (it is
 /// re-entrant per task, as Curator is per thread), and [`participant_nodes`](Self::participant_nodes)
