@@ -119,7 +119,7 @@ impl<D: LockDriver> LocalQueue<D> {
     /// on; the last waiter of a turn being acquired stops the acquisition (its node is deleted).
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         let one_attempt = wait == Wait::OneAttempt;
-        let (id, rx) = {
+        let (id, rx, driving) = {
             let mut state = self.state.lock();
             if one_attempt && !self.shared && !state.turns.is_empty() {
                 // Held or waited for by another local task: not free, and no round trip needed.
@@ -129,22 +129,35 @@ impl<D: LockDriver> LocalQueue<D> {
             state.next_id += 1;
             let (tx, rx) = oneshot::channel();
             let waiter = Waiter { id, tx };
-            if one_attempt {
-                // One attempt now, on a node of its own.
-                let turn = self.new_turn(&mut state, VecDeque::from([waiter]));
-                self.start(&mut state.turns[turn], Wait::OneAttempt);
-            } else {
-                match state.turns.back_mut().filter(|turn| !turn.started) {
-                    Some(turn) => turn.waiters.push_back(waiter),
-                    None => {
-                        self.new_turn(&mut state, VecDeque::from([waiter]));
-                        self.pump(&mut state);
-                    }
+            let free = one_attempt || !self.blocked(&state);
+            let driving = match state.turns.back_mut().filter(|turn| !one_attempt && !turn.started) {
+                Some(turn) => {
+                    turn.waiters.push_back(waiter);
+                    None
                 }
-            }
-            (id, rx)
+                // One attempt always has a node of its own, at once.
+                None if free => {
+                    let at = self.new_turn(&mut state, VecDeque::from([waiter]));
+                    let turn = &mut state.turns[at];
+                    turn.started = true;
+                    Some(turn.id)
+                }
+                None => {
+                    self.new_turn(&mut state, VecDeque::from([waiter]));
+                    None
+                }
+            };
+            (id, rx, driving)
         };
-        let mut pending = Pending { queue: self, id, rx: Some(rx) };
+        let mut pending = Pending { queue: self, id, rx: Some(rx), driving };
+        if let Some(turn) = driving {
+            // A turn started with this waiter alone takes nobody else: the waiter acquires its
+            // node itself, with its own deadline (no task to spawn, and a timed-out attempt
+            // deletes its node as a node of one's own does). A drop here stops the attempt.
+            let outcome = self.internals.attempt_shared_node(wait, &self.data).await;
+            pending.driving = None;
+            self.acquired(turn, Some(outcome));
+        }
         let Some(rx) = pending.rx.as_mut() else {
             return Err(Error::Closed { path: self.path().to_string() });
         };
@@ -198,6 +211,14 @@ impl<D: LockDriver> LocalQueue<D> {
         if let Some(turn) = state.turns.iter_mut().find(|turn| !turn.started) {
             self.start(turn, Wait::Forever);
         }
+    }
+
+    /// Whether something of this process stands in line for the lock (see [`pump`](Self::pump)).
+    fn blocked(&self, state: &State) -> bool {
+        state
+            .turns
+            .iter()
+            .any(|turn| (turn.started && turn.node.is_none()) || (!self.shared && turn.node.is_some() && !turn.closed))
     }
 
     /// Starts acquiring `turn`'s node: it takes no newcomer from now on.
@@ -396,6 +417,8 @@ struct Pending<'a, D: LockDriver> {
     queue: &'a LocalQueue<D>,
     id: u64,
     rx: Option<oneshot::Receiver<Granted>>,
+    /// The turn whose node this waiter is acquiring itself, while it does.
+    driving: Option<u64>,
 }
 
 impl<D: LockDriver> Pending<'_, D> {
@@ -417,6 +440,11 @@ impl<D: LockDriver> Drop for Pending<'_, D> {
         if let (Some(Ok(Some(hold))), _) = self.leave() {
             // Granted to a waiter that is gone: hand it on.
             hold.release_in_background();
+        }
+        if let Some(turn) = self.driving.take() {
+            // Its attempt was dropped (its node is deleted in the background): the turn, empty
+            // now, goes, and the next one may start.
+            self.queue.acquired(turn, None);
         }
     }
 }
