@@ -636,7 +636,7 @@ async fn leader_loss_keeps_exclusion() {
     let gh = mh.lock().await.unwrap();
     let h_start = Instant::now();
     let node = gh.hold().clone();
-    let first_epoch = gh.fencing_token().as_u128() >> 32;
+    let first_epoch = gh.fencing_token().zxid() >> 32;
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let h_worker = {
         let (log, node) = (log.clone(), node.clone());
@@ -717,7 +717,8 @@ async fn leader_loss_keeps_exclusion() {
         total += support::join(&format!("worker {i}"), Duration::from_secs(45), w).await;
     }
     let holds = log.assert_exclusive("leader loss");
-    let last_epoch = holds.iter().map(|h| h.token >> 32).max().unwrap_or_default();
+    // Tokens are recorded as `FencingToken::as_u128`: the zxid in the high 64 bits, its epoch in the top 32.
+    let last_epoch = holds.iter().map(|h| (h.token >> 96) as i64).max().unwrap_or_default();
     println!(
         "leader loss: {} holds ({total} under load, {at_kill} before the 2nd kill), token epochs {first_epoch} -> \
          {last_epoch}, {} lost",
