@@ -1440,18 +1440,19 @@ async fn mutex_mixed_curator(report: &Report, connect: &str, mixed: &Mixed) -> B
         }
         let children = zk.list_children(&path).await?;
         let replied = Instant::now();
-        for name in children {
-            if !known.insert(name.clone()) {
-                continue;
-            }
-            let owner = match zk.get_data(&format!("{path}/{name}")).await {
-                Ok((_, stat)) => stat.ephemeral_owner,
-                Err(_) => continue, // gone already: a local node whose turn ended
-            };
-            if !ours.contains(&owner) {
-                queued = Some((replied, replied - previous_poll, name));
-                break;
-            }
+        // The owners of the nodes not seen before, asked all at once (pipelined on the session).
+        let fresh: Vec<String> = children.into_iter().filter(|name| known.insert(name.clone())).collect();
+        let owners = futures::future::join_all(fresh.iter().map(|name| {
+            let child = format!("{path}/{name}");
+            let zk = &zk;
+            async move { zk.get_data(&child).await.map(|(_, stat)| stat.ephemeral_owner) }
+        }))
+        .await;
+        // A node gone already is a local node whose turn ended.
+        if let Some((name, _)) =
+            fresh.into_iter().zip(owners).find(|(_, owner)| owner.as_ref().is_ok_and(|o| !ours.contains(o)))
+        {
+            queued = Some((replied, replied - previous_poll, name));
         }
         previous_poll = replied;
         tokio::time::sleep(Duration::from_millis(1)).await;
