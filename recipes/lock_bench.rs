@@ -6,9 +6,15 @@
 //!   CONNECT   host:port[,host:port][/chroot], or `local` to start a TestingServer here
 //!
 //!   raw N                          plain zookeeper-client floor: N x (create eph-seq, list, delete), N x exists
-//!   mutex-uncontended N            one session, N x InterProcessMutex acquire + release
-//!   mutex-contended C N            C sessions race for N acquisitions in total
+//!   mutex-uncontended N [--guards] one session, N x InterProcessMutex acquire + release (or lock() + guard release)
+//!   mutex-contended C N [--tasks T] [--guards [--node-per-task]]
+//!                                  C sessions (T tasks each) race for N acquisitions in total
 //!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
+//!   mutex-many-waiters W [S] --guards [--token] [--node-per-task]
+//!                                  the same with guard-style lock() (the local queue), S default 1
+//!   mutex-mixed-curator W [--hold-ms H] [--curator-hold-s S] [--curator-delay-ms D] [--node-per-task]
+//!                                  W guard tasks on one session take turns (hold H ms, queue again)
+//!                                  while a Curator contender process arrives late: its wait
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
@@ -24,6 +30,17 @@
 //! same session (`floor_*`), so that ratios compare like with like on a noisy machine. With `local` the bench also prints `server_force_sync` (0 or 1), read from the
 //! started server's `zoo.cfg`: the TestingServer runs with `forceSync=no`, so writes are not
 //! fsync'd and are cheaper than on a production server.
+//!
+//! The guard modes (issue 19, the local queue): `--guards` uses `lock()` and the guard's release,
+//! which queue the tasks of one client on one path behind one node per turn (`--node-per-task`:
+//! `with_node_per_task()`, a node per task as Curator's threads). `mutex-many-waiters --guards`
+//! times each hand-off from the previous holder's release call to the next grant (`handoff_local`:
+//! same session; `handoff_cross_session`: the node had to change hands in ZooKeeper), and with
+//! `--token` every holder reads its fencing token, which must be larger than the previous
+//! holder's (the run fails otherwise). `mutex-mixed-curator` starts
+//! `CURATOR hold PATH S mutex` (the Curator side's run script) D ms after its W local tasks, sees
+//! its node appear by polling the lock's children (a node owned by another session), and counts
+//! the local grants between that and the contender's `ACQUIRED` line.
 //!
 //! `hold` honours `SESSION_TIMEOUT_MS` (default 15000), `ACQUIRE_TIMEOUT_S` (print `NOT_ACQUIRED`
 //! and exit 0 when not acquired in time) and `GUARDED_WRITE_PATH` (a lock-guarded set-data, or
@@ -91,6 +108,9 @@ enum Mode {
         /// Guard-style `lock()` (the local queue) instead of Curator-style `acquire()`.
         #[arg(long)]
         guards: bool,
+        /// With `--guards`: a node per task (`with_node_per_task`), no local queue.
+        #[arg(long, requires = "guards")]
+        node_per_task: bool,
     },
     /// W waiters queued behind a holder on SESSIONS sessions (default W if W <= 200, else 4), then drained.
     MutexManyWaiters {
@@ -102,6 +122,9 @@ enum Mode {
         /// With `--guards`: every holder asks for its fencing token; they must strictly increase.
         #[arg(long, requires = "guards")]
         token: bool,
+        /// With `--guards`: a node per task (`with_node_per_task`), no local queue.
+        #[arg(long, requires = "guards")]
+        node_per_task: bool,
     },
     /// W guard-style waiters on one session take turns (each holds HOLD_MS, then queues again)
     /// while a real Curator contender (another process) arrives late: how long it waits.
@@ -119,6 +142,9 @@ enum Mode {
         /// The Curator side's run script.
         #[arg(long, default_value = "/work/shared/bench/curator/run.sh")]
         curator: String,
+        /// A node per local task (`with_node_per_task`), no local queue: the behaviour before it.
+        #[arg(long)]
+        node_per_task: bool,
     },
     /// C sessions, one reader task each, take the read lock N times in total, holding it HOLD_MS.
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
@@ -322,26 +348,28 @@ async fn run(cli: Cli) -> ExitCode {
     let result = match cli.mode {
         Mode::Raw { n } => raw(&report, &connect, n).await,
         Mode::MutexUncontended { n, guards } => mutex_uncontended(&report, &connect, n, guards).await,
-        Mode::MutexContended { clients, n, tasks: 1, guards: false } => {
+        Mode::MutexContended { clients, n, tasks: 1, guards: false, .. } => {
             mutex_contended(&report, &connect, clients, n).await
         }
-        Mode::MutexContended { clients, n, tasks, guards } => {
-            mutex_contended_tasks(&report, &connect, clients, n, tasks, guards).await
+        Mode::MutexContended { clients, n, tasks, guards, node_per_task } => {
+            let style = Style { guards, node_per_task };
+            mutex_contended_tasks(&report, &connect, clients, n, tasks, style).await
         }
         Mode::MutexManyWaiters { waiters, sessions, guards: false, .. } => {
             let sessions = sessions.unwrap_or(if waiters <= 200 { waiters } else { 4 });
             mutex_many_waiters(&report, &connect, waiters, sessions).await
         }
-        Mode::MutexManyWaiters { waiters, sessions, guards: true, token } => {
-            mutex_many_guards(&report, &connect, waiters, sessions.unwrap_or(1), token).await
+        Mode::MutexManyWaiters { waiters, sessions, guards: true, token, node_per_task } => {
+            mutex_many_guards(&report, &connect, waiters, sessions.unwrap_or(1), token, node_per_task).await
         }
-        Mode::MutexMixedCurator { waiters, hold_ms, curator_hold_s, curator_delay_ms, curator } => {
+        Mode::MutexMixedCurator { waiters, hold_ms, curator_hold_s, curator_delay_ms, curator, node_per_task } => {
             let mixed = Mixed {
                 waiters,
                 hold: Duration::from_millis(hold_ms),
                 curator_hold_s,
                 curator_delay: Duration::from_millis(curator_delay_ms),
                 curator,
+                node_per_task,
             };
             mutex_mixed_curator(&report, &connect, &mixed).await
         }
@@ -942,9 +970,13 @@ async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sess
 // guard-style waiters: shared helpers
 
 /// Awaits `fut`, counting its first poll in `polled`: after it the task has joined the lock's
-/// queue (the local queue, or the create of its own node has been sent).
-async fn counting_first_poll<F: std::future::Future>(fut: F, polled: &AtomicUsize) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
+/// queue (the local queue, or the create of its own node has been sent). The future comes boxed:
+/// an argument of an async fn is kept in its state next to the pinned copy, which would count the
+/// lock future twice in every task's memory.
+async fn counting_first_poll<F: std::future::Future>(
+    mut fut: std::pin::Pin<Box<F>>,
+    polled: &AtomicUsize,
+) -> F::Output {
     let mut first = true;
     std::future::poll_fn(|cx| {
         let out = fut.as_mut().poll(cx);
@@ -1006,10 +1038,29 @@ struct GuardSample {
     token_call: Option<Duration>,
 }
 
-/// How many lock nodes W guard waiters on S sessions create while queued behind another holder.
-/// Each guard waiter creates its own node (no local queue in this build).
-fn guard_nodes_expected(waiters: usize, _sessions: usize) -> usize {
-    waiters
+/// How many lock nodes W guard waiters on S sessions create while queued behind another holder:
+/// one per session (the local queue), or one per waiter with `node_per_task`.
+fn guard_nodes_expected(waiters: usize, sessions: usize, node_per_task: bool) -> usize {
+    if node_per_task {
+        waiters
+    } else {
+        sessions.min(waiters)
+    }
+}
+
+/// A mutex for one task: sharing the client's local queue, or with a node of its own.
+fn task_mutex(client: &CuratorClient, path: &str, node_per_task: bool) -> BenchResult<InterProcessMutex> {
+    let mutex = InterProcessMutex::new(client, path)?;
+    Ok(if node_per_task { mutex.with_node_per_task() } else { mutex })
+}
+
+/// How contending tasks take the lock.
+#[derive(Clone, Copy)]
+struct Style {
+    /// Guard-style `lock()` instead of Curator-style `acquire()`.
+    guards: bool,
+    /// A node per task (`with_node_per_task`).
+    node_per_task: bool,
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1021,6 +1072,7 @@ async fn mutex_many_guards(
     waiters: usize,
     sessions: usize,
     token: bool,
+    node_per_task: bool,
 ) -> BenchResult<()> {
     if sessions == 0 {
         return Err("mutex-many-waiters needs at least one session".into());
@@ -1048,16 +1100,21 @@ async fn mutex_many_guards(
     let polled = Arc::new(AtomicUsize::new(0));
     let completed = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
+    let (mut lock_future_bytes, mut task_future_bytes) = (0, 0);
     let queue_start = Instant::now();
     let mut tasks = Vec::with_capacity(waiters);
     for i in 0..waiters {
         let session = i % sessions;
-        let mutex = InterProcessMutex::new(&clients[session], &path)?;
+        let mutex = task_mutex(&clients[session], &path, node_per_task)?;
         let (witness, clock, polled, completed, failed) =
             (witness.clone(), clock.clone(), polled.clone(), completed.clone(), failed.clone());
-        tasks.push(tokio::spawn(async move {
+        if i == 0 {
+            // Where the memory of a queued task goes: the futures it is made of.
+            lock_future_bytes = std::mem::size_of_val(&mutex.lock());
+        }
+        let waiter = async move {
             let outcome = async {
-                let guard = counting_first_poll(mutex.lock(), &polled).await?;
+                let guard = counting_first_poll(Box::pin(mutex.lock()), &polled).await?;
                 let mut sample = GuardSample { handoff: clock.granted(session, Instant::now()), token_call: None };
                 witness.critical_section().await;
                 if token {
@@ -1082,12 +1139,16 @@ async fn mutex_many_guards(
                     None
                 }
             }
-        }));
+        };
+        if i == 0 {
+            task_future_bytes = std::mem::size_of_val(&waiter);
+        }
+        tasks.push(tokio::spawn(waiter));
     }
 
     // Queued = every task polled its lock() once and the lock nodes are there (the holder's plus
     // those of the waiters' sessions).
-    let expected_nodes = guard_nodes_expected(waiters, sessions);
+    let expected_nodes = guard_nodes_expected(waiters, sessions, node_per_task);
     let queue_budget = Duration::from_secs(60).max(Duration::from_millis(20) * waiters as u32);
     let mut nodes = 0usize;
     let mut progress = Instant::now();
@@ -1189,6 +1250,8 @@ async fn mutex_many_guards(
         report.metric("token_violations", clock.token_violations.load(Ordering::SeqCst));
     }
     report.metric("nodes_while_queued", nodes);
+    report.metric("lock_future_bytes", lock_future_bytes);
+    report.metric("task_future_bytes", task_future_bytes);
     report.metric("completed", done);
     report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
     report.metric("counter_ok", u8::from(witness.counter.load(Ordering::SeqCst) == done as u64));
@@ -1197,6 +1260,7 @@ async fn mutex_many_guards(
     report.metric("client_cpu_ms", cpu.as_millis());
     report.metric("sessions", sessions);
     report.metric("waiters", waiters);
+    report.metric("node_per_task", u8::from(node_per_task));
     if !drained || done != waiters {
         return Err(format!("{done} of {waiters} waiters completed (drain finished in budget: {drained})").into());
     }
@@ -1218,8 +1282,9 @@ async fn mutex_contended_tasks(
     clients: usize,
     n: usize,
     tasks_per_session: usize,
-    guards: bool,
+    style: Style,
 ) -> BenchResult<()> {
+    let Style { guards, node_per_task } = style;
     if clients == 0 || tasks_per_session == 0 {
         return Err("mutex-contended needs at least one client and one task per client".into());
     }
@@ -1241,7 +1306,7 @@ async fn mutex_contended_tasks(
     let mut tasks = Vec::with_capacity(clients * tasks_per_session);
     for (session, client) in sessions.iter().enumerate() {
         for _ in 0..tasks_per_session {
-            let mutex = InterProcessMutex::new(client, &path)?;
+            let mutex = task_mutex(client, &path, node_per_task)?;
             let (witness, tickets, start_line, last_session, turns) =
                 (witness.clone(), tickets.clone(), start_line.clone(), last_session.clone(), turns.clone());
             tasks.push(tokio::spawn(async move {
@@ -1323,6 +1388,7 @@ async fn mutex_contended_tasks(
     report.metric("clients", clients);
     report.metric("tasks_per_client", tasks_per_session);
     report.metric("guards", u8::from(guards));
+    report.metric("node_per_task", u8::from(node_per_task));
     report.metric("n", n);
     if witness.violations.load(Ordering::SeqCst) > 0 || counter != n as u64 {
         return Err("two holders overlapped".into());
@@ -1340,6 +1406,7 @@ struct Mixed {
     curator_hold_s: u64,
     curator_delay: Duration,
     curator: String,
+    node_per_task: bool,
 }
 
 /// One local grant: when, and a hash of the lock node it was granted under (one per turn).
@@ -1380,7 +1447,7 @@ async fn mutex_mixed_curator(report: &Report, connect: &str, mixed: &Mixed) -> B
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(mixed.waiters);
     for _ in 0..mixed.waiters {
-        let mutex = InterProcessMutex::new(&client, &path)?;
+        let mutex = task_mutex(&client, &path, mixed.node_per_task)?;
         let (witness, stop, hold) = (witness.clone(), stop.clone(), mixed.hold);
         tasks.push(tokio::spawn(async move {
             let mut grants: Vec<Grant> = Vec::new();
@@ -1492,6 +1559,7 @@ async fn mutex_mixed_curator(report: &Report, connect: &str, mixed: &Mixed) -> B
         }
     }
     report.metric("local_waiters", mixed.waiters);
+    report.metric("node_per_task", u8::from(mixed.node_per_task));
     report.ms("local_hold_ms", mixed.hold);
     report.metric("local_grants", grants.len());
     report.metric("local_turns", turn_sizes.len());

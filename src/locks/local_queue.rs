@@ -342,11 +342,8 @@ impl<D: LockDriver> LocalTurns for LocalQueue<D> {
             self.close_at(&mut state, at);
         }
         let turn = &mut state.turns[at];
-        let over = if self.shared || turn.closed {
-            turn.holders == 0 && turn.waiters.is_empty()
-        } else {
-            self.grant(turn)
-        };
+        let over =
+            if self.shared || turn.closed { turn.holders == 0 && turn.waiters.is_empty() } else { self.grant(turn) };
         if over {
             return state.turns.remove(at).and_then(|turn| turn.node);
         }

@@ -175,11 +175,11 @@ impl<D: LockDriver> InterProcessMutex<D> {
         let data = self.node_data(revocable).to_vec();
         let internals = &self.shared.internals;
         let lock_name = internals.driver().lock_name();
-        let key = (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
+        let key =
+            (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
         let shared = self.shared.shares_turns.load(Ordering::SeqCst);
-        let queue = self
-            .client()
-            .local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
+        let queue =
+            self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
         measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), queue.acquire(wait)).await
     }
 

@@ -178,7 +178,8 @@ impl InterProcessReadWriteLock {
     fn build(client: &CuratorClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
         let labels = |recipe| LockLabels::new(client, recipe, path);
         let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone(), labels(Recipe::Write))?;
-        let read = InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();
+        let read =
+            InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();
         Ok(Self {
             read: ReadLock { mutex: read.clone(), write: write.clone() },
             write: WriteLock { mutex: write, read },
