@@ -125,6 +125,10 @@ enum Mode {
         /// With `--guards`: a node per task (`with_node_per_task`), no local queue.
         #[arg(long, requires = "guards")]
         node_per_task: bool,
+        /// With `--guards`: every task locks a clone of one `InterProcessMutex` (default: one
+        /// instance per task).
+        #[arg(long, requires = "guards")]
+        one_instance: bool,
     },
     /// W guard-style waiters on one session take turns (each holds HOLD_MS, then queues again)
     /// while a real Curator contender (another process) arrives late: how long it waits.
@@ -359,8 +363,9 @@ async fn run(cli: Cli) -> ExitCode {
             let sessions = sessions.unwrap_or(if waiters <= 200 { waiters } else { 4 });
             mutex_many_waiters(&report, &connect, waiters, sessions).await
         }
-        Mode::MutexManyWaiters { waiters, sessions, guards: true, token, node_per_task } => {
-            mutex_many_guards(&report, &connect, waiters, sessions.unwrap_or(1), token, node_per_task).await
+        Mode::MutexManyWaiters { waiters, sessions, guards: true, token, node_per_task, one_instance } => {
+            let style = GuardStyle { token, node_per_task, one_instance };
+            mutex_many_guards(&report, &connect, waiters, sessions.unwrap_or(1), style).await
         }
         Mode::MutexMixedCurator { waiters, hold_ms, curator_hold_s, curator_delay_ms, curator, node_per_task } => {
             let mixed = Mixed {
@@ -1054,6 +1059,17 @@ fn task_mutex(client: &CuratorClient, path: &str, node_per_task: bool) -> BenchR
     Ok(if node_per_task { mutex.with_node_per_task() } else { mutex })
 }
 
+/// How the tasks of `mutex-many-waiters --guards` take the lock.
+#[derive(Clone, Copy)]
+struct GuardStyle {
+    /// Every holder asks for its fencing token.
+    token: bool,
+    /// A node per task (`with_node_per_task`).
+    node_per_task: bool,
+    /// Clones of one `InterProcessMutex` per session instead of one instance per task.
+    one_instance: bool,
+}
+
 /// How contending tasks take the lock.
 #[derive(Clone, Copy)]
 struct Style {
@@ -1071,9 +1087,9 @@ async fn mutex_many_guards(
     connect: &str,
     waiters: usize,
     sessions: usize,
-    token: bool,
-    node_per_task: bool,
+    style: GuardStyle,
 ) -> BenchResult<()> {
+    let GuardStyle { token, node_per_task, one_instance } = style;
     if sessions == 0 {
         return Err("mutex-many-waiters needs at least one session".into());
     }
@@ -1103,9 +1119,17 @@ async fn mutex_many_guards(
     let (mut lock_future_bytes, mut task_future_bytes) = (0, 0);
     let queue_start = Instant::now();
     let mut tasks = Vec::with_capacity(waiters);
+    let instances = if one_instance {
+        clients.iter().map(|client| task_mutex(client, &path, node_per_task)).collect::<BenchResult<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     for i in 0..waiters {
         let session = i % sessions;
-        let mutex = task_mutex(&clients[session], &path, node_per_task)?;
+        let mutex = match instances.get(session) {
+            Some(instance) => instance.clone(),
+            None => task_mutex(&clients[session], &path, node_per_task)?,
+        };
         let (witness, clock, polled, completed, failed) =
             (witness.clone(), clock.clone(), polled.clone(), completed.clone(), failed.clone());
         if i == 0 {
@@ -1261,6 +1285,7 @@ async fn mutex_many_guards(
     report.metric("sessions", sessions);
     report.metric("waiters", waiters);
     report.metric("node_per_task", u8::from(node_per_task));
+    report.metric("one_instance", u8::from(one_instance));
     if !drained || done != waiters {
         return Err(format!("{done} of {waiters} waiters completed (drain finished in budget: {drained})").into());
     }
