@@ -1024,10 +1024,8 @@ impl HandoffClock {
     fn check_token(&self, token: FencingToken) {
         let mut last = self.token.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(previous) = *last {
-            if token <= previous {
-                if self.token_violations.fetch_add(1, Ordering::SeqCst) < 10 {
-                    eprintln!("lock_bench: FENCING TOKEN DID NOT INCREASE: {previous:?} then {token:?}");
-                }
+            if token <= previous && self.token_violations.fetch_add(1, Ordering::SeqCst) < 10 {
+                eprintln!("lock_bench: FENCING TOKEN DID NOT INCREASE: {previous:?} then {token:?}");
             }
         }
         *last = Some(token);
