@@ -1239,6 +1239,16 @@ async fn mutex_many_guards(
     }
     let samples: Vec<GuardSample> = samples.unwrap_or_default().into_iter().filter_map(|s| s.ok().flatten()).collect();
     let done = completed.load(Ordering::SeqCst);
+    // The other future a waiter task holds: the guard's release.
+    let release_future_bytes = match holder.try_lock().await {
+        Ok(Some(guard)) => {
+            let release = guard.release();
+            let bytes = std::mem::size_of_val(&release);
+            let _ = release.await;
+            bytes
+        }
+        _ => 0,
+    };
     for client in clients.iter().chain([&holder_client]) {
         client.close().await;
     }
@@ -1273,6 +1283,7 @@ async fn mutex_many_guards(
     }
     report.metric("nodes_while_queued", nodes);
     report.metric("lock_future_bytes", lock_future_bytes);
+    report.metric("release_future_bytes", release_future_bytes);
     report.metric("task_future_bytes", task_future_bytes);
     report.metric("completed", done);
     report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
