@@ -109,7 +109,7 @@ fn parse_loop_report(answer: &str, who: &str, clock: &Clock) -> Result<LoopRepor
                     let n = |s: &str| s.parse::<i64>().map_err(|e| format!("{hold:?}: {e}"));
                     report.intervals.push(Interval {
                         who: format!("{who}-{kind}"),
-                        token: n(token)?,
+                        token: token.parse::<u128>().map_err(|e| format!("{hold:?}: {e}"))?,
                         start: clock.instant_of(n(start)?),
                         end: clock.instant_of(n(end)?),
                         lost: false,
@@ -264,7 +264,7 @@ impl RwCtx {
         }
         self.log.push(Interval {
             who: who.to_string(),
-            token: hold.fencing_token().value(),
+            token: hold.fencing_token().as_u128(),
             start,
             end: lost_at.unwrap_or_else(Instant::now),
             lost: lost_at.is_some(),
@@ -326,7 +326,7 @@ impl SemCtx {
         }
         self.log.push(Interval {
             who: who.to_string(),
-            token: lease.fencing_token().value(),
+            token: lease.fencing_token().as_u128(),
             start,
             end,
             lost: lost_at.is_some(),
@@ -343,7 +343,7 @@ impl SemCtx {
 #[test]
 fn checkers_detect_bad_histories() {
     let t0 = Instant::now();
-    let iv = |who: &str, token: i64, start: u64, end: u64, shared: bool| Interval {
+    let iv = |who: &str, token: u128, start: u64, end: u64, shared: bool| Interval {
         who: who.to_string(),
         token,
         start: t0 + Duration::from_millis(start),

@@ -186,6 +186,22 @@ impl InterProcessReadWriteLock {
         })
     }
 
+    /// Guards of both halves each make a node of their own, as Curator's threads do, instead of
+    /// sharing one per turn through the local queue (see [`InterProcessMutex::with_node_per_task`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let lock = zk_curator::InterProcessReadWriteLock::new(&client, "/config")?.with_node_per_task();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_node_per_task(self) -> Self {
+        // Clones share their settings: both halves' mutexes are set through their clones.
+        let _ = self.read.mutex.clone().with_node_per_task();
+        let _ = self.write.mutex.clone().with_node_per_task();
+        self
+    }
+
     /// The lock path.
     pub fn path(&self) -> &str {
         self.write.mutex.path()
