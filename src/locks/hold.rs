@@ -406,13 +406,13 @@ impl Hold {
             // The node is handed on to the next local holder, or deleted by its last one.
             self.mark_released();
             return match link.queue.leave(link.turn, &self.data()) {
-                // Boxed: only a turn's last holder deletes the node, and every release would be
-                // as large as the delete.
+                // Boxed (here and below): a task that waits to hold and then release carries its
+                // release future's size the whole time; the delete is the large part.
                 Some(node) => Box::pin(node.delete_node(deadline)).await,
                 None => Ok(()),
             };
         }
-        self.delete_node(deadline).await
+        Box::pin(self.delete_node(deadline)).await
     }
 
     /// Releases a hold of a node of its own: marks it released and deletes the node.
