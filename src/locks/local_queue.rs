@@ -263,7 +263,9 @@ impl<D: LockDriver> LocalQueue<D> {
             turn.grants = turn.grants.saturating_add(1);
             turn.holders += 1;
             if self.revocable {
-                // A request made while the node was held before is seen at once.
+                // A request made while the node was held before is seen at once. The monitor runs
+                // on the queue's runtime: a guard dropped on a plain thread hands the node on here.
+                let _runtime = self.runtime.enter();
                 drop(hold.watch_data());
             }
             match waiter.tx.send(Ok(Some(hold))) {
