@@ -271,7 +271,7 @@ async fn node_deleted_by_an_operator_is_not_handed_on() {
     // A itself learns of the deletion only after the fact (as any holder would): its hold is not
     // logged; what is checked is that nobody is handed the dead node.
     let _ = (first_token, first_start);
-    drop(first.guard);
+    // A keeps its (lost) guard: the waiters move on without waiting for it.
     for _ in 0..2 {
         let g = recv(&mut rx, "the local waiters, on a new node").await;
         assert_eq!(g.state, HoldState::Held, "{} handed a hold that is not Held", g.who);
@@ -287,6 +287,7 @@ async fn node_deleted_by_an_operator_is_not_handed_on() {
         log.push(holding);
         g.guard.release().await.unwrap();
     }
+    drop(first.guard);
     support::join("remote", WITHIN, remote_task).await;
     log.assert_exclusive("operator deletes a local turn's node");
     support::eventually_no_children(&connect, &path, WITHIN).await;
@@ -364,7 +365,7 @@ async fn session_expiry_with_local_waiters() {
     tokio::time::timeout(WITHIN, first.guard.lost()).await.expect("A sees Lost");
     // A learns of the forced expiry only after the server acted (as any holder would): its hold
     // is not logged; what is checked is what the local waiters are handed afterwards.
-    drop(first.guard);
+    // A keeps its (lost) guard: the waiters move on without waiting for it.
     for _ in 0..2 {
         let g = recv(&mut rx, "a local waiter after the expiry").await;
         assert_eq!(g.state, HoldState::Held, "{} handed a hold that is not Held", g.who);
@@ -380,6 +381,7 @@ async fn session_expiry_with_local_waiters() {
         });
         g.guard.release().await.unwrap();
     }
+    drop(first.guard);
     support::join("remote", WITHIN, remote_task).await;
     log.assert_exclusive("session expiry with local waiters");
     support::eventually_no_children(&connect, &path, WITHIN).await;
@@ -1019,5 +1021,61 @@ mod metrics_gauge {
         let g = mutex.lock().await.unwrap();
         g.release().await.unwrap();
         assert_eq!(waiters(&path), 0.0);
+    }
+}
+
+/// A waiter handed the node by a synchronous hand-off (a guard dropped) and dropped itself before
+/// it was polled again (racing the grant): the hold it never saw is handed on, then deleted; and a
+/// timed waiter whose deadline passed while the node was handed to it either takes the guard or
+/// leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_dropped_right_after_their_grant_hand_on() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
+    let path = support::unique_path("lq-drop-granted");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let zk = support::observer(&connect).await;
+    for round in 0..3 {
+        let blocker = remote_holds(&remote, &path).await;
+        let mut a = Box::pin(mutex.lock());
+        let mut b = Box::pin(mutex.lock());
+        let mut c = Box::pin(mutex.try_lock_for(Duration::from_millis(300)));
+        // Each joins the turn being acquired (one poll), then is left unpolled.
+        assert!(tokio::time::timeout(Duration::from_millis(50), &mut a).await.is_err());
+        assert!(tokio::time::timeout(Duration::from_millis(50), &mut b).await.is_err());
+        assert!(tokio::time::timeout(Duration::from_millis(50), &mut c).await.is_err());
+        blocker.release().await.unwrap();
+        let a = tokio::time::timeout(WITHIN, a).await.expect("A granted").unwrap();
+        match round {
+            0 => {
+                // B is handed the node synchronously and dropped unpolled; C then gets it.
+                drop(a);
+                drop(b);
+                let c = tokio::time::timeout(WITHIN, c).await.unwrap().unwrap();
+                assert!(c.is_some(), "C is handed the node B never took");
+                drop(c);
+            }
+            1 => {
+                // C's deadline passes while unpolled; the node goes to B; C is dropped unpolled.
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                drop(a);
+                let b = tokio::time::timeout(WITHIN, b).await.unwrap().unwrap();
+                drop(b);
+                drop(c);
+            }
+            _ => {
+                // B dropped first; C's deadline passes; then the hand-off goes to C, polled late.
+                drop(b);
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                drop(a);
+                let c = tokio::time::timeout(WITHIN, c).await.expect("C returns").unwrap();
+                drop(c);
+            }
+        }
+        let left = support::children_become(&zk, &path, &[], WITHIN).await;
+        assert!(left.is_empty(), "round {round}: left behind: {left:?}");
+        let g = tokio::time::timeout(WITHIN, mutex.lock()).await.expect("lock afterwards").unwrap();
+        g.release().await.unwrap();
     }
 }
