@@ -1141,3 +1141,73 @@ async fn waiters_dropped_right_after_their_grant_hand_on() {
         g.release().await.unwrap();
     }
 }
+
+/// After a local hand-off the previous holder's hold is Lost and its guarded writes are refused
+/// (the node lives on for the next holder), while the new holder's writes go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_local_holder_cannot_write_through_the_shared_node() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
+    let path = support::unique_path("lq-guarded");
+    let resource = format!("{path}-resource");
+    local.create(&resource).creating_parent_containers_if_needed().await.unwrap();
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let blocker = remote_holds(&remote, &path).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    spawn_locker(&local, &mutex, "A", tx.clone());
+    spawn_locker(&local, &mutex, "B", tx);
+    settle().await;
+    blocker.release().await.unwrap();
+    let a = recv(&mut rx, "A").await;
+    let a_hold = a.guard.hold().clone();
+    let write = |data: &str| zk_curator::Transaction::new().set_data(&resource, data.as_bytes(), None);
+    a_hold.guarded_write(write("a")).await.expect("A writes while it holds");
+    a.guard.release().await.unwrap();
+    let b = recv(&mut rx, "B").await;
+    assert_eq!(b.guard.node_path(), a_hold.path(), "B was handed A's node");
+    assert_eq!(a_hold.hold_state(), HoldState::Lost, "A's hold is over");
+    let refused = a_hold.guarded_write(write("stale")).await;
+    support::assert_lock_lost(refused, a_hold.path(), "A's write after its release");
+    b.guard.guarded_write(write("b")).await.expect("B writes while it holds");
+    assert!(b.guard.fencing_token() > a_hold.fencing_token());
+    b.guard.release().await.unwrap();
+    let (data, _) = local.get_data(&resource).await.unwrap();
+    assert_eq!(data, b"b");
+}
+
+/// A lone try_lock_for on a silent link starts a turn of its own and stops it at its deadline:
+/// it returns in time, and once the link is back nothing of ours is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_try_lock_for_on_a_silent_link_leaves_nothing() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let local = fault_client(&proxy.connect_string(), Duration::from_secs(20)).await;
+    let remote = support::client(&connect).await;
+    let path = support::unique_path("lq-blackhole-lone");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let blocker = remote_holds(&remote, &path).await;
+    let blocker_name = support::node_name(blocker.node_path()).to_string();
+    let zk = support::observer(&connect).await;
+    // The create may or may not reach the server before the link goes silent.
+    let timeout = Duration::from_millis(700);
+    let start = Instant::now();
+    let attempt = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { mutex.try_lock_for(timeout).await.map(|g| g.is_some()) }
+    });
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    let got = support::join("try_lock_for", timeout + Duration::from_secs(2), attempt).await;
+    let took = start.elapsed();
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(took <= timeout + Duration::from_millis(300), "took {took:?} for {timeout:?}");
+    proxy.set_mode(ProxyMode::Pass);
+    let left = support::children_become(&zk, &path, std::slice::from_ref(&blocker_name), WITHIN).await;
+    assert_eq!(left, vec![blocker_name], "our node outlived the timed-out call");
+    blocker.release().await.unwrap();
+    let g = tokio::time::timeout(WITHIN, mutex.lock()).await.expect("lock after").unwrap();
+    g.release().await.unwrap();
+    support::eventually_no_children(&connect, &path, WITHIN).await;
+}
