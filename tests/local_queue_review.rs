@@ -1211,3 +1211,94 @@ async fn lone_try_lock_for_on_a_silent_link_leaves_nothing() {
     g.release().await.unwrap();
     support::eventually_no_children(&connect, &path, WITHIN).await;
 }
+
+/// Local tasks (through a link that is cut again and again, shorter than the session timeout)
+/// and a remote contender hammer one lock: every grant is Held on the current session, holds
+/// never overlap, tokens increase, and nothing is left afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_cuts_during_local_hand_offs_stay_exclusive() {
+    let seed = support::seed("LQ_SEED");
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let local = fault_client(&proxy.connect_string(), Duration::from_secs(15)).await;
+    let remote = support::client(&connect).await;
+    let path = support::unique_path("lq-cuts");
+    let log = HoldLog::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let bad_grants = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let holds = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..6u64 {
+        let client = if i == 5 { remote.clone() } else { local.clone() };
+        let mutex = InterProcessMutex::new(&client, &path).unwrap();
+        let (log, stop, bad, holds) = (log.clone(), stop.clone(), bad_grants.clone(), holds.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(i));
+            let who = format!("t{i}");
+            while !stop.load(Ordering::SeqCst) {
+                let got = if rng.gen_bool(0.5) {
+                    mutex.lock().await.map(Some)
+                } else {
+                    mutex.try_lock_for(Duration::from_millis(rng.gen_range(5..200))).await
+                };
+                let guard = match got {
+                    Ok(Some(guard)) => guard,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        println!("{who}: acquire failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let start = Instant::now();
+                // Suspended right after the grant is possible (a cut in between); Lost or another session
+                // is not (no session ends here).
+                if guard.hold_state() == HoldState::Lost || guard.hold().session() != client.session() {
+                    bad.lock().push(format!("{who}: {:?} on {:?}", guard.hold_state(), guard.hold().session()));
+                }
+                let work = tokio::time::sleep(Duration::from_millis(rng.gen_range(0..20)));
+                let lost = tokio::select! {
+                    _ = work => false,
+                    _ = guard.lost() => true,
+                };
+                // A hold ends for the checker when it is released or seen Lost; while Suspended it
+                // still counts (the session may survive).
+                log.push(Interval {
+                    who: who.clone(),
+                    token: token(&guard),
+                    start,
+                    end: Instant::now(),
+                    lost,
+                    shared: false,
+                });
+                holds.fetch_add(1, Ordering::SeqCst);
+                if rng.gen_bool(0.5) {
+                    let _ = guard.release().await;
+                } else {
+                    drop(guard);
+                }
+            }
+        }));
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(200..700))).await;
+        proxy.set_mode(ProxyMode::Cut);
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(50..400))).await;
+        proxy.set_mode(ProxyMode::Pass);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        support::join("contender", Duration::from_secs(60), task).await;
+    }
+    println!("{} holds", holds.load(Ordering::SeqCst));
+    assert!(bad_grants.lock().is_empty(), "grants not Held on the current session: {:?}", bad_grants.lock());
+    log.assert_exclusive("repeated cuts during local hand-offs");
+    let left = support::eventually_no_children(&connect, &path, WITHIN).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let g = tokio::time::timeout(WITHIN, mutex.lock()).await.expect("lock afterwards").unwrap();
+    g.release().await.unwrap();
+}
