@@ -119,7 +119,12 @@ impl<D: LockDriver> LocalQueue<D> {
         let one_attempt = wait == Wait::OneAttempt;
         let (id, rx) = {
             let mut state = self.state.lock();
-            if one_attempt && !self.shared && !state.turns.is_empty() {
+            let busy = |turn: &Turn| {
+                // A turn whose node is lost (or closed) holds nothing: only ZooKeeper can tell.
+                !turn.waiters.is_empty()
+                    || (!turn.closed && turn.node.as_ref().map_or(true, |node| node.hold_state() != HoldState::Lost))
+            };
+            if one_attempt && !self.shared && state.turns.iter().any(busy) {
                 // Held or waited for by another local task: not free, and no round trip needed.
                 return Ok(None);
             }
