@@ -1413,3 +1413,91 @@ async fn try_lock_is_not_refused_by_a_lost_local_guard() {
     drop(queued);
     drop(lost);
 }
+
+/// A real Curator contender queued behind a local turn waits for that turn's batch only: local
+/// tasks that arrive after it (the next turn) hold after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_curator_contender_waits_at_most_one_local_batch() {
+    let compile = tokio::task::spawn_blocking(compiled_peer);
+    let server = support::server().await;
+    let connect = server.connect_string();
+    compile.await.expect("compile the Curator peer");
+    let (mut peer, local, remote) =
+        tokio::join!(CuratorPeer::start(&connect), support::client(&connect), support::client(&connect));
+    let path = support::unique_path("lq-curator-batch");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let zk = support::observer(&connect).await;
+    let blocker = remote_holds(&remote, &path).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    for who in ["A", "B", "C"] {
+        spawn_locker(&local, &mutex, who, tx.clone());
+    }
+    settle().await;
+    blocker.release().await.unwrap();
+    let a = recv(&mut rx, "A").await;
+    assert_eq!(peer.cmd(&format!("spawn cur {path}")).await, "SPAWNED");
+    support::eventually_queued(&zk, &path, 2, "Curator queues behind the turn").await;
+    for who in ["D", "E"] {
+        spawn_locker(&local, &mutex, who, tx.clone());
+    }
+    support::eventually_queued(&zk, &path, 3, "the next local turn queues behind Curator").await;
+    let log = HoldLog::default();
+    let mut order = vec![a.who.clone()];
+    log.push(Interval {
+        who: a.who.clone(),
+        token: token(&a.guard),
+        start: a.at,
+        end: Instant::now(),
+        lost: false,
+        shared: false,
+    });
+    a.guard.release().await.unwrap();
+    for _ in 0..2 {
+        let g = recv(&mut rx, "the rest of the batch").await;
+        order.push(g.who.clone());
+        log.push(Interval {
+            who: g.who.clone(),
+            token: token(&g.guard),
+            start: g.at,
+            end: Instant::now(),
+            lost: false,
+            shared: false,
+        });
+        g.guard.release().await.unwrap();
+    }
+    let acquired = peer.cmd("await cur 20000").await;
+    let node = parse_acquired(&acquired).unwrap_or_else(|| panic!("Curator: {acquired}"));
+    let start = Instant::now();
+    order.push("curator".into());
+    nothing_granted(&mut rx, "local tasks of the next turn while Curator holds").await;
+    let czxid = support::stat(&zk, &node).await.expect("Curator's node").czxid;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    log.push(Interval {
+        who: "curator".into(),
+        token: zk_curator::FencingToken::new(czxid, 0).as_u128(),
+        start,
+        end: Instant::now(),
+        lost: false,
+        shared: false,
+    });
+    assert_eq!(peer.cmd("release cur").await, "RELEASED");
+    for _ in 0..2 {
+        let g = recv(&mut rx, "the next turn").await;
+        order.push(g.who.clone());
+        log.push(Interval {
+            who: g.who.clone(),
+            token: token(&g.guard),
+            start: g.at,
+            end: Instant::now(),
+            lost: false,
+            shared: false,
+        });
+        g.guard.release().await.unwrap();
+    }
+    println!("order: {order:?}");
+    assert_eq!(order[3], "curator", "Curator held after the first batch only: {order:?}");
+    assert!(order[4..].iter().all(|w| w == "D" || w == "E"), "{order:?}");
+    log.assert_exclusive("a Curator contender between two local turns");
+    let _ = peer.cmd("quit").await;
+    support::eventually_no_children(&connect, &path, WITHIN).await;
+}
