@@ -1501,3 +1501,50 @@ async fn a_curator_contender_waits_at_most_one_local_batch() {
     let _ = peer.cmd("quit").await;
     support::eventually_no_children(&connect, &path, WITHIN).await;
 }
+
+/// The blocking facade: threads of one blocking client share the local queue; guards moved to
+/// other threads and dropped there hand the node on; holds are exclusive with increasing tokens.
+#[test]
+fn blocking_threads_share_the_local_queue_exclusively() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = rt.block_on(support::server());
+    let connect = server.connect_string();
+    let builder = CuratorClient::builder(&connect)
+        .session_timeout(Duration::from_secs(10))
+        .connection_timeout(Duration::from_secs(5))
+        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)));
+    let client = zk_curator::blocking::CuratorClient::from_builder(builder).expect("connect");
+    let path = support::unique_path("lq-blocking");
+    let mutex = zk_curator::blocking::InterProcessMutex::new(&client, &path).unwrap();
+    let log = HoldLog::default();
+    let handed_on = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (mutex, log, handed_on) = (mutex.clone(), log.clone(), handed_on.clone());
+            std::thread::spawn(move || {
+                for n in 0..10 {
+                    let guard = mutex.lock().expect("lock");
+                    let token = guard.fencing_token();
+                    if token.handoff() > 0 {
+                        handed_on.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let holding = log.start(format!("thread{t}"), token.as_u128());
+                    std::thread::sleep(Duration::from_millis(2));
+                    holding.end();
+                    match n % 3 {
+                        0 => guard.release().expect("release"),
+                        1 => drop(guard),
+                        _ => std::thread::spawn(move || drop(guard)).join().expect("dropped elsewhere"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("no panic");
+    }
+    println!("local hand-offs: {}", handed_on.load(Ordering::SeqCst));
+    log.assert_exclusive("blocking threads");
+    let left = rt.block_on(support::eventually_no_children(&connect, &path, WITHIN));
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
