@@ -121,7 +121,12 @@ impl<D: LockDriver> LocalQueue<D> {
         let one_attempt = wait == Wait::OneAttempt;
         let (id, rx, driving) = {
             let mut state = self.state.lock();
-            if one_attempt && !self.shared && !state.turns.is_empty() {
+            let busy = |turn: &Turn| {
+                // A turn whose node is lost (or closed) holds nothing: only ZooKeeper can tell.
+                !turn.waiters.is_empty()
+                    || (!turn.closed && turn.node.as_ref().map_or(true, |node| node.hold_state() != HoldState::Lost))
+            };
+            if one_attempt && !self.shared && state.turns.iter().any(busy) {
                 // Held or waited for by another local task: not free, and no round trip needed.
                 return Ok(None);
             }
@@ -310,7 +315,9 @@ impl<D: LockDriver> LocalQueue<D> {
             turn.grants = turn.grants.saturating_add(1);
             turn.holders += 1;
             if self.revocable {
-                // A request made while the node was held before is seen at once.
+                // A request made while the node was held before is seen at once. The monitor runs
+                // on the queue's runtime: a guard dropped on a plain thread hands the node on here.
+                let _runtime = self.runtime.enter();
                 drop(hold.watch_data());
             }
             match waiter.tx.send(Ok(Some(hold))) {
