@@ -491,12 +491,11 @@ impl<D: LockDriver> LockInternals<D> {
                 Ok((result, zk.session_id().0))
             })
             .await;
-        let watcher = match watched {
+        let (watcher, ours) = match watched {
             // A watch or an absence seen on another session says nothing about our queue.
             Ok((_, session_id)) if session_id != our_session.id => return Ok(WaitOutcome::SessionChanged),
-            Ok((Ok((_, _, watcher)), _)) => watcher,
-            // Gone before we could watch it: same as its deletion event.
-            Ok((Err(zk::Error::NoNode), _)) if acquired_when_deleted => return Ok(WaitOutcome::Acquired),
+            Ok((Ok((_, stat, watcher)), _)) => (watcher, stat.ephemeral_owner == our_session.id),
+            // Gone before we could watch it, with an owner we cannot know: look again (below).
             Ok((Err(zk::Error::NoNode), _)) => return Ok(WaitOutcome::Relist),
             Ok((Err(e), _)) => {
                 return match crate::error::classify(&e) {
@@ -508,8 +507,12 @@ impl<D: LockDriver> LockInternals<D> {
             Err(Error::Closed { .. }) => return Ok(WaitOutcome::Closed),
             Err(e) => return Err(e),
         };
+        // The deletion of the only node ahead grants us the lock without a second listing —
+        // unless that node was of our own session: the server's close of our session deletes all
+        // its nodes at once, ours too, and the event can arrive before we learn the session ended.
+        // Then look again, as Curator always does.
         Ok(match self.wait_for_event(watcher, watching).await {
-            WaitOutcome::Acquired if !acquired_when_deleted => WaitOutcome::Relist,
+            WaitOutcome::Acquired if !acquired_when_deleted || ours => WaitOutcome::Relist,
             other => other,
         })
     }

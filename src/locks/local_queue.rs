@@ -78,6 +78,8 @@ struct Turn {
     grants: u32,
     /// No more local grants of this node; newcomers and the turn's waiters go to the next turn.
     closed: bool,
+    /// A task closes the turn once its node is lost.
+    watched: bool,
     /// Tells the acquirer to give up, once no waiter is left while the node is being acquired.
     cancel: Arc<Notify>,
 }
@@ -121,11 +123,9 @@ impl<D: LockDriver> LocalQueue<D> {
         let one_attempt = wait == Wait::OneAttempt;
         let (id, rx, driving) = {
             let mut state = self.state.lock();
-            let busy = |turn: &Turn| {
-                // A turn whose node is lost (or closed) holds nothing: only ZooKeeper can tell.
-                !turn.waiters.is_empty()
-                    || (!turn.closed && turn.node.as_ref().map_or(true, |node| node.hold_state() != HoldState::Lost))
-            };
+            // A turn whose node is lost (or closed) holds nothing: only ZooKeeper can tell.
+            let busy =
+                |turn: &Turn| !turn.waiters.is_empty() || (turn.started && turn.node.is_none()) || self.hands_on(turn);
             if one_attempt && !self.shared && state.turns.iter().any(busy) {
                 // Held or waited for by another local task: not free, and no round trip needed.
                 return Ok(None);
@@ -149,6 +149,7 @@ impl<D: LockDriver> LocalQueue<D> {
                 }
                 None => {
                     self.new_turn(&mut state, VecDeque::from([waiter]));
+                    self.watch_blocking_turn(&mut state);
                     None
                 }
             };
@@ -198,6 +199,7 @@ impl<D: LockDriver> LocalQueue<D> {
             holders: 0,
             grants: 0,
             closed: false,
+            watched: false,
             cancel: Arc::new(Notify::new()),
         });
         state.turns.len() - 1
@@ -221,10 +223,25 @@ impl<D: LockDriver> LocalQueue<D> {
 
     /// Whether something of this process stands in line for the lock (see [`pump`](Self::pump)).
     fn blocked(&self, state: &State) -> bool {
-        state
-            .turns
-            .iter()
-            .any(|turn| (turn.started && turn.node.is_none()) || (!self.shared && turn.node.is_some() && !turn.closed))
+        state.turns.iter().any(|turn| (turn.started && turn.node.is_none()) || self.hands_on(turn))
+    }
+
+    /// An exclusive turn whose node is granted and still handed on: its node stands in line
+    /// ahead of any other of ours. A lost node holds nothing (its turn is closed once seen lost).
+    fn hands_on(&self, turn: &Turn) -> bool {
+        !self.shared && !turn.closed && turn.node.as_ref().is_some_and(|node| node.hold_state() != HoldState::Lost)
+    }
+
+    /// Makes sure the turn that keeps the collecting turn waiting is watched, so that its loss
+    /// (session, deleted node) lets the waiters go on at once, not when its holder lets go.
+    fn watch_blocking_turn(&self, state: &mut State) {
+        let me = self.me.clone();
+        for turn in state.turns.iter_mut().filter(|turn| !turn.watched) {
+            if let Some(node) = turn.node.clone().filter(|_| !self.shared && !turn.closed) {
+                turn.watched = true;
+                Self::watch_turn(&self.runtime, me.clone(), turn.id, node);
+            }
+        }
     }
 
     /// Starts acquiring `turn`'s node: it takes no newcomer from now on.
@@ -267,7 +284,8 @@ impl<D: LockDriver> LocalQueue<D> {
                     if self.grant(turn) {
                         release = state.turns.remove(at).and_then(|turn| turn.node);
                     } else if !self.shared && !turn.waiters.is_empty() {
-                        self.watch_turn(turn_id, node);
+                        turn.watched = true;
+                        Self::watch_turn(&self.runtime, self.me.clone(), turn_id, node);
                     }
                 }
                 Some(Ok(Some(node))) => {
@@ -297,6 +315,10 @@ impl<D: LockDriver> LocalQueue<D> {
                 }
             }
             self.pump(&mut state);
+            if !self.shared && state.turns.iter().any(|turn| !turn.started) {
+                // Waiters gather behind a granted turn: they must learn of its loss at once.
+                self.watch_blocking_turn(&mut state);
+            }
         }
         if let Some(node) = release {
             node.release_in_background();
@@ -333,9 +355,8 @@ impl<D: LockDriver> LocalQueue<D> {
     }
 
     /// Moves `turn`'s waiters on as soon as its node is lost, without waiting for its holder.
-    fn watch_turn(&self, turn: u64, node: Arc<Hold>) {
-        let queue = self.me.clone();
-        self.runtime.spawn(async move {
+    fn watch_turn(runtime: &tokio::runtime::Handle, queue: Weak<Self>, turn: u64, node: Arc<Hold>) {
+        runtime.spawn(async move {
             node.lost().await;
             if let Some(queue) = queue.upgrade() {
                 queue.close_turn(turn);

@@ -221,7 +221,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
         let shared = self.shared.shares_turns.load(Ordering::SeqCst);
         let queue =
             self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
-        measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), Box::pin(queue.acquire(wait))).await
+        measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), Box::pin(queue.acquire(wait)))
+            .await
     }
 
     fn node_data(&self, revocable: bool) -> &[u8] {
