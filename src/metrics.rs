@@ -305,6 +305,15 @@ pub(crate) struct HoldMeter {
 }
 
 impl HoldMeter {
+    /// A meter that records nothing (a node the local queue shares: each local holder has its own).
+    #[inline]
+    pub(crate) fn unrecorded() -> HoldMeter {
+        HoldMeter {
+            #[cfg(feature = "metrics")]
+            recorded: None,
+        }
+    }
+
     /// Ends the hold (once; later calls do nothing). `cause` tells why, `None` for a release; it
     /// is only asked for with the feature.
     #[inline]

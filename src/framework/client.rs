@@ -27,6 +27,21 @@ struct Inner {
     config: ClientConfig,
     sessions: Arc<Sessions>,
     deletes: DeleteQueue,
+    /// The local queues of this client's guard-style locks, one per lock (see
+    /// [`local_queue`](CuratorClient::local_queue)).
+    local_queues: parking_lot::Mutex<LocalQueues>,
+}
+
+/// What identifies one local queue: the driver's type, the lock path, the lock name, the data its
+/// nodes carry and whether they are revocable (waiters that would make different nodes never
+/// share one).
+pub(crate) type LocalQueueKey = (std::any::TypeId, String, String, Vec<u8>, bool);
+
+#[derive(Default)]
+struct LocalQueues {
+    queues: std::collections::HashMap<LocalQueueKey, std::sync::Weak<dyn std::any::Any + Send + Sync>>,
+    /// Dead entries are swept when the map reaches this size (then twice the live ones).
+    sweep_at: usize,
 }
 
 /// A ZooKeeper client with Curator's framework behaviour; cheap to clone (all clones share one
@@ -108,7 +123,7 @@ impl CuratorClient {
     fn assemble(config: ClientConfig, sessions: Arc<Sessions>) -> CuratorClient {
         crate::metrics::describe();
         let (deletes, worker) = DeleteQueue::new();
-        let inner = Arc::new(Inner { config, sessions, deletes });
+        let inner = Arc::new(Inner { config, sessions, deletes, local_queues: Default::default() });
         let weak = Arc::downgrade(&inner);
         tokio::spawn(worker.run(move |target| {
             let inner = weak.upgrade()?;
@@ -282,6 +297,29 @@ impl CuratorClient {
     /// Number of background deletes not finished yet.
     pub fn pending_background_deletes(&self) -> usize {
         self.inner.deletes.pending()
+    }
+
+    /// The local queue for `key`, shared by every lock instance of this client with that key while
+    /// any of them uses it; `make` builds it when there is none.
+    pub(crate) fn local_queue<T: std::any::Any + Send + Sync>(
+        &self,
+        key: LocalQueueKey,
+        make: impl FnOnce() -> Arc<T>,
+    ) -> Arc<T> {
+        let mut local = self.inner.local_queues.lock();
+        if let Some(queue) = local.queues.get(&key).and_then(std::sync::Weak::upgrade) {
+            if let Ok(queue) = queue.downcast::<T>() {
+                return queue;
+            }
+        }
+        if local.queues.len() >= local.sweep_at {
+            local.queues.retain(|_, queue| queue.strong_count() > 0);
+            local.sweep_at = (local.queues.len() * 2).max(64);
+        }
+        let queue = make();
+        let erased: Arc<dyn std::any::Any + Send + Sync> = queue.clone();
+        local.queues.insert(key, Arc::downgrade(&erased));
+        queue
     }
 
     /// Waits (at most until `deadline`) until no background delete is pending: a recipe closing

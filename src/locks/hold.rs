@@ -34,27 +34,67 @@ pub enum HoldState {
     Lost,
 }
 
-/// A number that strictly increases across successive holders of one lock path — across
-/// sessions, clients, processes and ensemble leader changes.
+/// A token that strictly increases across successive holders of one lock path — across
+/// sessions, clients, processes, ensemble leader changes and local hand-offs inside a process.
 ///
-/// It is the zxid of the create of the holder's lock node. Holders of one path get the lock in the
-/// order their nodes were created, and zxids order every write of the ensemble (the leader epoch is
-/// in the high 32 bits, so a new leader's zxids are larger than any before). A store that remembers
-/// the largest token it has seen for a resource and refuses smaller ones rejects a stale holder
-/// that still believes it holds the lock.
+/// It has two parts, compared in this order:
+/// * [`zxid`](Self::zxid): the zxid of the create of the holder's lock node. Nodes of one path are
+///   granted in the order they were created, and zxids order every write of the ensemble (the
+///   leader epoch is in the high 32 bits, so a new leader's zxids are larger than any before).
+/// * [`handoff`](Self::handoff): how many local holders had this node before this one. Guards of
+///   one client on one path share one node per turn (see the
+///   [local queue](crate::InterProcessMutex#thousands-of-tasks-one-node-per-process)): the node's
+///   first holder has 0, the next task it is handed to inside the process 1, and so on. The next
+///   node granted has a larger zxid, so it comes after every local holder of this one.
+///
+/// Getting the token costs nothing: no write, no round trip. A store that remembers the largest
+/// token it has seen for a resource and refuses smaller ones rejects a stale holder that still
+/// believes it holds the lock. Store both parts, or the single number [`as_u128`](Self::as_u128).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FencingToken(pub i64);
+pub struct FencingToken {
+    zxid: i64,
+    handoff: u32,
+}
 
 impl FencingToken {
-    /// The raw value.
+    /// The token of a node's `handoff`-th local holder (0: the holder the node was granted to).
+    pub fn new(zxid: i64, handoff: u32) -> Self {
+        Self { zxid, handoff }
+    }
+
+    /// The zxid of the create of the holder's node. Local holders of one node share it: compare
+    /// whole tokens (or [`as_u128`](Self::as_u128)), not this part alone.
+    pub fn zxid(self) -> i64 {
+        self.zxid
+    }
+
+    /// How many local holders had the node before this holder (0 for the first).
+    pub fn handoff(self) -> u32 {
+        self.handoff
+    }
+
+    /// The zxid part, as before local hand-offs existed. Equal for local holders of one node: use
+    /// [`as_u128`](Self::as_u128) or the whole token where those may differ.
     pub fn value(self) -> i64 {
-        self.0
+        self.zxid
+    }
+
+    /// Both parts in one number that orders as the token does: the zxid in the high 64 bits, the
+    /// hand-off count in the low ones.
+    pub fn as_u128(self) -> u128 {
+        (u128::from(self.zxid as u64) << 64) | u128::from(self.handoff)
     }
 }
 
 impl std::fmt::Display for FencingToken {
+    /// The zxid alone for a node's first holder (as before local hand-offs existed), else
+    /// `ZXID.HANDOFF`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
+        if self.handoff == 0 {
+            write!(f, "{}", self.zxid)
+        } else {
+            write!(f, "{}.{}", self.zxid, self.handoff)
+        }
     }
 }
 
@@ -67,8 +107,13 @@ pub struct Hold {
     client: CuratorClient,
     node: CreatedNode,
     fixed: String,
+    /// The hand-off count of the token (0 unless handed on inside the process).
+    handoff: u32,
     released: AtomicBool,
-    node_deleted: AtomicBool,
+    /// Shared by every local holder of one node: a deletion seen by one is seen by all.
+    node_deleted: Arc<AtomicBool>,
+    /// Set for a holder of a node shared through the local queue: its release hands the node on.
+    local: Option<LocalLink>,
     state: watch::Sender<HoldState>,
     data: watch::Sender<Vec<u8>>,
     monitor_started: AtomicBool,
@@ -90,13 +135,43 @@ impl Hold {
             client: client.clone(),
             node,
             fixed,
+            handoff: 0,
             released: AtomicBool::new(false),
-            node_deleted: AtomicBool::new(false),
+            node_deleted: Arc::new(AtomicBool::new(false)),
+            local: None,
             state,
             data,
             monitor_started: AtomicBool::new(false),
             meter,
         })
+    }
+
+    /// A hold of `node`'s node for one local holder of the local queue: the `handoff`-th holder
+    /// of that node, released through `link`.
+    pub(crate) fn local(node: &Hold, handoff: u32, link: LocalLink, meter: HoldMeter) -> Arc<Hold> {
+        let (state, _) = watch::channel(HoldState::Held);
+        let (data, _) = watch::channel(node.data());
+        Arc::new(Hold {
+            client: node.client.clone(),
+            node: node.node.clone(),
+            fixed: node.fixed.clone(),
+            handoff,
+            released: AtomicBool::new(false),
+            node_deleted: node.node_deleted.clone(),
+            local: Some(link),
+            state,
+            data,
+            monitor_started: AtomicBool::new(false),
+            meter,
+        })
+    }
+
+    /// Stops the local queue from handing this hold's node on to another task (its place in line
+    /// now backs another node, e.g. a downgrade's read node).
+    pub(crate) fn keep_node_to_itself(&self) {
+        if let Some(link) = &self.local {
+            link.queue.close_turn(link.turn);
+        }
     }
 
     /// The lock node's full path (without namespace).
@@ -111,7 +186,7 @@ impl Hold {
 
     /// The fencing token of this hold.
     pub fn fencing_token(&self) -> FencingToken {
-        FencingToken(self.node.czxid)
+        FencingToken::new(self.node.czxid, self.handoff)
     }
 
     /// The session the lock node belongs to.
@@ -327,6 +402,19 @@ impl Hold {
     /// [`release`](Self::release), waiting at most until `deadline` too (a timed call giving back
     /// what it took keeps its own deadline).
     pub(crate) async fn release_by(&self, deadline: Option<Instant>) -> Result<()> {
+        if let Some(link) = &self.local {
+            // The node is handed on to the next local holder, or deleted by its last one.
+            self.mark_released();
+            return match link.queue.leave(link.turn, &self.data()) {
+                Some(node) => node.delete_node(deadline).await,
+                None => Ok(()),
+            };
+        }
+        self.delete_node(deadline).await
+    }
+
+    /// Releases a hold of a node of its own: marks it released and deletes the node.
+    async fn delete_node(&self, deadline: Option<Instant>) -> Result<()> {
         let session_gone = self.client.session() != self.node.session;
         self.mark_released();
         if session_gone {
@@ -341,6 +429,12 @@ impl Hold {
     /// after a session change, for the same reason as [`release`](Self::release).
     pub(crate) fn release_in_background(&self) {
         self.mark_released();
+        if let Some(link) = &self.local {
+            if let Some(node) = link.queue.leave(link.turn, &self.data()) {
+                node.release_in_background();
+            }
+            return;
+        }
         drop(self.client.delete_fixed_in_background(self.fixed.clone()));
     }
 
@@ -549,6 +643,28 @@ impl futures_core::Stream for HoldStateStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<HoldState>> {
         self.get_mut().poll_change(cx)
     }
+}
+
+/// How a local holder reaches the local queue that shares its node.
+pub(crate) struct LocalLink {
+    pub(crate) queue: Arc<dyn LocalTurns>,
+    pub(crate) turn: u64,
+}
+
+impl std::fmt::Debug for LocalLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalLink").field("turn", &self.turn).finish()
+    }
+}
+
+/// The local queue as its holders see it.
+pub(crate) trait LocalTurns: Send + Sync {
+    /// A holder of `turn` is done (released or dropped; `data` is its node's data as it last saw
+    /// it): the node goes to the next local waiter of the turn, or — returned — is to be deleted
+    /// by the caller, the turn's last holder.
+    fn leave(&self, turn: u64, data: &[u8]) -> Option<Arc<Hold>>;
+    /// No more local hand-offs of `turn`'s node: its waiters move on to the next turn.
+    fn close_turn(&self, turn: u64);
 }
 
 /// The writes of one [`Hold::guarded_write`], applied atomically after the lock check: a

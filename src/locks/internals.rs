@@ -186,6 +186,11 @@ impl<D: LockDriver> LockInternals<D> {
         &self.client
     }
 
+    /// The driver.
+    pub(crate) fn driver(&self) -> &D {
+        &self.driver
+    }
+
     /// The recipe and lock path of the spans and metrics.
     pub(crate) fn labels(&self) -> &LockLabels {
         &self.labels
@@ -252,6 +257,16 @@ impl<D: LockDriver> LockInternals<D> {
         data: &[u8],
         basis: Basis<'_>,
     ) -> Result<Option<Arc<Hold>>> {
+        self.attempt(wait, data, basis, true).await
+    }
+
+    /// The node of a local queue's turn: [`attempt_lock_unmeasured`](Self::attempt_lock_unmeasured)
+    /// whose hold records no metrics (each local holder of the node records its own).
+    pub(crate) async fn attempt_shared_node(&self, wait: Wait, data: &[u8]) -> Result<Option<Arc<Hold>>> {
+        self.attempt(wait, data, Basis::None, false).await
+    }
+
+    async fn attempt(&self, wait: Wait, data: &[u8], basis: Basis<'_>, metered: bool) -> Result<Option<Arc<Hold>>> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.base.clone() });
         }
@@ -353,7 +368,8 @@ impl<D: LockDriver> LockInternals<D> {
                         }
                         Grant::Held => {
                             cleanup.disarm();
-                            let meter = self.labels.hold_meter();
+                            let meter =
+                                if metered { self.labels.hold_meter() } else { crate::metrics::HoldMeter::unrecorded() };
                             return Ok(Some(Hold::new(&self.client, node, fixed_node, data, meter)));
                         }
                         Grant::SessionChanged => break Ok(WaitOutcome::SessionChanged),

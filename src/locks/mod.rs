@@ -21,6 +21,7 @@ pub(crate) mod interprocess_lock;
 pub(crate) mod leader_latch;
 pub(crate) mod leader_selector;
 pub(crate) mod leadership;
+pub(crate) mod local_queue;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
 pub(crate) mod read_write;

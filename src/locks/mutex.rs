@@ -10,9 +10,10 @@ use tracing::{debug, Instrument};
 use super::driver::{LockDriver, StandardLockDriver};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{deadline_after, Basis, LockInternals, Wait};
+use super::local_queue::LocalQueue;
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
 use crate::error::{Error, Result};
-use crate::metrics::{LockLabels, Recipe};
+use crate::metrics::{measure_acquire, LockLabels, Recipe};
 use crate::CuratorClient;
 
 /// A mutex shared across processes, wire-compatible with Curator's `InterProcessMutex` (nodes
@@ -58,7 +59,7 @@ impl<D: LockDriver> Clone for InterProcessMutex<D> {
 }
 
 struct Shared<D: LockDriver> {
-    internals: LockInternals<D>,
+    internals: Arc<LockInternals<D>>,
     /// Curator-style holds only.
     holders: ReentrancyMap<HolderId, Arc<Hold>>,
     /// Serialises concurrent Curator-style acquires of one holder (`join!` in one task).
@@ -68,6 +69,10 @@ struct Shared<D: LockDriver> {
     data: Option<Vec<u8>>,
     /// Nodes carry no data, as Curator's revocable locks (see [`InterProcessMutex::make_revocable`]).
     revocable: AtomicBool,
+    /// Guards make a node each instead of sharing one through the local queue.
+    node_per_task: AtomicBool,
+    /// The local queue's waiters of one turn hold its node together (a read lock's readers).
+    shares_turns: AtomicBool,
 }
 
 impl<D: LockDriver> std::fmt::Debug for InterProcessMutex<D> {
@@ -112,7 +117,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         data: Option<Vec<u8>>,
         labels: LockLabels,
     ) -> Result<Self> {
-        let internals = LockInternals::new(client, path, driver, 1, labels)?;
+        let internals = Arc::new(LockInternals::new(client, path, driver, 1, labels)?);
         let shared = Shared {
             internals,
             holders: ReentrancyMap::default(),
@@ -120,6 +125,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
             guards: AtomicUsize::new(0),
             data,
             revocable: AtomicBool::new(false),
+            node_per_task: AtomicBool::new(false),
+            shares_turns: AtomicBool::new(false),
         };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -131,6 +138,57 @@ impl<D: LockDriver> InterProcessMutex<D> {
 
     pub(crate) fn client(&self) -> &CuratorClient {
         self.shared.internals.client()
+    }
+
+    /// Guards of this instance (and its clones) each make a node of their own, as Curator's
+    /// threads do, instead of sharing one per turn through the
+    /// [local queue](#thousands-of-tasks-one-node-per-process). Use it where every waiting task
+    /// must show as a participant of its own (Curator's `getParticipantNodes` per thread), or where
+    /// a few long holds should not queue behind each other's turns. Curator-style
+    /// [`acquire`](Self::acquire) always makes a node per task.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?.with_node_per_task();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_node_per_task(self) -> Self {
+        self.shared.node_per_task.store(true, Ordering::SeqCst);
+        self
+    }
+
+    /// The local queue's waiters of one turn share its node all at once (readers).
+    pub(crate) fn share_local_turns(self) -> Self {
+        self.shared.shares_turns.store(true, Ordering::SeqCst);
+        self
+    }
+
+    /// A new hold for a guard: through the local queue, or a node of its own (per-task mode, or
+    /// outside a tokio runtime).
+    async fn attempt_guarded(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !self.shared.node_per_task.load(Ordering::SeqCst) => runtime,
+            _ => return self.attempt(wait, Basis::None).await,
+        };
+        let revocable = self.shared.revocable.load(Ordering::SeqCst);
+        let data = self.node_data(revocable).to_vec();
+        let internals = &self.shared.internals;
+        let lock_name = internals.driver().lock_name();
+        let key = (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
+        let shared = self.shared.shares_turns.load(Ordering::SeqCst);
+        let queue = self
+            .client()
+            .local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
+        measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), queue.acquire(wait)).await
+    }
+
+    fn node_data(&self, revocable: bool) -> &[u8] {
+        match &self.shared.data {
+            _ if revocable => &[][..],
+            Some(data) => data.as_slice(),
+            None => self.shared.internals.client().default_data(),
+        }
     }
 
     /// Makes later acquisitions revocable (Curator's `makeRevocable`): their nodes are created with
@@ -250,11 +308,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// One new hold (no reentrancy), for a guard or a first Curator-style hold.
     pub(crate) async fn attempt(&self, wait: Wait, basis: Basis<'_>) -> Result<Option<Arc<Hold>>> {
         let revocable = self.shared.revocable.load(Ordering::SeqCst);
-        let data = match &self.shared.data {
-            _ if revocable => &[][..],
-            Some(data) => data.as_slice(),
-            None => self.shared.internals.client().default_data(),
-        };
+        let data = self.node_data(revocable);
         let hold = self.shared.internals.attempt_lock(wait, data, basis).await?;
         if revocable {
             // Watch our node from the start, so a request made while we waited is seen at once.
@@ -388,7 +442,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<MutexGuard<D>> {
-        let hold = self.attempt(Wait::Forever, Basis::None).await?;
+        let hold = self.attempt_guarded(Wait::Forever).await?;
         Ok(self.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 
@@ -416,7 +470,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
-        Ok(self.attempt(Wait::from_timeout(timeout), Basis::None).await?.map(|hold| self.guard(hold)))
+        Ok(self.attempt_guarded(Wait::from_timeout(timeout)).await?.map(|hold| self.guard(hold)))
     }
 
     /// One attempt (a create and a listing): the guard if the lock was free, else `Ok(None)`.

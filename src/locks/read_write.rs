@@ -178,7 +178,7 @@ impl InterProcessReadWriteLock {
     fn build(client: &CuratorClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
         let labels = |recipe| LockLabels::new(client, recipe, path);
         let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone(), labels(Recipe::Write))?;
-        let read = InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?;
+        let read = InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();
         Ok(Self {
             read: ReadLock { mutex: read.clone(), write: write.clone() },
             write: WriteLock { mutex: write, read },
@@ -480,6 +480,11 @@ impl ReadLock {
             return Err(Error::invalid_argument("writer", writer.node_path(), "is held through another client"));
         }
         let hold = self.mutex.attempt(Wait::Forever, Basis::InQueue(writer.hold())).await?;
+        if hold.is_some() {
+            // The read node stands in the writer's place: the write node is not handed on to
+            // another local writer while it is held.
+            writer.hold().keep_node_to_itself();
+        }
         Ok(self.mutex.guard(hold.ok_or_else(|| Error::Closed { path: self.path().to_string() })?))
     }
 }
