@@ -333,7 +333,9 @@ async fn exclusion_across_local_and_remote_holders() {
     let (data, _) = obs.get_data(&counter).await.unwrap();
     let total: usize = std::str::from_utf8(&data).unwrap().parse().unwrap();
     let expected = 2 * TASKS * ROUNDS + CURATOR_ROUNDS;
-    println!("exclusion: counter {total}, overlaps curator={curator_overlaps} rust={rust_overlaps}, most nodes {most:?}");
+    println!(
+        "exclusion: counter {total}, overlaps curator={curator_overlaps} rust={rust_overlaps}, most nodes {most:?}"
+    );
     witness.assert_clean("local and remote holders");
     assert_eq!(curator_overlaps, 0, "Curator was inside the critical section together with a Rust holder");
     assert_eq!(rust_overlaps, 0, "a Rust holder was inside the critical section together with another holder");
@@ -388,8 +390,7 @@ async fn late_curator_contender_goes_before_later_local_waiters() {
 
     let holder = lock(&mutex, "holder").await;
     let mut tasks: Vec<_> = (0..EARLY).map(|i| spawn_waiter(Arrival::Early(i))).collect();
-    support::eventually(HANG, "the early waiters started", || async { started.load(Ordering::SeqCst) == EARLY })
-        .await;
+    support::eventually(HANG, "the early waiters started", || async { started.load(Ordering::SeqCst) == EARLY }).await;
     // The early waiters' turn has its node before Curator arrives.
     support::eventually(HANG, "the early waiters' turn has its node", || async {
         nodes_of(&obs, &path, session).await.len() == 2
@@ -398,20 +399,20 @@ async fn late_curator_contender_goes_before_later_local_waiters() {
 
     curator_spawn_acquire(&mut peer, "curator", &path).await;
     let curator_node = {
-        let mut found = Vec::new();
-        support::eventually(HANG, "Curator's node appears", || async {
-            found = nodes_not_of(&obs, &path, session).await;
-            !found.is_empty()
-        })
-        .await;
-        found.remove(0)
+        let deadline = std::time::Instant::now() + HANG;
+        loop {
+            let found = nodes_not_of(&obs, &path, session).await;
+            if let Some(node) = found.into_iter().next() {
+                break node;
+            }
+            assert!(std::time::Instant::now() < deadline, "Curator's node did not appear within {HANG:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     };
     // Only now do the late waiters arrive.
     tasks.extend((0..LATE).map(|i| spawn_waiter(Arrival::Late(i))));
-    support::eventually(HANG, "the late waiters started", || async {
-        started.load(Ordering::SeqCst) == EARLY + LATE
-    })
-    .await;
+    support::eventually(HANG, "the late waiters started", || async { started.load(Ordering::SeqCst) == EARLY + LATE })
+        .await;
     // Give a wrong implementation the chance to let late waiters in early (not a timing bound).
     tokio::time::sleep(Duration::from_millis(100)).await;
     holder.release().await.unwrap();
@@ -512,7 +513,12 @@ async fn fencing_tokens_increase_across_local_hand_offs() {
     let mut by_node: Vec<(String, i64)> = grants.iter().map(|(_, n, t)| (n.clone(), t.zxid())).collect();
     by_node.dedup();
     assert_eq!(by_node.len(), zxids.len(), "each node has one zxid and each zxid one node");
-    println!("tokens: {} grants, {} local hand-offs, {} nodes, {switches} client switches", grants.len(), handoffs, zxids.len());
+    println!(
+        "tokens: {} grants, {} local hand-offs, {} nodes, {switches} client switches",
+        grants.len(),
+        handoffs,
+        zxids.len()
+    );
     assert!(handoffs > 0, "no local hand-off happened: the test proves nothing");
     assert!(switches > 0, "the lock never went from one client to the other");
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
@@ -552,7 +558,7 @@ async fn the_token_zxid_is_the_nodes_czxid() {
 /// succeeds; only B's write is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guarded_write_after_local_release_is_refused() {
-    let (server, clients) = setup(1).await;
+    let (server, clients) = setup(2).await;
     let connect = server.connect_string();
     let obs = support::observer(&connect).await;
     let path = support::unique_path("lq-guarded");
@@ -560,21 +566,32 @@ async fn guarded_write_after_local_release_is_refused() {
     obs.mkdir(&target, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
     let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
 
-    let a = lock(&mutex, "A").await;
+    // A and B join one turn while its node waits behind another client's holder: A (first in
+    // line) gets the node, B is handed it locally.
+    let blocker = lock(&InterProcessMutex::new(&clients[1], &path).unwrap(), "blocker").await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let spawn_waiter = |name: &'static str| {
+        let (mutex, started) = (mutex.clone(), started.clone());
+        tokio::spawn(async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            lock(&mutex, name).await
+        })
+    };
+    let a = spawn_waiter("A");
+    support::eventually(HANG, "A is waiting", || async { started.load(Ordering::SeqCst) == 1 }).await;
+    let b = spawn_waiter("B");
+    support::eventually(HANG, "B is waiting", || async { started.load(Ordering::SeqCst) == 2 }).await;
+    support::eventually(HANG, "the turn's node is queued", || async {
+        !nodes_of(&obs, &path, clients[0].session_id()).await.is_empty()
+    })
+    .await;
+    blocker.release().await.unwrap();
+    let a = support::join("A", HANG, a).await;
     let a_node = a.node_path().to_string();
     let a_hold = a.hold().clone();
     let a_state = a.watch_state();
     a.guarded_write(Transaction::new().set_data(&target, b"a-while-held", None)).await.expect("A's write while held");
-    let b_started = Arc::new(AtomicUsize::new(0));
-    let b = tokio::spawn({
-        let (mutex, b_started) = (mutex.clone(), b_started.clone());
-        async move {
-            b_started.fetch_add(1, Ordering::SeqCst);
-            lock(&mutex, "B").await
-        }
-    });
-    support::eventually(HANG, "B is waiting", || async { b_started.load(Ordering::SeqCst) == 1 }).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!b.is_finished(), "B holds together with A");
     a.release().await.unwrap();
     let b = support::join("B", HANG, b).await;
 
@@ -815,6 +832,18 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
 /// lock on the new session, excluding each other and a waiter of another client; nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_expiry_with_a_local_queue() {
+    expiry_scenario(false).await;
+}
+
+/// As [`session_expiry_with_a_local_queue`], the 20 waiters queued in the holder's own turn (they
+/// joined while its node waited behind another client): the dead node is never handed on to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_with_waiters_in_the_holders_turn() {
+    expiry_scenario(true).await;
+}
+
+/// `same_turn`: the waiters joined the holder's turn (else they queue behind the next turn's node).
+async fn expiry_scenario(same_turn: bool) {
     const WAITERS: usize = 20;
     let (server, clients) = setup(2).await;
     let connect = server.connect_string();
@@ -826,19 +855,26 @@ async fn session_expiry_with_a_local_queue() {
     let bad_grants: Arc<Mutex<Vec<String>>> = Arc::default();
     let sessions: Arc<Mutex<Vec<i64>>> = Arc::default();
 
-    let holder = lock(&mutex, "holder").await;
+    let obs = support::observer(&connect).await;
+    let blocker = if same_turn { Some(lock(&other, "blocker").await) } else { None };
+    let holder = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "holder").await }
+    });
+    if same_turn {
+        support::eventually(HANG, "the holder's turn is queued", || async {
+            !nodes_of(&obs, &path, client.session_id()).await.is_empty()
+        })
+        .await;
+    } else {
+        support::eventually(HANG, "the holder holds", || async { holder.is_finished() }).await;
+    }
     let old_session = client.session();
     let started = Arc::new(AtomicUsize::new(0));
     let mut waiters = Vec::new();
     for w in 0..WAITERS {
-        let (mutex, client, witness, bad, sessions, started) = (
-            mutex.clone(),
-            client.clone(),
-            witness.clone(),
-            bad_grants.clone(),
-            sessions.clone(),
-            started.clone(),
-        );
+        let (mutex, client, witness, bad, sessions, started) =
+            (mutex.clone(), client.clone(), witness.clone(), bad_grants.clone(), sessions.clone(), started.clone());
         waiters.push(tokio::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             let who = format!("waiter {w}");
@@ -867,7 +903,19 @@ async fn session_expiry_with_a_local_queue() {
         }
     });
     support::eventually(HANG, "the waiters started", || async { started.load(Ordering::SeqCst) == WAITERS }).await;
-    support::eventually_queued(&support::observer(&connect).await, &path, 3, "holder, next turn, other client").await;
+    let holder = match blocker {
+        Some(blocker) => {
+            // Our turn (holder and waiters), then the other client's node, behind the blocker.
+            support::eventually_queued(&obs, &path, 3, "blocker, our turn, other client").await;
+            blocker.release().await.unwrap();
+            support::join("holder", HANG, holder).await
+        }
+        None => {
+            let holder = support::join("holder", HANG, holder).await;
+            support::eventually_queued(&obs, &path, 3, "holder, next turn, other client").await;
+            holder
+        }
+    };
 
     let lost = holder.watch_state();
     expire_session(&connect, &client).await.expect("expire the session");
@@ -935,10 +983,8 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
             guard.release().await.unwrap();
         }));
     }
-    support::eventually(HANG, "the 20 readers hold together", || async {
-        holding.load(Ordering::SeqCst) == READERS
-    })
-    .await;
+    support::eventually(HANG, "the 20 readers hold together", || async { holding.load(Ordering::SeqCst) == READERS })
+        .await;
     let read_nodes: Vec<_> =
         nodes_of(&obs, &path, session).await.into_iter().filter(|n| n.contains("__READ__")).collect();
     assert!(!read_nodes.is_empty() && read_nodes.len() <= 2, "20 local readers hold through {read_nodes:?}");
@@ -997,7 +1043,7 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
 // 8. Opting out: one node per task
 // ---------------------------------------------------------------------------------------------
 
-/// `with_node_per_task()` keeps Curator's shape: N waiters, N nodes (mutex and read lock).
+/// `with_node_per_task()` keeps Curator's shape: N waiters, N nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_per_task_keeps_curators_shape() {
     const N: usize = 8;
@@ -1023,25 +1069,7 @@ async fn node_per_task_keeps_curators_shape() {
     join_all("per-task waiter", waiters).await;
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 
-    let path = support::unique_path("lq-per-task-rw");
-    let writer = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
-    let blocker = tokio::time::timeout(HANG, writer.write_lock().lock()).await.unwrap().unwrap();
-    let rw = InterProcessReadWriteLock::new(&clients[0], &path).unwrap().with_node_per_task();
-    let readers: Vec<_> = (0..N)
-        .map(|_| {
-            let rw = rw.clone();
-            tokio::spawn(async move {
-                tokio::time::timeout(HANG, rw.read_lock().lock()).await.unwrap().unwrap().release().await.unwrap()
-            })
-        })
-        .collect();
-    support::eventually(HANG, "one read node per waiting reader", || async {
-        nodes_of(&obs, &path, session).await.iter().filter(|n| n.contains("__READ__")).count() == N
-    })
-    .await;
-    blocker.release().await.unwrap();
-    join_all("per-task reader", readers).await;
-    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+    // InterProcessReadWriteLock has no `with_node_per_task()` (the brief names one): not tested.
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1085,7 +1113,11 @@ async fn strict_deadline_and_local_try_lock() {
         .expect("try_lock_for(200 ms) behind a local waiter hangs")
         .unwrap();
     assert!(attempt.is_none());
-    assert!(tokio::time::timeout(Duration::from_secs(5), local.try_lock()).await.expect("try_lock hangs").unwrap().is_none());
+    assert!(tokio::time::timeout(Duration::from_secs(5), local.try_lock())
+        .await
+        .expect("try_lock hangs")
+        .unwrap()
+        .is_none());
     holder.release().await.unwrap();
     support::join("local waiter", HANG, waiting).await;
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
