@@ -361,6 +361,18 @@ enum Arrival {
 /// before any of those 50: a remote contender waits at most the batch queued before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_curator_contender_goes_before_later_local_waiters() {
+    fairness_scenario(false).await;
+}
+
+/// The control of [`late_curator_contender_goes_before_later_local_waiters`]: with
+/// `with_node_per_task()` (Curator's shape, strict FIFO by node) the same checker passes — and so
+/// the scenario really distinguishes fair from unfair orders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_curator_contender_per_task_control() {
+    fairness_scenario(true).await;
+}
+
+async fn fairness_scenario(per_task: bool) {
     const EARLY: usize = 200;
     const LATE: usize = 50;
     let (server, mut peer, clients) = setup_with_curator(1).await;
@@ -370,6 +382,7 @@ async fn late_curator_contender_goes_before_later_local_waiters() {
     let client = &clients[0];
     let session = client.session_id();
     let mutex = InterProcessMutex::new(client, &path).unwrap();
+    let mutex = if per_task { mutex.with_node_per_task() } else { mutex };
     let witness = Arc::new(Witness::default());
     let order: Arc<Mutex<Vec<Arrival>>> = Arc::default();
     let started = Arc::new(AtomicUsize::new(0));
@@ -393,7 +406,7 @@ async fn late_curator_contender_goes_before_later_local_waiters() {
     support::eventually(HANG, "the early waiters started", || async { started.load(Ordering::SeqCst) == EARLY }).await;
     // The early waiters' turn has its node before Curator arrives.
     support::eventually(HANG, "the early waiters' turn has its node", || async {
-        nodes_of(&obs, &path, session).await.len() == 2
+        nodes_of(&obs, &path, session).await.len() == if per_task { EARLY + 1 } else { 2 }
     })
     .await;
 
