@@ -1150,3 +1150,143 @@ async fn strict_deadline_and_local_try_lock() {
     guard.release().await.unwrap();
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// More: downgrade with local writers waiting; try_lock right after a cancelled waiter; close
+// ---------------------------------------------------------------------------------------------
+
+/// Writers W1..W5 of one client share one turn; W1 downgrades (`lock_while_writing`) and releases
+/// its write hold: the node must not be handed on to W2 while W1's read hold stands in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
+    const WRITERS: usize = 5;
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-downgrade");
+    let ours = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
+    let theirs = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+    let witness = Arc::new(Witness::default());
+    let blocker = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let first = tokio::spawn({
+        let (ours, started) = (ours.clone(), started.clone());
+        async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            tokio::time::timeout(HANG, ours.write_lock().lock()).await.expect("W1 hangs").unwrap()
+        }
+    });
+    support::eventually(HANG, "W1 is waiting", || async { started.load(Ordering::SeqCst) == 1 }).await;
+    let others: Vec<_> = (2..=WRITERS)
+        .map(|w| {
+            let (ours, started, witness) = (ours.clone(), started.clone(), witness.clone());
+            tokio::spawn(async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                let guard = tokio::time::timeout(HANG, ours.write_lock().lock()).await.expect("writer hangs").unwrap();
+                let inside = witness.enter(&format!("W{w}"));
+                tokio::task::yield_now().await;
+                drop(inside);
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    support::eventually(HANG, "the writers are waiting", || async { started.load(Ordering::SeqCst) == WRITERS }).await;
+    support::eventually(HANG, "our turn's node is queued", || async {
+        !nodes_of(&obs, &path, clients[0].session_id()).await.is_empty()
+    })
+    .await;
+    blocker.release().await.unwrap();
+    let w1 = support::join("W1", HANG, first).await;
+    let w1_inside = witness.enter("W1");
+    let read = tokio::time::timeout(HANG, ours.read_lock().lock_while_writing(&w1)).await.unwrap().unwrap();
+    drop(w1_inside);
+    let read_inside = witness.enter_shared("W1's read hold");
+    w1.release().await.unwrap();
+    // Give a wrong implementation the chance to hand the write node on (not a timing bound).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(others.iter().all(|w| !w.is_finished()), "a local writer finished while the downgraded read hold stands");
+    drop(read_inside);
+    read.release().await.unwrap();
+    join_all("writer", others).await;
+    witness.assert_clean("downgrade");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// A lock() that was cancelled (no other holder, no other waiter) leaves the lock free: `try_lock()`
+/// soon gets it; right after a timed-out `try_lock_for` (which waits for its node's delete) and
+/// the other client's release, `try_lock()` gets it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_right_after_a_cancelled_waiter_gets_the_free_lock() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("lq-try-after-cancel");
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    for round in 0..5 {
+        // A waiter cancelled while its node is on the way.
+        {
+            let pending = mutex.lock();
+            tokio::pin!(pending);
+            assert!(futures::poll!(pending.as_mut()).is_pending());
+        }
+        // The cancelled waiter's node may still be on its way out (as with one node per task), so
+        // "busy" for a moment is allowed; for good is not.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(guard) = mutex.try_lock().await.unwrap() {
+                guard.release().await.unwrap();
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: try_lock() still says busy 5 s after a cancelled lock(); the lock is free"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A timed attempt that ran out behind another client's holder, which then released.
+        let holder = lock(&remote, "remote").await;
+        assert!(mutex.try_lock_for(Duration::from_millis(50)).await.unwrap().is_none());
+        holder.release().await.unwrap();
+        let guard = mutex.try_lock().await.unwrap();
+        assert!(guard.is_some(), "round {round}: try_lock() right after a timed-out try_lock_for said busy");
+        guard.unwrap().release().await.unwrap();
+    }
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// Closing the client while local waiters wait: each gets `Error::Closed` (no hang), and nothing
+/// of this client is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_client_ends_the_local_queue() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-close");
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let blocker = lock(&InterProcessMutex::new(&clients[1], &path).unwrap(), "blocker").await;
+    let holder = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { mutex.lock().await }
+    });
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await.map(drop) })
+        })
+        .collect();
+    support::eventually(HANG, "our turn's node is queued", || async {
+        !nodes_of(&obs, &path, session).await.is_empty()
+    })
+    .await;
+    tokio::time::timeout(HANG, clients[0].close()).await.expect("close hangs");
+    for (i, waiter) in waiters.into_iter().enumerate() {
+        let result = support::join(&format!("waiter {i}"), HANG, waiter).await;
+        assert!(matches!(result, Err(Error::Closed { .. })), "waiter {i} after close: {result:?}");
+    }
+    let result = support::join("holder", HANG, holder).await;
+    assert!(matches!(result, Err(Error::Closed { .. })), "first waiter after close: {:?}", result.map(drop));
+    assert!(nodes_of(&obs, &path, session).await.is_empty(), "a node of the closed client is left");
+    blocker.release().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
