@@ -1290,3 +1290,149 @@ async fn closing_the_client_ends_the_local_queue() {
     blocker.release().await.unwrap();
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// Forms one local turn on `mutex` (client of `session`) of `n` tasks behind `blocker`'s hold:
+/// the first task spawned is granted first once `blocker` is released; returns the first task's
+/// guard and the other tasks, each running `then` on its guard.
+async fn one_turn<F, Fut>(
+    obs: &zk::Client,
+    mutex: &InterProcessMutex,
+    session: i64,
+    blocker: MutexGuard,
+    n: usize,
+    then: F,
+) -> (MutexGuard, Vec<JoinHandle<()>>)
+where
+    F: Fn(usize, MutexGuard) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let started = Arc::new(AtomicUsize::new(0));
+    let first = tokio::spawn({
+        let (mutex, started) = (mutex.clone(), started.clone());
+        async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            lock(&mutex, "first of the turn").await
+        }
+    });
+    support::eventually(HANG, "the first task waits", || async { started.load(Ordering::SeqCst) == 1 }).await;
+    let others = (1..n)
+        .map(|i| {
+            let (mutex, started, then) = (mutex.clone(), started.clone(), then.clone());
+            tokio::spawn(async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                let guard = lock(&mutex, &format!("task {i} of the turn")).await;
+                then(i, guard).await
+            })
+        })
+        .collect();
+    support::eventually(HANG, "the turn's tasks wait", || async { started.load(Ordering::SeqCst) == n }).await;
+    support::eventually(HANG, "the turn's node is queued", || async {
+        !nodes_of(obs, mutex.path(), session).await.is_empty()
+    })
+    .await;
+    blocker.release().await.unwrap();
+    (support::join("first of the turn", HANG, first).await, others)
+}
+
+/// The connection of a client whose holder has local waiters in its turn is cut: the holder's
+/// hold is Suspended, and releasing it then must not hand the node on (nobody may be granted a
+/// hold that is not Held). Once the connection is back (same session), the waiters get the lock
+/// one by one, each Held at grant, and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_holder_does_not_hand_its_node_on() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = zk_curator::testing::FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let other = support::client(&connect).await;
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-suspended");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let witness = Arc::new(Witness::default());
+    let bad: Arc<Mutex<Vec<String>>> = Arc::default();
+    let blocker = lock(&InterProcessMutex::new(&other, &path).unwrap(), "blocker").await;
+    let then = {
+        let (witness, bad, client) = (witness.clone(), bad.clone(), client.clone());
+        move |i: usize, guard: MutexGuard| {
+            let (witness, bad, client) = (witness.clone(), bad.clone(), client.clone());
+            async move {
+                let state = guard.hold_state();
+                if state != HoldState::Held || guard.hold().session() != client.session() {
+                    bad.lock().unwrap().push(format!("task {i}: granted {state:?} on {:?}", guard.hold().session()));
+                }
+                let inside = witness.enter(&format!("task {i}"));
+                tokio::task::yield_now().await;
+                drop(inside);
+                guard.release().await.unwrap();
+            }
+        }
+    };
+    let (holder, waiters) = one_turn(&obs, &mutex, client.session_id(), blocker, 11, then).await;
+    let session = client.session_id();
+    proxy.set_mode(zk_curator::testing::ProxyMode::Cut);
+    support::eventually(HANG, "the holder is Suspended", || async { holder.hold_state() == HoldState::Suspended })
+        .await;
+    drop(holder); // released in the background: must not be handed on while Suspended
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()), "a waiter finished while the connection was cut");
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
+    join_all("waiter", waiters).await;
+    assert_eq!(client.session_id(), session, "the session survived the short cut");
+    witness.assert_clean("suspended holder");
+    let bad = bad.lock().unwrap().clone();
+    assert!(bad.is_empty(), "holds handed out not Held on the current session: {bad:#?}");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
+}
+
+/// A revocable holder with local waiters in its turn is asked to release (Curator's Revoker) by a
+/// contender of another client queued behind it: once it releases, the node is not handed on
+/// locally — the contender that asked gets the lock before every local waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_node_is_not_handed_on_locally() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-revoke");
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    mutex.make_revocable();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let witness = Arc::new(Witness::default());
+    let blocker = lock(&remote, "blocker").await;
+    let then = {
+        let (order, witness) = (order.clone(), witness.clone());
+        move |i: usize, guard: MutexGuard| {
+            let (order, witness) = (order.clone(), witness.clone());
+            async move {
+                let inside = witness.enter(&format!("local {i}"));
+                order.lock().unwrap().push(format!("local {i}"));
+                tokio::task::yield_now().await;
+                drop(inside);
+                guard.release().await.unwrap();
+            }
+        }
+    };
+    let (holder, waiters) = one_turn(&obs, &mutex, clients[0].session_id(), blocker, 6, then).await;
+    let contender = tokio::spawn({
+        let (remote, order, witness) = (remote.clone(), order.clone(), witness.clone());
+        async move {
+            let guard = lock(&remote, "remote contender").await;
+            let inside = witness.enter("remote contender");
+            order.lock().unwrap().push("remote".to_string());
+            tokio::task::yield_now().await;
+            drop(inside);
+            guard.release().await.unwrap();
+        }
+    });
+    support::eventually_queued(&obs, &path, 2, "our turn, then the remote contender").await;
+    zk_curator::Revoker::attempt_revoke(&clients[1], holder.node_path()).await.unwrap();
+    tokio::time::timeout(HANG, holder.revocation_requested()).await.expect("the holder is asked to release");
+    holder.release().await.unwrap();
+    support::join("remote contender", HANG, contender).await;
+    join_all("local waiter", waiters).await;
+    witness.assert_clean("revocation");
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.first().map(String::as_str), Some("remote"), "the revoked node was handed on locally: {order:?}");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
