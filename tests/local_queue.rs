@@ -1436,3 +1436,67 @@ async fn a_revoked_node_is_not_handed_on_locally() {
     assert_eq!(order.first().map(String::as_str), Some("remote"), "the revoked node was handed on locally: {order:?}");
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// The fairness rule for readers whose turn is still waiting: a writer W1 of another client holds;
+/// our readers' turn queues behind it; a writer W2 of the other client queues behind our turn;
+/// then more of our readers arrive. W2 must get the lock before those late readers (they arrived
+/// after W2's node was created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
+    const EARLY: usize = 5;
+    const LATE: usize = 5;
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-late-readers");
+    let ours = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
+    let theirs = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+    let (session, their_session) = (clients[0].session_id(), clients[1].session_id());
+    let witness = Arc::new(Witness::default());
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let started = Arc::new(AtomicUsize::new(0));
+    let w1 = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
+    let spawn_reader = |name: String| {
+        let (ours, witness, order, started) = (ours.clone(), witness.clone(), order.clone(), started.clone());
+        tokio::spawn(async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            let guard = tokio::time::timeout(HANG, ours.read_lock().lock()).await.expect("reader hangs").unwrap();
+            let inside = witness.enter_shared(&name);
+            order.lock().unwrap().push(name);
+            tokio::task::yield_now().await;
+            drop(inside);
+            guard.release().await.unwrap();
+        })
+    };
+    let mut readers: Vec<_> = (0..EARLY).map(|r| spawn_reader(format!("early reader {r}"))).collect();
+    support::eventually(HANG, "the early readers wait", || async { started.load(Ordering::SeqCst) == EARLY }).await;
+    support::eventually(HANG, "our readers' turn is queued", || async {
+        !nodes_of(&obs, &path, session).await.is_empty()
+    })
+    .await;
+    let w2 = tokio::spawn({
+        let (theirs, witness, order) = (theirs.clone(), witness.clone(), order.clone());
+        async move {
+            let guard = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.expect("W2 hangs").unwrap();
+            let inside = witness.enter("W2");
+            order.lock().unwrap().push("W2".to_string());
+            tokio::task::yield_now().await;
+            drop(inside);
+            guard.release().await.unwrap();
+        }
+    });
+    support::eventually(HANG, "W2 is queued", || async { nodes_of(&obs, &path, their_session).await.len() == 2 }).await;
+    readers.extend((0..LATE).map(|r| spawn_reader(format!("late reader {r}"))));
+    support::eventually(HANG, "the late readers wait", || async { started.load(Ordering::SeqCst) == EARLY + LATE })
+        .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    w1.release().await.unwrap();
+    join_all("reader", readers).await;
+    support::join("W2", HANG, w2).await;
+    witness.assert_clean("late readers");
+    let order = order.lock().unwrap().clone();
+    let w2_at = order.iter().position(|n| n == "W2").unwrap();
+    let late_before: Vec<_> = order[..w2_at].iter().filter(|n| n.starts_with("late")).collect();
+    assert!(late_before.is_empty(), "readers that arrived after the queued writer W2 went first: {order:?}");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
