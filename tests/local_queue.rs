@@ -1500,3 +1500,140 @@ async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
     assert!(late_before.is_empty(), "readers that arrived after the queued writer W2 went first: {order:?}");
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// Holds a read or write guard briefly under the witness, then releases or drops it.
+async fn hold_rw<D: zk_curator::LockDriver>(
+    guard: MutexGuard<D>,
+    witness: &Witness,
+    who: &str,
+    read: bool,
+    drop_it: bool,
+) {
+    let inside = if read { witness.enter_shared(who) } else { witness.enter(who) };
+    tokio::task::yield_now().await;
+    drop(inside);
+    if drop_it {
+        drop(guard);
+    } else {
+        guard.release().await.unwrap();
+    }
+}
+
+/// The cancellation storm on both halves of a read-write lock (readers share turns, writers hand
+/// on): 300 random read/write acquires on one client, most cancelled at random points, with
+/// `try_lock` / `try_lock_for` mixed in, while another client's readers and writers contend. No
+/// writer overlaps anyone, nothing is left, and fresh acquires work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_cancellation_storm() {
+    const N: usize = 300;
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("lq-rw-storm");
+    let mut rng = StdRng::seed_from_u64(support::seed("LOCAL_QUEUE_SEED"));
+    let witness = Arc::new(Witness::default());
+    let local = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
+    let remote = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+
+    let remote_task = {
+        let (remote, witness) = (remote.clone(), witness.clone());
+        let plan: Vec<(bool, u64)> = (0..15).map(|_| (rng.gen_bool(0.5), rng.gen_range(0..30))).collect();
+        tokio::spawn(async move {
+            for (r, (read, pause)) in plan.into_iter().enumerate() {
+                let who = format!("remote round {r}");
+                if read {
+                    let guard = tokio::time::timeout(HANG, remote.read_lock().lock()).await.expect("hang").unwrap();
+                    hold_rw(guard, &witness, &who, true, false).await;
+                } else {
+                    let guard = tokio::time::timeout(HANG, remote.write_lock().lock()).await.expect("hang").unwrap();
+                    hold_rw(guard, &witness, &who, false, false).await;
+                }
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+        })
+    };
+
+    let mut tasks = Vec::new();
+    let mut aborters = Vec::new();
+    for i in 0..N {
+        let (lock, witness) = (local.clone(), witness.clone());
+        let delay = Duration::from_millis(rng.gen_range(0..200));
+        let cancel_after = Duration::from_millis(rng.gen_range(0..40));
+        let drop_it = rng.gen_bool(0.3);
+        let read = rng.gen_bool(0.6);
+        let kind = rng.gen_range(0..5);
+        let who = format!("local {i} {} kind {kind}", if read { "reader" } else { "writer" });
+        macro_rules! run {
+            ($half:expr) => {{
+                let half = $half;
+                match kind {
+                    0 => {
+                        if let Ok(result) = tokio::time::timeout(cancel_after, half.lock()).await {
+                            hold_rw(result.unwrap(), &witness, &who, read, drop_it).await;
+                        }
+                    }
+                    1 => {
+                        tokio::select! {
+                            result = half.lock() => hold_rw(result.unwrap(), &witness, &who, read, drop_it).await,
+                            _ = tokio::time::sleep(cancel_after) => {}
+                        }
+                    }
+                    2 => {
+                        let guard = half.lock().await.unwrap();
+                        hold_rw(guard, &witness, &who, read, drop_it).await;
+                    }
+                    3 => {
+                        if let Some(guard) = half.try_lock().await.unwrap() {
+                            hold_rw(guard, &witness, &who, read, drop_it).await;
+                        }
+                    }
+                    _ => {
+                        if let Some(guard) = half.try_lock_for(cancel_after).await.unwrap() {
+                            hold_rw(guard, &witness, &who, read, drop_it).await;
+                        }
+                    }
+                }
+            }};
+        }
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if read {
+                run!(lock.read_lock())
+            } else {
+                run!(lock.write_lock())
+            }
+        });
+        if kind == 2 {
+            let abort = task.abort_handle();
+            let after = delay + cancel_after;
+            aborters.push(tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                abort.abort();
+            }));
+        }
+        tasks.push(task);
+    }
+    for (i, task) in tasks.into_iter().enumerate() {
+        match tokio::time::timeout(HANG, task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.is_cancelled() => {}
+            Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Ok(Err(e)) => panic!("storm task {i}: {e}"),
+            Err(_) => panic!("storm task {i} not finished within {HANG:?}"),
+        }
+    }
+    join_all("aborter", aborters).await;
+    support::join("remote", HANG, remote_task).await;
+    witness.assert_clean("read-write cancellation storm");
+    println!("rw storm: {} holds", witness.holds.load(Ordering::SeqCst));
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "nodes left after the storm: {left:?}");
+    for rw in [&local, &remote] {
+        let guard =
+            tokio::time::timeout(Duration::from_secs(5), rw.write_lock().lock()).await.expect("fresh write hangs");
+        guard.unwrap().release().await.unwrap();
+        let guard =
+            tokio::time::timeout(Duration::from_secs(5), rw.read_lock().lock()).await.expect("fresh read hangs");
+        guard.unwrap().release().await.unwrap();
+    }
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
