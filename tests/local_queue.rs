@@ -1637,3 +1637,63 @@ async fn read_write_cancellation_storm() {
     }
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// The deterministic form of the race that `session_expiry_with_a_local_queue` hits now and then:
+/// our holder's node and our next turn's node vanish in ONE transaction (as a server-side close of
+/// our session deletes all its ephemerals at once, while our connection may still deliver the
+/// watch event). The next turn's acquisition sees its predecessor deleted; it must not hand out
+/// its own node, which is gone too: every local waiter must be granted a node that exists, on
+/// which its guarded write succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_node_deleted_with_its_predecessor_is_not_granted() {
+    const WAITERS: usize = 5;
+    let (server, clients) = setup(1).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-dead-turn");
+    let target = format!("{path}-target");
+    obs.mkdir(&target, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let holder = lock(&mutex, "holder").await;
+    let bad: Arc<Mutex<Vec<String>>> = Arc::default();
+    let started = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|w| {
+            let (mutex, obs, bad, started, target) =
+                (mutex.clone(), obs.clone(), bad.clone(), started.clone(), target.clone());
+            tokio::spawn(async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                let guard = lock(&mutex, &format!("waiter {w}")).await;
+                let state = guard.hold_state();
+                let exists = support::exists(&obs, guard.node_path()).await;
+                let write = guard.guarded_write(Transaction::new().set_data(&target, b"w", None)).await;
+                if state != HoldState::Held || !exists || write.is_err() {
+                    bad.lock().unwrap().push(format!(
+                        "waiter {w}: granted {state:?} on {} (exists: {exists}), guarded write: {:?}",
+                        guard.node_path(),
+                        write.map(drop)
+                    ));
+                }
+                drop(guard);
+            })
+        })
+        .collect();
+    support::eventually(HANG, "the waiters wait", || async { started.load(Ordering::SeqCst) == WAITERS }).await;
+    support::eventually(HANG, "the next turn's node is queued", || async {
+        nodes_of(&obs, &path, session).await.len() == 2
+    })
+    .await;
+    let ours = nodes_of(&obs, &path, session).await;
+    let mut both = obs.new_multi_writer();
+    for node in &ours {
+        both.add_delete(&format!("{path}/{node}"), None).unwrap();
+    }
+    both.commit().await.expect("delete the holder's and the next turn's node at once");
+    tokio::time::timeout(HANG, holder.lost()).await.expect("the holder's hold goes Lost");
+    drop(holder);
+    join_all("waiter", waiters).await;
+    let bad = bad.lock().unwrap().clone();
+    assert!(bad.is_empty(), "holds handed out on a node that no longer exists: {bad:#?}");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
