@@ -492,8 +492,8 @@ impl<D: LockDriver> LockInternals<D> {
             // A watch or an absence seen on another session says nothing about our queue.
             Ok((_, session_id)) if session_id != our_session.id => return Ok(WaitOutcome::SessionChanged),
             Ok((Ok((_, _, watcher)), _)) => watcher,
-            // Gone before we could watch it: same as its deletion event.
-            Ok((Err(zk::Error::NoNode), _)) if acquired_when_deleted => return Ok(WaitOutcome::Acquired),
+            // Gone before we could watch it, as its deletion event: look again (as Curator does) rather than assume we are first — our own node
+            // may have gone with it (a server-side close of our session deletes both at once).
             Ok((Err(zk::Error::NoNode), _)) => return Ok(WaitOutcome::Relist),
             Ok((Err(e), _)) => {
                 return match crate::error::classify(&e) {
@@ -505,8 +505,12 @@ impl<D: LockDriver> LockInternals<D> {
             Err(Error::Closed { .. }) => return Ok(WaitOutcome::Closed),
             Err(e) => return Err(e),
         };
+        // A deletion means look again, as Curator does: the listing confirms our own node still
+        // exists (a server-side close of our session deletes our node with its predecessor, and
+        // the predecessor's deletion event can arrive before the connection closes).
+        let _ = acquired_when_deleted;
         Ok(match self.wait_for_event(watcher, watching).await {
-            WaitOutcome::Acquired if !acquired_when_deleted => WaitOutcome::Relist,
+            WaitOutcome::Acquired => WaitOutcome::Relist,
             other => other,
         })
     }
