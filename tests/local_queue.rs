@@ -16,7 +16,18 @@
 //!    current session;
 //! 7. readers of one turn share one read node; a writer queued meanwhile goes before later readers;
 //! 8. `with_node_per_task()` keeps Curator's one node per waiter;
-//! 9. strict deadlines, and `try_lock` with a local holder sends nothing.
+//! 9. strict deadlines, and `try_lock` with a local holder sends nothing;
+//!
+//! and around them: downgrade with local writers in the turn, a suspended or revoked holder never
+//! hands its node on, a turn's node deleted together with its predecessor is never granted, client
+//! close, and a cancellation storm on both halves of a read-write lock.
+//!
+//! Break-the-property checks were made for each (temporary patches to `src/locks/local_queue.rs`
+//! and friends: two exclusive grants at once, no joining of turns, hand-off count always 0, no
+//! released check in guarded writes, no cancel of an abandoned acquisition, granted holds of gone
+//! waiters forgotten, nodes handed on while not Held or after a revocation, `with_node_per_task`
+//! a no-op, `try_lock` with a round trip, deadlines ignored, late readers joining a held read turn,
+//! a downgrade not closing its turn); each made the matching test here fail.
 
 mod support;
 
