@@ -1,10 +1,15 @@
-//! Ticket sale: several worker *processes* sell tickets from one stock kept in ZooKeeper, each sale a
-//! read-modify-write done under an `InterProcessMutex`. At the end the program proves that no
-//! ticket was sold twice and none was oversold.
+//! Ticket sale (a flash sale): several worker *processes*, each with many concurrent sale tasks,
+//! sell tickets from one stock kept in ZooKeeper, each sale a read-modify-write done under an
+//! `InterProcessMutex`. At the end the program proves that no ticket was sold twice, none was
+//! oversold, and the fencing tokens of the sales increased from sale to sale.
+//!
+//! The tasks of one worker wait in the process's local queue: one ZooKeeper node per worker and
+//! turn, and hand-offs between the worker's tasks without a round trip; the tokens still increase
+//! across those local hand-offs.
 //!
 //! ```text
 //! cargo run --release --example ticket_sale                 # starts its own ZooKeeper
-//! ZK_CONNECT=127.0.0.1:2181 cargo run --release --example ticket_sale -- --tickets 200 --workers 5
+//! ZK_CONNECT=127.0.0.1:2181 cargo run --release --example ticket_sale -- --tickets 200 --workers 5 --tasks 100
 //! ```
 //!
 //! Each sale: lock → read the stock → (pause, to invite races) → write stock-1 and create
@@ -28,6 +33,9 @@ struct Args {
     /// Worker processes.
     #[arg(long, default_value_t = 4)]
     workers: u32,
+    /// Concurrent sale tasks per worker process (requests of one service instance).
+    #[arg(long, default_value_t = 8)]
+    tasks: u32,
     /// Internal: run as worker N against CONNECT and PATH.
     #[arg(long, num_args = 3, value_names = ["ID", "CONNECT", "PATH"], hide = true)]
     worker: Option<Vec<String>>,
@@ -43,7 +51,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match &args.worker {
-        Some(w) => runtime.block_on(worker(&w[0], &w[1], &w[2])),
+        Some(w) => runtime.block_on(worker(&w[0], &w[1], &w[2], args.tasks)),
         None => runtime.block_on(coordinator(&args)),
     };
     match result {
@@ -76,8 +84,8 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
         .await?;
     client.create(&format!("{base}/sold")).creating_parent_containers_if_needed().await?;
     println!(
-        "{} tickets in stock at {base}/stock; {} worker processes on lock {base}/lock",
-        args.tickets, args.workers
+        "{} tickets in stock at {base}/stock; {} worker processes x {} tasks on lock {base}/lock",
+        args.tickets, args.workers, args.tasks
     );
 
     let exe = std::env::current_exe()?;
@@ -85,7 +93,7 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     let mut children = Vec::new();
     for id in 0..args.workers {
         let mut child = tokio::process::Command::from(Command::new(&exe))
-            .args(["--worker", &id.to_string(), &connect, &base])
+            .args(["--worker", &id.to_string(), &connect, &base, "--tasks", &args.tasks.to_string()])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
@@ -121,10 +129,17 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     sold.sort();
     let expected: Vec<String> = (1..=args.tickets).map(|n| format!("ticket-{n:05}")).collect();
     let mut owners = std::collections::BTreeMap::new();
-    for ticket in &sold {
+    // Tickets are sold from the top of the stock down: in sale order, the highest number first.
+    let mut tokens_in_sale_order = Vec::new();
+    for ticket in sold.iter().rev() {
         let (data, _) = client.get_data(&format!("{base}/sold/{ticket}")).await?;
-        *owners.entry(String::from_utf8_lossy(&data).split(' ').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
+        let record = String::from_utf8_lossy(&data).to_string();
+        *owners.entry(record.split(' ').next().unwrap_or("").to_string()).or_insert(0u32) += 1;
+        let token = record.split("token128=").nth(1).and_then(|t| t.trim().parse::<u128>().ok());
+        tokens_in_sale_order.push(token);
     }
+    let tokens_increase = tokens_in_sale_order.iter().all(Option::is_some)
+        && tokens_in_sale_order.windows(2).all(|pair| pair[0] < pair[1]);
     println!();
     println!(
         "sold {} tickets in {:.2?} ({:.0} sales/s)",
@@ -137,6 +152,7 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
         ("stock left is 0", stock == 0),
         ("every ticket 1..=N sold exactly once", sold == expected),
         ("workers' own counts add up to the stock", reported == args.tickets),
+        ("fencing tokens increased from sale to sale", tokens_increase),
     ];
     let mut ok = true;
     for (what, passed) in checks {
@@ -157,9 +173,26 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     })
 }
 
-async fn worker(id: &str, connect: &str, base: &str) -> AnyResult<ExitCode> {
+async fn worker(id: &str, connect: &str, base: &str, tasks: u32) -> AnyResult<ExitCode> {
     let client = CuratorClient::builder(connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let mutex = InterProcessMutex::new(&client, &format!("{base}/lock"))?;
+    let mut sellers = tokio::task::JoinSet::new();
+    for task in 0..tasks.max(1) {
+        let (client, mutex, seller) = (client.clone(), mutex.clone(), format!("worker-{id}.{task}"));
+        let base = base.to_string();
+        sellers.spawn(async move { sell(&client, &mutex, &base, &seller).await });
+    }
+    let mut sold = 0u32;
+    while let Some(joined) = sellers.join_next().await {
+        sold += joined??;
+    }
+    println!("TOTAL {sold}");
+    client.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One sale task: sells until the stock is empty; returns how many it sold.
+async fn sell(client: &CuratorClient, mutex: &InterProcessMutex, base: &str, seller: &str) -> AnyResult<u32> {
     let stock_path = format!("{base}/stock");
     let mut sold = 0u32;
     loop {
@@ -168,12 +201,13 @@ async fn worker(id: &str, connect: &str, base: &str) -> AnyResult<ExitCode> {
         let stock: u32 = String::from_utf8_lossy(&data).parse()?;
         if stock == 0 {
             guard.release().await?;
-            break;
+            return Ok(sold);
         }
-        // Widen the race window: without the lock, another worker would read the same stock now.
+        // Widen the race window: without the lock, another task would read the same stock now.
         tokio::time::sleep(Duration::from_millis(2)).await;
         let ticket = format!("{base}/sold/ticket-{stock:05}");
-        let record = format!("worker-{id} token={}", guard.fencing_token());
+        let token = guard.fencing_token();
+        let record = format!("{seller} token={token} token128={}", token.as_u128());
         let write = GuardedWrite::new().set_data(&stock_path, (stock - 1).to_string().as_bytes(), None).create(
             &ticket,
             record.as_bytes(),
@@ -181,10 +215,7 @@ async fn worker(id: &str, connect: &str, base: &str) -> AnyResult<ExitCode> {
         );
         guard.guarded_write(write).await?;
         sold += 1;
-        println!("worker-{id}: sold ticket {stock:>5} (fencing token {})", guard.fencing_token());
+        println!("{seller}: sold ticket {stock:>5} (fencing token {token})");
         guard.release().await?;
     }
-    println!("TOTAL {sold}");
-    client.close().await;
-    Ok(ExitCode::SUCCESS)
 }

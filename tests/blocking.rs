@@ -148,7 +148,7 @@ fn mutual_exclusion_between_threads() {
                 start.wait();
                 for round in 0..8 {
                     let guard = mutex.lock().expect("lock");
-                    let holding = log.start(format!("thread {t} round {round}"), guard.fencing_token().value());
+                    let holding = log.start(format!("thread {t} round {round}"), guard.fencing_token().as_u128());
                     if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }

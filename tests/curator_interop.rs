@@ -381,7 +381,8 @@ async fn participants_agree() {
             peer.spawn_acquire(&handle, &path).await;
             waiters.push(Waiter::Curator(handle));
         } else {
-            let mutex = InterProcessMutex::new(&client, &path).unwrap();
+            // One node per waiting task, as Curator's threads (the local queue would share one).
+            let mutex = InterProcessMutex::new(&client, &path).unwrap().with_node_per_task();
             waiters.push(Waiter::Rust(tokio::spawn(async move { mutex.lock().await.unwrap() })));
         }
         let child = new_child(&connect, &path, &mut known).await;

@@ -42,7 +42,7 @@ const SHORT_SESSION: Duration = Duration::from_secs(2);
 fn checker_detects_broken_exclusion() {
     let t0 = Instant::now();
     let ms = |n: u64| t0 + Duration::from_millis(n);
-    let iv = |who: &str, token: i64, start: u64, end: u64| Interval {
+    let iv = |who: &str, token: u128, start: u64, end: u64| Interval {
         who: who.to_string(),
         token,
         start: ms(start),
@@ -75,7 +75,7 @@ fn checker_detects_broken_exclusion() {
     // malformed interval
     assert!(check_exclusion(&[iv("a", 10, 10, 5)]).unwrap_err().contains("ends before"));
     // shared holds (readers) may overlap each other, never an exclusive one
-    let reader = |who: &str, token: i64, start: u64, end: u64| Interval { shared: true, ..iv(who, token, start, end) };
+    let reader = |who: &str, token: u128, start: u64, end: u64| Interval { shared: true, ..iv(who, token, start, end) };
     assert_eq!(check_exclusion(&[reader("r1", 10, 0, 50), reader("r2", 5, 10, 60), iv("w", 20, 60, 70)]), Ok(()));
     assert!(check_exclusion(&[reader("r1", 10, 0, 50), iv("w", 20, 40, 70)]).unwrap_err().contains("overlap"));
     assert!(check_exclusion(&[iv("w", 20, 0, 50), reader("r", 30, 10, 20)]).unwrap_err().contains("overlap"));
@@ -132,7 +132,7 @@ async fn work(
         }
     }
     report.end = report.lost_at.unwrap_or_else(Instant::now);
-    log.record(who, node.fencing_token().value(), start, report.end, report.lost_at.is_some());
+    log.record(who, node.fencing_token().as_u128(), start, report.end, report.lost_at.is_some());
     report
 }
 
@@ -636,7 +636,7 @@ async fn leader_loss_keeps_exclusion() {
     let gh = mh.lock().await.unwrap();
     let h_start = Instant::now();
     let node = gh.hold().clone();
-    let first_epoch = gh.fencing_token().value() >> 32;
+    let first_epoch = gh.fencing_token().zxid() >> 32;
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let h_worker = {
         let (log, node) = (log.clone(), node.clone());
@@ -717,7 +717,8 @@ async fn leader_loss_keeps_exclusion() {
         total += support::join(&format!("worker {i}"), Duration::from_secs(45), w).await;
     }
     let holds = log.assert_exclusive("leader loss");
-    let last_epoch = holds.iter().map(|h| h.token >> 32).max().unwrap_or_default();
+    // Tokens are recorded as `FencingToken::as_u128`: the zxid in the high 64 bits, its epoch in the top 32.
+    let last_epoch = holds.iter().map(|h| (h.token >> 96) as i64).max().unwrap_or_default();
     println!(
         "leader loss: {} holds ({total} under load, {at_kill} before the 2nd kill), token epochs {first_epoch} -> \
          {last_epoch}, {} lost",
@@ -799,7 +800,7 @@ async fn killed_holder_process() {
 
         let killed = Instant::now();
         child.kill().await.expect("SIGKILL the holder process");
-        log.record("process", child_token, child_start, killed, false);
+        log.record("process", zk_curator::FencingToken::new(child_token, 0).as_u128(), child_start, killed, false);
         let (b_start, b_token) =
             tokio::time::timeout(Duration::from_secs(10), acquired_rx).await.expect("B acquires").unwrap();
         let delay = b_start - killed;
@@ -879,7 +880,7 @@ async fn release_while_disconnected_is_not_forgotten() {
         support::eventually_queued(&obs, &path, 2, "B queued behind A").await;
 
         // A's work is done; now release while the network is cut.
-        log.record("A", node.fencing_token().value(), start, Instant::now(), false);
+        log.record("A", node.fencing_token().as_u128(), start, Instant::now(), false);
         proxy.set_mode(ProxyMode::Cut);
         support::eventually(Duration::from_secs(5), "A noticed the cut", || async { !a.is_connected() }).await;
         let release = async {
@@ -1030,7 +1031,7 @@ async fn expired_waiter_queues_again_with_one_node() {
         assert_ne!(nodes[0].0, old_node, "a new node");
         assert_eq!(gh.hold_state(), HoldState::Held, "the holder is not affected");
 
-        log.record("H", gh.fencing_token().value(), h_start, Instant::now(), false);
+        log.record("H", gh.fencing_token().as_u128(), h_start, Instant::now(), false);
         let h_token = gh.fencing_token();
         gh.release().await.unwrap();
         let (_, w_token, hold_session, client_session) =

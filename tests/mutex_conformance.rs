@@ -153,7 +153,7 @@ async fn reentrant_single_lock_many_tasks() {
     let m = InterProcessMutex::new(&client, &path).unwrap();
     let log = HoldLog::default();
     let entered = Arc::new(AtomicUsize::new(0));
-    let token = |m: &InterProcessMutex| m.current_hold().expect("held").fencing_token().value();
+    let token = |m: &InterProcessMutex| m.current_hold().expect("held").fencing_token().as_u128();
 
     // The first holder is the test's own task.
     m.acquire().await.unwrap();
@@ -210,7 +210,7 @@ async fn two_clients() {
         tokio::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(10)).await.unwrap(), "acquire within 10 s");
             let acquired = Instant::now();
-            let holding = log.start(who, m.current_hold().expect("held").fencing_token().value());
+            let holding = log.start(who, m.current_hold().expect("held").fencing_token().as_u128());
             tokio::time::sleep(Duration::from_millis(500)).await;
             holding.end();
             let released = Instant::now();
@@ -376,7 +376,7 @@ async fn container_cleanup() {
         let log = log.clone();
         tasks.push(tokio::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(20)).await.unwrap());
-            let holding = log.start(format!("instance {i}"), m.current_hold().expect("held").fencing_token().value());
+            let holding = log.start(format!("instance {i}"), m.current_hold().expect("held").fencing_token().as_u128());
             tokio::time::sleep(Duration::from_millis(10)).await;
             holding.end();
             m.release().await.unwrap();

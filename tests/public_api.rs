@@ -157,7 +157,7 @@ fn blocking_user(connect_string: &str, base: &str) -> zk_curator::Result<()> {
     let mutex = blocking::InterProcessMutex::new(&client, &format!("{base}/blocking-lock"))?;
     let guard = mutex.lock()?;
     assert_eq!(guard.hold_state(), HoldState::Held);
-    assert!(guard.fencing_token().value() > 0);
+    assert!(guard.fencing_token().as_u128() > 0);
     let config = format!("{base}/config");
     let (data, _) = client.block_on(client.async_client().get_data(&config))??;
     assert_eq!(data, b"by the holder");

@@ -33,7 +33,7 @@ async fn participants_of_each_kind() {
     let connect = server.connect_string();
     let client = support::client(&connect).await;
     let path = support::unique_path("rw-participants");
-    let lock = InterProcessReadWriteLock::new(&client, &path).unwrap();
+    let lock = InterProcessReadWriteLock::new(&client, &path).unwrap().with_node_per_task();
 
     let mut readers = Vec::new();
     for _ in 0..20 {
@@ -130,7 +130,8 @@ async fn a_queued_writer_stays_behind_a_downgrade() {
     let client = support::client(&connect).await;
     let path = support::unique_path("rw-contending-downgrade");
     let lock1 = InterProcessReadWriteLock::new(&client, &path).unwrap();
-    let lock2 = InterProcessReadWriteLock::new(&client, &path).unwrap();
+    // Another contender with a node of its own (the local queue would keep lock2's writer in the process).
+    let lock2 = InterProcessReadWriteLock::new(&client, &path).unwrap().with_node_per_task();
 
     for guards in [false, true] {
         let writer = if guards { Some(lock1.write_lock().lock().await.unwrap()) } else { None };
@@ -194,14 +195,14 @@ async fn readers_share_writers_exclude() {
                 if rng.gen_range(0..10) < 2 {
                     writes += 1;
                     let guard = lock.write_lock().lock().await.unwrap();
-                    let holding = log.start(&who, guard.fencing_token().value());
+                    let holding = log.start(&who, guard.fencing_token().as_u128());
                     tokio::time::sleep(hold_for).await;
                     holding.end();
                     guard.release().await.unwrap();
                 } else if i % 2 == 0 {
                     reads += 1;
                     lock.read_lock().acquire().await.unwrap();
-                    let token = lock.read_lock().current_hold().unwrap().fencing_token().value();
+                    let token = lock.read_lock().current_hold().unwrap().fencing_token().as_u128();
                     let holding = log.start_shared(&who, token);
                     tokio::time::sleep(hold_for).await;
                     holding.end();
@@ -209,7 +210,7 @@ async fn readers_share_writers_exclude() {
                 } else {
                     reads += 1;
                     let guard = lock.read_lock().lock().await.unwrap();
-                    let holding = log.start_shared(&who, guard.fencing_token().value());
+                    let holding = log.start_shared(&who, guard.fencing_token().as_u128());
                     tokio::time::sleep(hold_for).await;
                     holding.end();
                     guard.release().await.unwrap();
@@ -441,13 +442,13 @@ async fn container_cleanup() {
         tasks.push(tokio::spawn(async move {
             if i % 3 == 0 {
                 let guard = lock.write_lock().lock().await.unwrap();
-                let holding = log.start(format!("writer {i}"), guard.fencing_token().value());
+                let holding = log.start(format!("writer {i}"), guard.fencing_token().as_u128());
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 holding.end();
                 guard.release().await.unwrap();
             } else {
                 let guard = lock.read_lock().lock().await.unwrap();
-                let holding = log.start_shared(format!("reader {i}"), guard.fencing_token().value());
+                let holding = log.start_shared(format!("reader {i}"), guard.fencing_token().as_u128());
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 holding.end();
                 guard.release().await.unwrap();
@@ -480,12 +481,12 @@ async fn server_restart_while_a_reader_waits() {
     let log = HoldLog::default();
 
     let writer = writer_lock.write_lock().lock().await.unwrap();
-    let writing = log.start("writer", writer.fencing_token().value());
+    let writing = log.start("writer", writer.fencing_token().as_u128());
     let reader = {
         let (reader_lock, log) = (reader_lock.clone(), log.clone());
         tokio::spawn(async move {
             let guard = reader_lock.read_lock().lock().await.unwrap();
-            let reading = log.start_shared("reader", guard.fencing_token().value());
+            let reading = log.start_shared("reader", guard.fencing_token().as_u128());
             reading.end();
             guard.release().await.unwrap();
         })

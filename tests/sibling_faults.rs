@@ -109,7 +109,8 @@ fn parse_loop_report(answer: &str, who: &str, clock: &Clock) -> Result<LoopRepor
                     let n = |s: &str| s.parse::<i64>().map_err(|e| format!("{hold:?}: {e}"));
                     report.intervals.push(Interval {
                         who: format!("{who}-{kind}"),
-                        token: n(token)?,
+                        // Curator's token is the node's czxid: a first holder's token (no local hand-off).
+                        token: zk_curator::FencingToken::new(n(token)?, 0).as_u128(),
                         start: clock.instant_of(n(start)?),
                         end: clock.instant_of(n(end)?),
                         lost: false,
@@ -264,7 +265,7 @@ impl RwCtx {
         }
         self.log.push(Interval {
             who: who.to_string(),
-            token: hold.fencing_token().value(),
+            token: hold.fencing_token().as_u128(),
             start,
             end: lost_at.unwrap_or_else(Instant::now),
             lost: lost_at.is_some(),
@@ -326,7 +327,7 @@ impl SemCtx {
         }
         self.log.push(Interval {
             who: who.to_string(),
-            token: lease.fencing_token().value(),
+            token: lease.fencing_token().as_u128(),
             start,
             end,
             lost: lost_at.is_some(),
@@ -343,7 +344,7 @@ impl SemCtx {
 #[test]
 fn checkers_detect_bad_histories() {
     let t0 = Instant::now();
-    let iv = |who: &str, token: i64, start: u64, end: u64, shared: bool| Interval {
+    let iv = |who: &str, token: u128, start: u64, end: u64, shared: bool| Interval {
         who: who.to_string(),
         token,
         start: t0 + Duration::from_millis(start),
@@ -368,7 +369,7 @@ fn checkers_detect_bad_histories() {
     let report = parse_loop_report(&answer, "curator", &clock).unwrap();
     assert_eq!((report.holds, report.timeouts, report.intervals.len()), (2, 1, 2));
     assert!(report.intervals[0].shared && !report.intervals[1].shared);
-    assert_eq!(report.intervals[1].token, 9);
+    assert_eq!(report.intervals[1].token, zk_curator::FencingToken::new(9, 0).as_u128());
     assert_eq!(report.intervals[0].end - report.intervals[0].start, Duration::from_millis(5));
     assert_eq!(report.intervals[0].start, clock.instant);
     assert_eq!(clock.instant_of(us(-3)) + Duration::from_millis(3), clock.instant);

@@ -368,8 +368,11 @@ impl<D: LockDriver> LockInternals<D> {
                         }
                         Grant::Held => {
                             cleanup.disarm();
-                            let meter =
-                                if metered { self.labels.hold_meter() } else { crate::metrics::HoldMeter::unrecorded() };
+                            let meter = if metered {
+                                self.labels.hold_meter()
+                            } else {
+                                crate::metrics::HoldMeter::unrecorded()
+                            };
                             return Ok(Some(Hold::new(&self.client, node, fixed_node, data, meter)));
                         }
                         Grant::SessionChanged => break Ok(WaitOutcome::SessionChanged),

@@ -7,14 +7,16 @@
 //! is new is that the hold it grants is then shared, one local holder after the other (readers: all
 //! at once), each with a [`Hold`] of its own.
 //!
-//! * **Turns.** A waiter joins the newest turn while that turn's node is still being acquired; once
-//!   the node is granted the turn is closed to newcomers, who start the next turn — a node of their
-//!   own at the tail of the ZooKeeper queue, created at once. So a process passes the lock locally
-//!   only to the waiters that were queued when it got its turn, and a contender of another process
-//!   (ours or Curator's) waits at most one such batch per process ahead of it (lock cohorting,
-//!   Dice, Marathe and Shavit, PPoPP 2012, with the batch bound by arrival instead of a count).
+//! * **Turns.** Waiters gather in a *collecting* turn. The turn starts acquiring its node only when
+//!   the process has no other open node of this lock in line — the previous turn's node was deleted
+//!   (or, for readers, the previous read node was granted) — and from then on takes no newcomer:
+//!   they gather in the next turn. So every waiter of a turn arrived before its node was created,
+//!   and a contender of another process (ours or Curator's) is never overtaken by a local waiter
+//!   that arrived after it queued: it waits for at most the one turn of this process that holds or
+//!   is in line ahead of it (lock cohorting, Dice, Marathe and Shavit, PPoPP 2012, with the batch
+//!   bound by arrival instead of a count).
 //! * **Hand-off.** The releasing holder grants the next waiter of its turn under the queue's lock:
-//!   no round trip. The last holder of a turn deletes the node.
+//!   no round trip. The last holder of a turn deletes the node, and the next turn starts.
 //! * **Tokens.** The `handoff`-th holder of a node gets the fencing token `(czxid, handoff)`;
 //!   the next node granted has a larger czxid, so tokens increase across every holder for free.
 //! * **A node that is not `Held` is never handed on** (session suspended or ended, node deleted,
@@ -22,8 +24,8 @@
 //!   closed and its waiters move to the next turn, a node of its own. A watcher started for a turn
 //!   with waiters moves them as soon as the node is lost, without waiting for the holder.
 //! * **Cancellation.** A waiter that is dropped or times out leaves its turn; the last one out of
-//!   a turn still being acquired stops the acquisition, whose node is then deleted (cancel safety
-//!   of [`LockInternals`]).
+//!   a turn being acquired stops the acquisition, whose node is then deleted (cancel safety of
+//!   [`LockInternals`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -57,13 +59,15 @@ pub(crate) struct LocalQueue<D: LockDriver> {
 
 #[derive(Default)]
 struct State {
-    /// Oldest first. At most one turn is being acquired (the newest); the others are granted.
+    /// Oldest first: granted turns, then at most one being acquired, then the collecting one.
     turns: VecDeque<Turn>,
     next_id: u64,
 }
 
 struct Turn {
     id: u64,
+    /// Its node is being acquired (or was granted): it takes no newcomer.
+    started: bool,
     /// The turn's node, once granted.
     node: Option<Arc<Hold>>,
     /// In arrival order.
@@ -80,8 +84,6 @@ struct Turn {
 
 struct Waiter {
     id: u64,
-    /// A `try_lock`: one attempt, never carried over to another one.
-    one_attempt: bool,
     tx: oneshot::Sender<Granted>,
 }
 
@@ -117,7 +119,7 @@ impl<D: LockDriver> LocalQueue<D> {
     /// on; the last waiter of a turn being acquired stops the acquisition (its node is deleted).
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         let one_attempt = wait == Wait::OneAttempt;
-        let (id, rx) = {
+        let (id, rx, driving) = {
             let mut state = self.state.lock();
             if one_attempt && !self.shared && !state.turns.is_empty() {
                 // Held or waited for by another local task: not free, and no round trip needed.
@@ -126,14 +128,36 @@ impl<D: LockDriver> LocalQueue<D> {
             let id = state.next_id;
             state.next_id += 1;
             let (tx, rx) = oneshot::channel();
-            let waiter = Waiter { id, one_attempt, tx };
-            match state.turns.back_mut().filter(|turn| !one_attempt && turn.node.is_none() && !turn.closed) {
-                Some(turn) => turn.waiters.push_back(waiter),
-                None => self.start_turn(&mut state, VecDeque::from([waiter]), one_attempt),
-            }
-            (id, rx)
+            let waiter = Waiter { id, tx };
+            let free = one_attempt || !self.blocked(&state);
+            let driving = match state.turns.back_mut().filter(|turn| !one_attempt && !turn.started) {
+                Some(turn) => {
+                    turn.waiters.push_back(waiter);
+                    None
+                }
+                // One attempt always has a node of its own, at once.
+                None if free => {
+                    let at = self.new_turn(&mut state, VecDeque::from([waiter]));
+                    let turn = &mut state.turns[at];
+                    turn.started = true;
+                    Some(turn.id)
+                }
+                None => {
+                    self.new_turn(&mut state, VecDeque::from([waiter]));
+                    None
+                }
+            };
+            (id, rx, driving)
         };
-        let mut pending = Pending { queue: self, id, rx: Some(rx) };
+        let mut pending = Pending { queue: self, id, rx: Some(rx), driving };
+        if let Some(turn) = driving {
+            // A turn started with this waiter alone takes nobody else: the waiter acquires its
+            // node itself, with its own deadline (no task to spawn, and a timed-out attempt
+            // deletes its node as a node of one's own does). A drop here stops the attempt.
+            let outcome = self.internals.attempt_shared_node(wait, &self.data).await;
+            pending.driving = None;
+            self.acquired(turn, Some(outcome));
+        }
         let Some(rx) = pending.rx.as_mut() else {
             return Err(Error::Closed { path: self.path().to_string() });
         };
@@ -156,21 +180,53 @@ impl<D: LockDriver> LocalQueue<D> {
         received.unwrap_or_else(|_| Err(Error::Closed { path: self.path().to_string() }))
     }
 
-    /// Opens a turn for `waiters` and starts acquiring its node.
-    fn start_turn(&self, state: &mut State, waiters: VecDeque<Waiter>, one_attempt: bool) {
+    /// Appends a collecting turn for `waiters`; returns its index.
+    fn new_turn(&self, state: &mut State, waiters: VecDeque<Waiter>) -> usize {
         let id = state.next_id;
         state.next_id += 1;
-        let cancel = Arc::new(Notify::new());
         state.turns.push_back(Turn {
             id,
+            started: false,
             node: None,
             waiters,
             holders: 0,
             grants: 0,
             closed: false,
-            cancel: cancel.clone(),
+            cancel: Arc::new(Notify::new()),
         });
-        self.spawn_acquirer(id, if one_attempt { Wait::OneAttempt } else { Wait::Forever }, cancel);
+        state.turns.len() - 1
+    }
+
+    /// Starts the first collecting turn if nothing of this process stands in line before it: no
+    /// turn being acquired and — for an exclusive lock — no open granted turn (its node would be
+    /// ahead; the next node is made once it is deleted, behind whoever queued meanwhile).
+    fn pump(&self, state: &mut State) {
+        let blocked = state
+            .turns
+            .iter()
+            .any(|turn| (turn.started && turn.node.is_none()) || (!self.shared && turn.node.is_some() && !turn.closed));
+        if blocked {
+            return;
+        }
+        if let Some(turn) = state.turns.iter_mut().find(|turn| !turn.started) {
+            self.start(turn, Wait::Forever);
+        }
+    }
+
+    /// Whether something of this process stands in line for the lock (see [`pump`](Self::pump)).
+    fn blocked(&self, state: &State) -> bool {
+        state
+            .turns
+            .iter()
+            .any(|turn| (turn.started && turn.node.is_none()) || (!self.shared && turn.node.is_some() && !turn.closed))
+    }
+
+    /// Starts acquiring `turn`'s node: it takes no newcomer from now on.
+    fn start(&self, turn: &mut Turn, wait: Wait) {
+        turn.started = true;
+        let cancel = Arc::new(Notify::new());
+        turn.cancel = cancel.clone();
+        self.spawn_acquirer(turn.id, wait, cancel);
     }
 
     fn spawn_acquirer(&self, turn: u64, wait: Wait, cancel: Arc<Notify>) {
@@ -214,14 +270,11 @@ impl<D: LockDriver> LocalQueue<D> {
                     release = Some(node);
                 }
                 Some(Ok(None)) => {
-                    // A single attempt that failed: its waiters are told; the others wait on.
-                    let (tried, waiting): (VecDeque<_>, VecDeque<_>) =
-                        turn.waiters.drain(..).partition(|waiter| waiter.one_attempt);
-                    for waiter in tried {
+                    // A single attempt that failed: its waiter is told.
+                    for waiter in turn.waiters.drain(..) {
                         let _ = waiter.tx.send(Ok(None));
                     }
-                    turn.waiters = waiting;
-                    self.restart_or_remove(&mut state, at);
+                    state.turns.remove(at);
                 }
                 Some(Err(error)) => {
                     for waiter in turn.waiters.drain(..) {
@@ -229,26 +282,19 @@ impl<D: LockDriver> LocalQueue<D> {
                     }
                     state.turns.remove(at);
                 }
-                None => self.restart_or_remove(&mut state, at),
+                None if turn.waiters.is_empty() => {
+                    state.turns.remove(at);
+                }
+                None => {
+                    // Cannot happen (a started turn takes no waiter); acquire for them all the same.
+                    self.start(turn, Wait::Forever);
+                }
             }
+            self.pump(&mut state);
         }
         if let Some(node) = release {
             node.release_in_background();
         }
-    }
-
-    /// A turn whose acquisition ended without a node: acquire again for the waiters it still has
-    /// (a waiter may have come after a stop was asked for), else drop it.
-    fn restart_or_remove(&self, state: &mut State, at: usize) {
-        let turn = &mut state.turns[at];
-        if turn.waiters.is_empty() {
-            state.turns.remove(at);
-            return;
-        }
-        let cancel = Arc::new(Notify::new());
-        turn.cancel = cancel.clone();
-        let id = turn.id;
-        self.spawn_acquirer(id, Wait::Forever, cancel);
     }
 
     /// Grants `turn`'s node to its next waiter (readers: to all of them). True when the turn is
@@ -289,44 +335,50 @@ impl<D: LockDriver> LocalQueue<D> {
         });
     }
 
-    /// Closes the turn at `at` to further local grants: its waiters join the turn being acquired
-    /// (ahead of that turn's own waiters, who came later), or a new one.
+    /// Closes the turn at `at` to further local grants: its waiters go ahead of the collecting
+    /// turn's (they came earlier), which starts at once if nothing else of ours is in line.
     fn close_at(&self, state: &mut State, at: usize) {
         let turn = &mut state.turns[at];
         if turn.closed || turn.node.is_none() {
             return;
         }
         turn.closed = true;
-        let moving = std::mem::take(&mut turn.waiters);
+        let mut moving = std::mem::take(&mut turn.waiters);
         debug!(path = %self.path(), moving = moving.len(), "local turn closed: its waiters move to the next turn");
-        if moving.is_empty() {
-            return;
-        }
-        match state.turns.iter_mut().skip(at + 1).find(|turn| turn.node.is_none() && !turn.closed) {
-            Some(next) => {
-                let mut waiters = moving;
-                waiters.append(&mut next.waiters);
-                next.waiters = waiters;
+        if !moving.is_empty() {
+            match state.turns.iter_mut().skip(at + 1).find(|turn| !turn.started) {
+                Some(next) => {
+                    moving.append(&mut next.waiters);
+                    next.waiters = moving;
+                }
+                None => {
+                    self.new_turn(state, moving);
+                }
             }
-            None => self.start_turn(state, moving, false),
         }
+        self.pump(state);
     }
 
     /// Takes waiter `id` out of its turn: true if it was still waiting, and whether it was the last
     /// waiter of a turn being acquired (whose acquisition is then stopped).
     fn remove_waiter(&self, id: u64) -> (bool, bool) {
         let mut state = self.state.lock();
-        for turn in state.turns.iter_mut() {
-            if let Some(at) = turn.waiters.iter().position(|waiter| waiter.id == id) {
-                turn.waiters.remove(at);
-                let stop = turn.node.is_none() && turn.waiters.is_empty();
-                if stop {
-                    turn.cancel.notify_one();
-                }
-                return (true, stop);
-            }
+        let found = state.turns.iter().enumerate().find_map(|(at, turn)| {
+            turn.waiters.iter().position(|waiter| waiter.id == id).map(|position| (at, position))
+        });
+        let Some((at, position)) = found else { return (false, false) };
+        let turn = &mut state.turns[at];
+        turn.waiters.remove(position);
+        if !turn.waiters.is_empty() || turn.node.is_some() {
+            return (true, false);
         }
-        (false, false)
+        if turn.started {
+            // The acquirer gives up and deletes its node; `acquired` then drops the turn.
+            turn.cancel.notify_one();
+            return (true, true);
+        }
+        state.turns.remove(at);
+        (true, false)
     }
 }
 
@@ -342,15 +394,14 @@ impl<D: LockDriver> LocalTurns for LocalQueue<D> {
             self.close_at(&mut state, at);
         }
         let turn = &mut state.turns[at];
-        let over = if self.shared || turn.closed {
-            turn.holders == 0 && turn.waiters.is_empty()
-        } else {
-            self.grant(turn)
-        };
-        if over {
-            return state.turns.remove(at).and_then(|turn| turn.node);
+        let over =
+            if self.shared || turn.closed { turn.holders == 0 && turn.waiters.is_empty() } else { self.grant(turn) };
+        if !over {
+            return None;
         }
-        None
+        let node = state.turns.remove(at).and_then(|turn| turn.node);
+        self.pump(&mut state);
+        node
     }
 
     fn close_turn(&self, turn_id: u64) {
@@ -366,6 +417,8 @@ struct Pending<'a, D: LockDriver> {
     queue: &'a LocalQueue<D>,
     id: u64,
     rx: Option<oneshot::Receiver<Granted>>,
+    /// The turn whose node this waiter is acquiring itself, while it does.
+    driving: Option<u64>,
 }
 
 impl<D: LockDriver> Pending<'_, D> {
@@ -387,6 +440,11 @@ impl<D: LockDriver> Drop for Pending<'_, D> {
         if let (Some(Ok(Some(hold))), _) = self.leave() {
             // Granted to a waiter that is gone: hand it on.
             hold.release_in_background();
+        }
+        if let Some(turn) = self.driving.take() {
+            // Its attempt was dropped (its node is deleted in the background): the turn, empty
+            // now, goes, and the next one may start.
+            self.queue.acquired(turn, None);
         }
     }
 }

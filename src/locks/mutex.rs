@@ -48,6 +48,45 @@ use crate::CuratorClient;
 ///
 /// Re-entrancy is per instance, as in Curator: two `InterProcessMutex` values on one path are two
 /// contenders even in one task. Clones of one instance share its holders.
+///
+/// # Thousands of tasks: one node per process
+///
+/// Guards ([`lock`](Self::lock), [`try_lock_for`](Self::try_lock_for), [`try_lock`](Self::try_lock))
+/// of one client on one lock path queue **inside the process** behind one ZooKeeper node (lock
+/// cohorting), whichever instances they use (same path, driver type and node data):
+///
+/// * **Turns.** Waiters gather in a *turn*. A turn queues its node in ZooKeeper only when the
+///   process has no other node of this lock in line (the previous turn's node was deleted), and
+///   takes no newcomer from then on: those gather in the next turn. When the node is granted, the
+///   turn's first waiter holds; each release hands the node to the next waiter of the turn, in
+///   arrival order, **without a round trip**; the turn's last holder deletes the node, and the next
+///   turn queues its node — behind any contender that queued meanwhile. So a contender of another
+///   process — ours or Curator's — waits for at most one turn of each process ahead of it, made of
+///   waiters that all arrived before it queued; and the server sees one node per process instead
+///   of one per task (10,000 waiting tasks: one node, not 10,000 nodes and O(W²) listings).
+/// * **Each holder keeps the whole hold contract**: its own guard and [`Hold`]; the state (`Held`,
+///   `Suspended`, `Lost`) of the shared node; [`lost`](MutexGuard::lost); revocation; guarded
+///   writes that are refused once *that* holder has released (even though the node lives on);
+///   and a [`FencingToken`] that increases from holder to holder, local hand-offs included:
+///   `(czxid, handoff)`, where `handoff` counts the local holders of the node before this one —
+///   free, no write and no round trip (see [`FencingToken`]).
+/// * **A node is handed on only while it is `Held`** and nobody asked for it: a suspended or lost
+///   session, a node deleted by someone else, a revocation request (`__REVOKE__`), or a downgrade
+///   standing in its place ends the turn; its waiters move to the next turn, a node of their own.
+///   When the node is lost, its waiters move on at once, without waiting for the holder to notice.
+/// * **Cancel safety and deadlines are unchanged**: a cancelled or timed-out waiter leaves its
+///   turn; the last waiter of a turn still waiting for its node stops the attempt, and the node is
+///   deleted.
+/// * Read locks: the readers of one turn share its read node and hold it together. Later readers
+///   gather in the next turn, whose read node is queued as soon as the previous one is granted
+///   (granted at once unless a writer is ahead), so a writer queued behind a turn is not starved by
+///   readers arriving after it.
+///
+/// What stays per task: Curator-style [`acquire`](Self::acquire) makes one node per task (it is
+/// re-entrant per task, as Curator is per thread), and [`participant_nodes`](Self::participant_nodes)
+/// lists ZooKeeper's nodes — one per process turn for guards. [`with_node_per_task`](Self::with_node_per_task)
+/// makes guards use a node each, as Curator's threads do. Outside a tokio runtime (the blocking
+/// facade runs one) guards also make a node each.
 pub struct InterProcessMutex<D: LockDriver = StandardLockDriver> {
     shared: Arc<Shared<D>>,
 }
@@ -175,11 +214,11 @@ impl<D: LockDriver> InterProcessMutex<D> {
         let data = self.node_data(revocable).to_vec();
         let internals = &self.shared.internals;
         let lock_name = internals.driver().lock_name();
-        let key = (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
+        let key =
+            (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
         let shared = self.shared.shares_turns.load(Ordering::SeqCst);
-        let queue = self
-            .client()
-            .local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
+        let queue =
+            self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
         measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), queue.acquire(wait)).await
     }
 
@@ -422,6 +461,9 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// Never re-enters: if this instance is already held (by a guard, or Curator-style by any
     /// task), the call queues behind that hold, like `tokio::sync::Mutex::lock`.
     ///
+    /// Waits in the process's local queue: see
+    /// [one node per process](#thousands-of-tasks-one-node-per-process).
+    ///
     /// # Errors
     /// [`Error::Closed`] if the client is closed (also while waiting); server errors after the
     /// retry policy gave up.
@@ -474,7 +516,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
     }
 
     /// One attempt (a create and a listing): the guard if the lock was free, else `Ok(None)`.
-    /// Returns `Ok(None)` at once, sending nothing, when the client has no connection.
+    /// Returns `Ok(None)` at once, sending nothing, when the client has no connection, or when
+    /// another task of this process holds or waits for the lock through the local queue.
     ///
     /// # Errors
     /// As [`lock`](Self::lock).

@@ -178,11 +178,28 @@ impl InterProcessReadWriteLock {
     fn build(client: &CuratorClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
         let labels = |recipe| LockLabels::new(client, recipe, path);
         let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone(), labels(Recipe::Write))?;
-        let read = InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();
+        let read =
+            InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();
         Ok(Self {
             read: ReadLock { mutex: read.clone(), write: write.clone() },
             write: WriteLock { mutex: write, read },
         })
+    }
+
+    /// Guards of both halves each make a node of their own, as Curator's threads do, instead of
+    /// sharing one per turn through the local queue (see [`InterProcessMutex::with_node_per_task`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let lock = zk_curator::InterProcessReadWriteLock::new(&client, "/config")?.with_node_per_task();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_node_per_task(self) -> Self {
+        // Clones share their settings: both halves' mutexes are set through their clones.
+        let _ = self.read.mutex.clone().with_node_per_task();
+        let _ = self.write.mutex.clone().with_node_per_task();
+        self
     }
 
     /// The lock path.

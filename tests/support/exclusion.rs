@@ -11,7 +11,7 @@ use std::time::Instant;
 #[derive(Clone, Debug)]
 pub struct Interval {
     pub who: String,
-    pub token: i64,
+    pub token: u128,
     pub start: Instant,
     pub end: Instant,
     /// The hold ended because the holder observed `Lost` (at `end`).
@@ -27,7 +27,7 @@ pub struct HoldLog {
 }
 
 impl HoldLog {
-    pub fn record(&self, who: &str, token: i64, start: Instant, end: Instant, lost: bool) {
+    pub fn record(&self, who: &str, token: u128, start: Instant, end: Instant, lost: bool) {
         let interval = Interval { who: who.to_string(), token, start, end, lost, shared: false };
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
     }
@@ -99,12 +99,12 @@ pub fn check_exclusion(log: &[Interval]) -> Result<(), String> {
 impl HoldLog {
     /// Records a hold that starts now; the returned [`Holding`] records its end when
     /// [`end`](Holding::end) is called (before the release).
-    pub fn start(&self, who: impl Into<String>, token: i64) -> Holding {
+    pub fn start(&self, who: impl Into<String>, token: u128) -> Holding {
         Holding { log: self.clone(), who: who.into(), token, start: Instant::now(), shared: false }
     }
 
     /// Like [`start`](Self::start) for a shared hold (a reader).
-    pub fn start_shared(&self, who: impl Into<String>, token: i64) -> Holding {
+    pub fn start_shared(&self, who: impl Into<String>, token: u128) -> Holding {
         Holding { shared: true, ..self.start(who, token) }
     }
 
@@ -124,7 +124,7 @@ impl HoldLog {
 pub struct Holding {
     log: HoldLog,
     who: String,
-    token: i64,
+    token: u128,
     start: Instant,
     shared: bool,
 }
