@@ -415,9 +415,10 @@ async fn fairness_scenario(per_task: bool) {
     let holder = lock(&mutex, "holder").await;
     let mut tasks: Vec<_> = (0..EARLY).map(|i| spawn_waiter(Arrival::Early(i))).collect();
     support::eventually(HANG, "the early waiters started", || async { started.load(Ordering::SeqCst) == EARLY }).await;
-    // The early waiters' turn has its node before Curator arrives.
-    support::eventually(HANG, "the early waiters' turn has its node", || async {
-        nodes_of(&obs, &path, session).await.len() == if per_task { EARLY + 1 } else { 2 }
+    // Per task, the early waiters' nodes are in line before Curator arrives; through the local
+    // queue they gather in a turn that makes its node once the holder's is gone.
+    support::eventually(HANG, "our nodes are in line", || async {
+        nodes_of(&obs, &path, session).await.len() >= if per_task { EARLY + 1 } else { 1 }
     })
     .await;
 
@@ -590,9 +591,9 @@ async fn guarded_write_after_local_release_is_refused() {
     obs.mkdir(&target, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
     let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
 
-    // A and B join one turn while its node waits behind another client's holder: A (first in
-    // line) gets the node, B is handed it locally.
-    let blocker = lock(&InterProcessMutex::new(&clients[1], &path).unwrap(), "blocker").await;
+    // A and B gather in one turn while a local holder holds (its node in line): A (first in line)
+    // gets the turn's node, B is handed it locally.
+    let blocker = lock(&mutex, "blocker").await;
     let started = Arc::new(AtomicUsize::new(0));
     let spawn_waiter = |name: &'static str| {
         let (mutex, started) = (mutex.clone(), started.clone());
@@ -605,10 +606,6 @@ async fn guarded_write_after_local_release_is_refused() {
     support::eventually(HANG, "A is waiting", || async { started.load(Ordering::SeqCst) == 1 }).await;
     let b = spawn_waiter("B");
     support::eventually(HANG, "B is waiting", || async { started.load(Ordering::SeqCst) == 2 }).await;
-    support::eventually(HANG, "the turn's node is queued", || async {
-        !nodes_of(&obs, &path, clients[0].session_id()).await.is_empty()
-    })
-    .await;
     blocker.release().await.unwrap();
     let a = support::join("A", HANG, a).await;
     let a_node = a.node_path().to_string();
@@ -880,14 +877,19 @@ async fn expiry_scenario(same_turn: bool) {
     let sessions: Arc<Mutex<Vec<i64>>> = Arc::default();
 
     let obs = support::observer(&connect).await;
-    let blocker = if same_turn { Some(lock(&other, "blocker").await) } else { None };
+    // same_turn: a local blocker holds, so the holder and the waiters gather in one turn.
+    let blocker = if same_turn { Some(lock(&mutex, "blocker").await) } else { None };
+    let holder_started = Arc::new(AtomicUsize::new(0));
     let holder = tokio::spawn({
-        let mutex = mutex.clone();
-        async move { lock(&mutex, "holder").await }
+        let (mutex, holder_started) = (mutex.clone(), holder_started.clone());
+        async move {
+            holder_started.fetch_add(1, Ordering::SeqCst);
+            lock(&mutex, "holder").await
+        }
     });
     if same_turn {
-        support::eventually(HANG, "the holder's turn is queued", || async {
-            !nodes_of(&obs, &path, client.session_id()).await.is_empty()
+        support::eventually(HANG, "the holder waits first in its turn", || async {
+            holder_started.load(Ordering::SeqCst) == 1
         })
         .await;
     } else {
@@ -929,14 +931,15 @@ async fn expiry_scenario(same_turn: bool) {
     support::eventually(HANG, "the waiters started", || async { started.load(Ordering::SeqCst) == WAITERS }).await;
     let holder = match blocker {
         Some(blocker) => {
-            // Our turn (holder and waiters), then the other client's node, behind the blocker.
-            support::eventually_queued(&obs, &path, 3, "blocker, our turn, other client").await;
+            // The blocker's node and the other client's; our turn (holder and waiters) gathers.
+            support::eventually_queued(&obs, &path, 2, "blocker, other client").await;
             blocker.release().await.unwrap();
             support::join("holder", HANG, holder).await
         }
         None => {
             let holder = support::join("holder", HANG, holder).await;
-            support::eventually_queued(&obs, &path, 3, "holder, next turn, other client").await;
+            // The holder's node and the other client's; the waiters gather in the next turn.
+            support::eventually_queued(&obs, &path, 2, "holder, other client").await;
             holder
         }
     };
@@ -1048,9 +1051,20 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
         .await;
     // Give a wrong implementation the chance to let late readers join the held read turn.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let read_nodes: Vec<_> =
-        nodes_of(&obs, &path, session).await.into_iter().filter(|n| n.contains("__READ__")).collect();
-    assert!(read_nodes.len() <= 2, "20 + 10 local readers have {read_nodes:?}");
+    // The late readers wait behind the writer with one read node (one turn in line).
+    let seq = |n: &String| n.rsplit('_').next().unwrap_or_default().to_string();
+    let writer_seq = nodes_of(&obs, &path, their_session)
+        .await
+        .iter()
+        .find(|n| n.contains("__WRIT__"))
+        .map(seq)
+        .expect("the writer's node");
+    let behind: Vec<_> = nodes_of(&obs, &path, session)
+        .await
+        .into_iter()
+        .filter(|n| n.contains("__READ__") && seq(n) > writer_seq)
+        .collect();
+    assert!(behind.len() <= 1, "10 late local readers queue {} read nodes behind the writer: {behind:?}", behind.len());
     let_go.send(true).unwrap();
 
     join_all("reader", readers).await;
@@ -1067,7 +1081,7 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
 // 8. Opting out: one node per task
 // ---------------------------------------------------------------------------------------------
 
-/// `with_node_per_task()` keeps Curator's shape: N waiters, N nodes.
+/// `with_node_per_task()` keeps Curator's shape: N waiters, N nodes (mutex and read lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_per_task_keeps_curators_shape() {
     const N: usize = 8;
@@ -1093,7 +1107,25 @@ async fn node_per_task_keeps_curators_shape() {
     join_all("per-task waiter", waiters).await;
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 
-    // InterProcessReadWriteLock has no `with_node_per_task()` (the brief names one): not tested.
+    let path = support::unique_path("lq-per-task-rw");
+    let writer = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+    let blocker = tokio::time::timeout(HANG, writer.write_lock().lock()).await.unwrap().unwrap();
+    let rw = InterProcessReadWriteLock::new(&clients[0], &path).unwrap().with_node_per_task();
+    let readers: Vec<_> = (0..N)
+        .map(|_| {
+            let rw = rw.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(HANG, rw.read_lock().lock()).await.unwrap().unwrap().release().await.unwrap()
+            })
+        })
+        .collect();
+    support::eventually(HANG, "one read node per waiting reader", || async {
+        nodes_of(&obs, &path, session).await.iter().filter(|n| n.contains("__READ__")).count() == N
+    })
+    .await;
+    blocker.release().await.unwrap();
+    join_all("per-task reader", readers).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1178,7 +1210,20 @@ async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
     let ours = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
     let theirs = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
     let witness = Arc::new(Witness::default());
-    let blocker = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
+    // A local write holder: W1..W5 gather in one turn behind it, and the local blocker's release
+    // starts that turn (W1 first, the others handed the node locally). Another client's writer
+    // holds first, so the blocker's node is in line too.
+    let remote = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
+    let blocker = tokio::spawn({
+        let ours = ours.clone();
+        async move { tokio::time::timeout(HANG, ours.write_lock().lock()).await.expect("blocker hangs").unwrap() }
+    });
+    support::eventually(HANG, "the blocker's node is queued", || async {
+        !nodes_of(&obs, &path, clients[0].session_id()).await.is_empty()
+    })
+    .await;
+    remote.release().await.unwrap();
+    let blocker = support::join("blocker", HANG, blocker).await;
     let started = Arc::new(AtomicUsize::new(0));
     let first = tokio::spawn({
         let (ours, started) = (ours.clone(), started.clone());
@@ -1202,10 +1247,6 @@ async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
         })
         .collect();
     support::eventually(HANG, "the writers are waiting", || async { started.load(Ordering::SeqCst) == WRITERS }).await;
-    support::eventually(HANG, "our turn's node is queued", || async {
-        !nodes_of(&obs, &path, clients[0].session_id()).await.is_empty()
-    })
-    .await;
     blocker.release().await.unwrap();
     let w1 = support::join("W1", HANG, first).await;
     let w1_inside = witness.enter("W1");
@@ -1302,9 +1343,10 @@ async fn closing_the_client_ends_the_local_queue() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
-/// Forms one local turn on `mutex` (client of `session`) of `n` tasks behind `blocker`'s hold:
-/// the first task spawned is granted first once `blocker` is released; returns the first task's
-/// guard and the other tasks, each running `then` on its guard.
+/// Forms one local turn on `mutex` of `n` tasks behind `blocker`, a guard of the same `mutex` (so
+/// the tasks gather in one collecting turn whose node is made once the blocker is gone): the first
+/// task spawned is granted first; returns its guard and the other tasks, each running `then` on
+/// its guard once handed the turn's node.
 async fn one_turn<F, Fut>(
     obs: &zk::Client,
     mutex: &InterProcessMutex,
@@ -1337,10 +1379,9 @@ where
         })
         .collect();
     support::eventually(HANG, "the turn's tasks wait", || async { started.load(Ordering::SeqCst) == n }).await;
-    support::eventually(HANG, "the turn's node is queued", || async {
-        !nodes_of(obs, mutex.path(), session).await.is_empty()
-    })
-    .await;
+    // The blocker's node is this process's node in line: the tasks gather in one turn that starts
+    // (one node) once the blocker is gone.
+    let _ = (obs, session);
     blocker.release().await.unwrap();
     (support::join("first of the turn", HANG, first).await, others)
 }
@@ -1356,13 +1397,12 @@ async fn a_suspended_holder_does_not_hand_its_node_on() {
     let connect = server.connect_string();
     let proxy = zk_curator::testing::FaultProxy::start(&connect).await.expect("proxy");
     let client = support::client(&proxy.connect_string()).await;
-    let other = support::client(&connect).await;
     let obs = support::observer(&connect).await;
     let path = support::unique_path("lq-suspended");
     let mutex = InterProcessMutex::new(&client, &path).unwrap();
     let witness = Arc::new(Witness::default());
     let bad: Arc<Mutex<Vec<String>>> = Arc::default();
-    let blocker = lock(&InterProcessMutex::new(&other, &path).unwrap(), "blocker").await;
+    let blocker = lock(&mutex, "blocker").await;
     let then = {
         let (witness, bad, client) = (witness.clone(), bad.clone(), client.clone());
         move |i: usize, guard: MutexGuard| {
@@ -1410,7 +1450,7 @@ async fn a_revoked_node_is_not_handed_on_locally() {
     let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
     let witness = Arc::new(Witness::default());
-    let blocker = lock(&remote, "blocker").await;
+    let blocker = lock(&mutex, "blocker").await;
     let then = {
         let (order, witness) = (order.clone(), witness.clone());
         move |i: usize, guard: MutexGuard| {
@@ -1461,7 +1501,8 @@ async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
     let obs = support::observer(&connect).await;
     let path = support::unique_path("lq-late-readers");
     let ours = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
-    let theirs = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+    // W1 and W2 stand for two writers of other processes: a node each.
+    let theirs = InterProcessReadWriteLock::new(&clients[1], &path).unwrap().with_node_per_task();
     let (session, their_session) = (clients[0].session_id(), clients[1].session_id());
     let witness = Arc::new(Witness::default());
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -1649,8 +1690,9 @@ async fn read_write_cancellation_storm() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
-/// The deterministic form of the race that `session_expiry_with_a_local_queue` hits now and then:
-/// our holder's node and our next turn's node vanish in ONE transaction (as a server-side close of
+/// The deterministic form of the race that `session_expiry_with_a_local_queue` hit now and then
+/// (before the turn rule kept one node of a local queue in line): our holder's node and the next
+/// node of our session vanish in ONE transaction (as a server-side close of
 /// our session deletes all its ephemerals at once, while our connection may still deliver the
 /// watch event). The next turn's acquisition sees its predecessor deleted; it must not hand out
 /// its own node, which is gone too: every local waiter must be granted a node that exists, on
@@ -1665,7 +1707,10 @@ async fn a_turn_node_deleted_with_its_predecessor_is_not_granted() {
     let target = format!("{path}-target");
     obs.mkdir(&target, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
     let session = clients[0].session_id();
-    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    // One node per task: since the turn rule keeps one node of a local queue in line, two
+    // consecutive nodes of one session come from per-task guards, Curator-style acquires or two
+    // queues of one client (read and write halves); the race is in the node wait underneath.
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap().with_node_per_task();
     let holder = lock(&mutex, "holder").await;
     let bad: Arc<Mutex<Vec<String>>> = Arc::default();
     let started = Arc::new(AtomicUsize::new(0));
@@ -1691,11 +1736,14 @@ async fn a_turn_node_deleted_with_its_predecessor_is_not_granted() {
         })
         .collect();
     support::eventually(HANG, "the waiters wait", || async { started.load(Ordering::SeqCst) == WAITERS }).await;
-    support::eventually(HANG, "the next turn's node is queued", || async {
-        nodes_of(&obs, &path, session).await.len() == 2
+    support::eventually(HANG, "the waiters' nodes are queued", || async {
+        nodes_of(&obs, &path, session).await.len() == WAITERS + 1
     })
     .await;
-    let ours = nodes_of(&obs, &path, session).await;
+    // The holder's node and the first waiter's, in sequence order.
+    let mut ours = nodes_of(&obs, &path, session).await;
+    ours.sort_by_key(|n| n.rsplit('-').next().unwrap_or_default().to_string());
+    ours.truncate(2);
     let mut both = obs.new_multi_writer();
     for node in &ours {
         both.add_delete(&format!("{path}/{node}"), None).unwrap();

@@ -495,8 +495,9 @@ impl<D: LockDriver> LockInternals<D> {
             // A watch or an absence seen on another session says nothing about our queue.
             Ok((_, session_id)) if session_id != our_session.id => return Ok(WaitOutcome::SessionChanged),
             Ok((Ok((_, _, watcher)), _)) => watcher,
-            // Gone before we could watch it, as its deletion event: look again (as Curator does) rather than assume we are first — our own node
-            // may have gone with it (a server-side close of our session deletes both at once).
+            // Gone before we could watch it, as its deletion event: look again (as Curator does)
+            // rather than assume we are first — our own node may have gone with it (a server-side
+            // close of our session deletes both at once).
             Ok((Err(zk::Error::NoNode), _)) => return Ok(WaitOutcome::Relist),
             Ok((Err(e), _)) => {
                 return match crate::error::classify(&e) {
