@@ -372,7 +372,15 @@ enum Arrival {
 /// before any of those 50: a remote contender waits at most the batch queued before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_curator_contender_goes_before_later_local_waiters() {
-    fairness_scenario(false).await;
+    fairness_scenario(false, false).await;
+}
+
+/// As [`late_curator_contender_goes_before_later_local_waiters`], the holder in another process
+/// (a second client): our first waiter's node is in line (being acquired) when Curator arrives, so
+/// this checks that a turn whose node is already in line takes no later arrival.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_curator_contender_behind_a_remote_holder() {
+    fairness_scenario(false, true).await;
 }
 
 /// The control of [`late_curator_contender_goes_before_later_local_waiters`]: with
@@ -380,13 +388,14 @@ async fn late_curator_contender_goes_before_later_local_waiters() {
 /// the scenario really distinguishes fair from unfair orders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_curator_contender_per_task_control() {
-    fairness_scenario(true).await;
+    fairness_scenario(true, false).await;
 }
 
-async fn fairness_scenario(per_task: bool) {
+/// `remote_holder`: the first holder is another client (else a local guard).
+async fn fairness_scenario(per_task: bool, remote_holder: bool) {
     const EARLY: usize = 200;
     const LATE: usize = 50;
-    let (server, mut peer, clients) = setup_with_curator(1).await;
+    let (server, mut peer, clients) = setup_with_curator(2).await;
     let connect = server.connect_string();
     let obs = support::observer(&connect).await;
     let path = support::unique_path("lq-fair");
@@ -412,13 +421,22 @@ async fn fairness_scenario(per_task: bool) {
         })
     };
 
-    let holder = lock(&mutex, "holder").await;
+    let holder = if remote_holder {
+        lock(&InterProcessMutex::new(&clients[1], &path).unwrap(), "remote holder").await
+    } else {
+        lock(&mutex, "holder").await
+    };
     let mut tasks: Vec<_> = (0..EARLY).map(|i| spawn_waiter(Arrival::Early(i))).collect();
     support::eventually(HANG, "the early waiters started", || async { started.load(Ordering::SeqCst) == EARLY }).await;
     // Per task, the early waiters' nodes are in line before Curator arrives; through the local
     // queue they gather in a turn that makes its node once the holder's is gone.
     support::eventually(HANG, "our nodes are in line", || async {
-        nodes_of(&obs, &path, session).await.len() >= if per_task { EARLY + 1 } else { 1 }
+        nodes_of(&obs, &path, session).await.len()
+            >= match (per_task, remote_holder) {
+                (true, false) => EARLY + 1,
+                (true, true) => EARLY,
+                (false, _) => 1,
+            }
     })
     .await;
 
@@ -426,7 +444,8 @@ async fn fairness_scenario(per_task: bool) {
     let curator_node = {
         let deadline = std::time::Instant::now() + HANG;
         loop {
-            let found = nodes_not_of(&obs, &path, session).await;
+            let mut found = nodes_not_of(&obs, &path, session).await;
+            found.retain(|n| !holder.node_path().ends_with(n.as_str()));
             if let Some(node) = found.into_iter().next() {
                 break node;
             }
