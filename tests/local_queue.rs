@@ -1775,3 +1775,37 @@ async fn a_turn_node_deleted_with_its_predecessor_is_not_granted() {
     assert!(bad.is_empty(), "holds handed out on a node that no longer exists: {bad:#?}");
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+/// A waiter is handed the turn's node while its task is not running, and its `lock()` future is
+/// then dropped without ever seeing the grant: the node must go on to the next waiter (not be
+/// lost with the dropped future), and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_a_dropped_waiter_is_handed_on() {
+    let (server, clients) = setup(1).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-dropped-grant");
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let holder = lock(&mutex, "holder").await;
+    // W1 queues (one poll), then W2 behind it.
+    let mut w1 = Box::pin(mutex.lock());
+    assert!(futures::poll!(w1.as_mut()).is_pending(), "W1 queues behind the holder");
+    let w2 = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "W2").await.release().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let holder_node = support::node_name(holder.node_path()).to_string();
+    holder.release().await.unwrap();
+    // The turn's node is made and granted to W1, whose task does not poll it.
+    support::eventually(HANG, "the turn's node is in line", || async {
+        let nodes = nodes_of(&obs, &path, session).await;
+        !nodes.is_empty() && !nodes.contains(&holder_node)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(w1);
+    support::join("W2", HANG, w2).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
