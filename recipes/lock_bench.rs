@@ -6,9 +6,15 @@
 //!   CONNECT   host:port[,host:port][/chroot], or `local` to start a TestingServer here
 //!
 //!   raw N                          plain zookeeper-client floor: N x (create eph-seq, list, delete), N x exists
-//!   mutex-uncontended N            one session, N x InterProcessMutex acquire + release
-//!   mutex-contended C N            C sessions race for N acquisitions in total
+//!   mutex-uncontended N [--guards] one session, N x InterProcessMutex acquire + release (or lock() + guard release)
+//!   mutex-contended C N [--tasks T] [--guards [--node-per-task]]
+//!                                  C sessions (T tasks each) race for N acquisitions in total
 //!   mutex-many-waiters W [S]       W waiters queued behind a holder on S sessions, then drained
+//!   mutex-many-waiters W [S] --guards [--token] [--node-per-task]
+//!                                  the same with guard-style lock() (the local queue), S default 1
+//!   mutex-mixed-curator W [--hold-ms H] [--curator-hold-s S] [--curator-delay-ms D] [--node-per-task]
+//!                                  W guard tasks on one session take turns (hold H ms, queue again)
+//!                                  while a Curator contender process arrives late: its wait
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
@@ -24,6 +30,17 @@
 //! same session (`floor_*`), so that ratios compare like with like on a noisy machine. With `local` the bench also prints `server_force_sync` (0 or 1), read from the
 //! started server's `zoo.cfg`: the TestingServer runs with `forceSync=no`, so writes are not
 //! fsync'd and are cheaper than on a production server.
+//!
+//! The guard modes (issue 19, the local queue): `--guards` uses `lock()` and the guard's release,
+//! which queue the tasks of one client on one path behind one node per turn (`--node-per-task`:
+//! `with_node_per_task()`, a node per task as Curator's threads). `mutex-many-waiters --guards`
+//! times each hand-off from the previous holder's release call to the next grant (`handoff_local`:
+//! same session; `handoff_cross_session`: the node had to change hands in ZooKeeper), and with
+//! `--token` every holder reads its fencing token, which must be larger than the previous
+//! holder's (the run fails otherwise). `mutex-mixed-curator` starts
+//! `CURATOR hold PATH S mutex` (the Curator side's run script) D ms after its W local tasks, sees
+//! its node appear by polling the lock's children (a node owned by another session), and counts
+//! the local grants between that and the contender's `ACQUIRED` line.
 //!
 //! `hold` honours `SESSION_TIMEOUT_MS` (default 15000), `ACQUIRE_TIMEOUT_S` (print `NOT_ACQUIRED`
 //! and exit 0 when not acquired in time) and `GUARDED_WRITE_PATH` (a lock-guarded set-data, or
@@ -46,7 +63,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::raw as zk;
 use zk_curator::testing::TestingServer;
 use zk_curator::{
-    CuratorClient, Error, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
+    CuratorClient, Error, FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership as SelectorLeadership, Lease, LockDriver,
     MutexGuard, ReadLock,
 };
@@ -74,12 +91,65 @@ struct Cli {
 enum Mode {
     /// Plain zookeeper-client floor: N x (create ephemeral-sequential + list + delete), then N x exists.
     Raw { n: usize },
-    /// One session, N x acquire + release of one InterProcessMutex.
-    MutexUncontended { n: usize },
+    /// One session, N x acquire + release of one InterProcessMutex (`--guards`: `lock()` + guard release).
+    MutexUncontended {
+        n: usize,
+        /// Guard-style `lock()` instead of Curator-style `acquire()`.
+        #[arg(long)]
+        guards: bool,
+    },
     /// C sessions race for N acquisitions in total; overlap and lost-update checks.
-    MutexContended { clients: usize, n: usize },
+    MutexContended {
+        clients: usize,
+        n: usize,
+        /// Tasks per session (each with its own `InterProcessMutex` instance).
+        #[arg(long, default_value_t = 1)]
+        tasks: usize,
+        /// Guard-style `lock()` (the local queue) instead of Curator-style `acquire()`.
+        #[arg(long)]
+        guards: bool,
+        /// With `--guards`: a node per task (`with_node_per_task`), no local queue.
+        #[arg(long, requires = "guards")]
+        node_per_task: bool,
+    },
     /// W waiters queued behind a holder on SESSIONS sessions (default W if W <= 200, else 4), then drained.
-    MutexManyWaiters { waiters: usize, sessions: Option<usize> },
+    MutexManyWaiters {
+        waiters: usize,
+        sessions: Option<usize>,
+        /// Guard-style `lock()` (the local queue) instead of Curator-style `acquire()`.
+        #[arg(long)]
+        guards: bool,
+        /// With `--guards`: every holder asks for its fencing token; they must strictly increase.
+        #[arg(long, requires = "guards")]
+        token: bool,
+        /// With `--guards`: a node per task (`with_node_per_task`), no local queue.
+        #[arg(long, requires = "guards")]
+        node_per_task: bool,
+        /// With `--guards`: every task locks a clone of one `InterProcessMutex` (default: one
+        /// instance per task).
+        #[arg(long, requires = "guards")]
+        one_instance: bool,
+    },
+    /// W guard-style waiters on one session take turns (each holds HOLD_MS, then queues again)
+    /// while a real Curator contender (another process) arrives late: how long it waits.
+    MutexMixedCurator {
+        waiters: usize,
+        /// How long each local holder holds the lock, in ms.
+        #[arg(long, default_value_t = 1)]
+        hold_ms: u64,
+        /// How long the Curator contender holds the lock, in whole seconds (CuratorBench's SECONDS).
+        #[arg(long, default_value_t = 1)]
+        curator_hold_s: u64,
+        /// Start the Curator contender this many ms after the local tasks start.
+        #[arg(long, default_value_t = 500)]
+        curator_delay_ms: u64,
+        /// The Curator side's run script.
+        #[arg(long, default_value = "/work/shared/bench/curator/run.sh")]
+        curator: String,
+        /// A node per local task (`with_node_per_task`), no local queue: the behaviour before it.
+        #[arg(long)]
+        node_per_task: bool,
+    },
     /// C sessions, one reader task each, take the read lock N times in total, holding it HOLD_MS.
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
@@ -95,7 +165,10 @@ impl Mode {
             Mode::Raw { .. } => "raw",
             Mode::MutexUncontended { .. } => "mutex_uncontended",
             Mode::MutexContended { .. } => "mutex_contended",
-            Mode::MutexManyWaiters { .. } => "mutex_many_waiters",
+            Mode::MutexManyWaiters { guards: false, .. } => "mutex_many_waiters",
+            Mode::MutexManyWaiters { guards: true, token: false, .. } => "mutex_many_guards",
+            Mode::MutexManyWaiters { guards: true, token: true, .. } => "mutex_many_guards_token",
+            Mode::MutexMixedCurator { .. } => "mutex_mixed_curator",
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Hold { .. } => "hold",
@@ -278,11 +351,32 @@ async fn run(cli: Cli) -> ExitCode {
     };
     let result = match cli.mode {
         Mode::Raw { n } => raw(&report, &connect, n).await,
-        Mode::MutexUncontended { n } => mutex_uncontended(&report, &connect, n).await,
-        Mode::MutexContended { clients, n } => mutex_contended(&report, &connect, clients, n).await,
-        Mode::MutexManyWaiters { waiters, sessions } => {
+        Mode::MutexUncontended { n, guards } => mutex_uncontended(&report, &connect, n, guards).await,
+        Mode::MutexContended { clients, n, tasks: 1, guards: false, .. } => {
+            mutex_contended(&report, &connect, clients, n).await
+        }
+        Mode::MutexContended { clients, n, tasks, guards, node_per_task } => {
+            let style = Style { guards, node_per_task };
+            mutex_contended_tasks(&report, &connect, clients, n, tasks, style).await
+        }
+        Mode::MutexManyWaiters { waiters, sessions, guards: false, .. } => {
             let sessions = sessions.unwrap_or(if waiters <= 200 { waiters } else { 4 });
             mutex_many_waiters(&report, &connect, waiters, sessions).await
+        }
+        Mode::MutexManyWaiters { waiters, sessions, guards: true, token, node_per_task, one_instance } => {
+            let style = GuardStyle { token, node_per_task, one_instance };
+            mutex_many_guards(&report, &connect, waiters, sessions.unwrap_or(1), style).await
+        }
+        Mode::MutexMixedCurator { waiters, hold_ms, curator_hold_s, curator_delay_ms, curator, node_per_task } => {
+            let mixed = Mixed {
+                waiters,
+                hold: Duration::from_millis(hold_ms),
+                curator_hold_s,
+                curator_delay: Duration::from_millis(curator_delay_ms),
+                curator,
+                node_per_task,
+            };
+            mutex_mixed_curator(&report, &connect, &mixed).await
         }
         Mode::RwlockReaders { clients, n, hold_ms } => {
             rwlock_readers(&report, &connect, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
@@ -431,7 +525,24 @@ async fn pipelined_create_list(
 // ----------------------------------------------------------------------------------------------
 // mutex-uncontended
 
-async fn mutex_uncontended(report: &Report, connect: &str, n: usize) -> BenchResult<()> {
+/// One acquire + release cycle of `mutex`: Curator-style `acquire()`/`release()`, or with `guards`
+/// `lock()` and the guard's release. Returns the two durations.
+async fn uncontended_cycle(mutex: &InterProcessMutex, guards: bool) -> BenchResult<(Duration, Duration)> {
+    let t0 = Instant::now();
+    if guards {
+        let guard = mutex.lock().await?;
+        let t1 = Instant::now();
+        guard.release().await?;
+        Ok((t1 - t0, t1.elapsed()))
+    } else {
+        mutex.acquire().await?;
+        let t1 = Instant::now();
+        mutex.release().await?;
+        Ok((t1 - t0, t1.elapsed()))
+    }
+}
+
+async fn mutex_uncontended(report: &Report, connect: &str, n: usize, guards: bool) -> BenchResult<()> {
     let client = connect_client(connect, BENCH_SESSION_TIMEOUT).await?;
     let base = unique_path("uncontended");
     let mutex = InterProcessMutex::new(&client, &format!("{base}/lock"))?;
@@ -444,21 +555,16 @@ async fn mutex_uncontended(report: &Report, connect: &str, n: usize) -> BenchRes
     let floor_options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
     let data = client.default_data().to_vec();
     for _ in 0..WARMUP.min(n) {
-        mutex.acquire().await?;
-        mutex.release().await?;
+        uncontended_cycle(&mutex, guards).await?;
         let p = pipelined_create_list(&zk, &floor_prefix, &floor_parent, &data, &floor_options).await?;
         zk.delete(&p.path, None).await?;
     }
     let (mut acquire, mut release) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut floor_create_list, mut floor_delete) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
-        let t0 = Instant::now();
-        mutex.acquire().await?;
-        let t1 = Instant::now();
-        mutex.release().await?;
-        let t2 = Instant::now();
-        acquire.push(t1 - t0);
-        release.push(t2 - t1);
+        let (acquired, released) = uncontended_cycle(&mutex, guards).await?;
+        acquire.push(acquired);
+        release.push(released);
 
         let p = pipelined_create_list(&zk, &floor_prefix, &floor_parent, &data, &floor_options).await?;
         floor_create_list.push(p.elapsed);
@@ -478,6 +584,7 @@ async fn mutex_uncontended(report: &Report, connect: &str, n: usize) -> BenchRes
     report.us("release_p50_us", pct(&release, 0.50));
     report.us("release_p99_us", pct(&release, 0.99));
     report.metric("n", n);
+    report.metric("guards", u8::from(guards));
     report.us("floor_create_list_p50_us", pct(&floor_create_list, 0.50));
     report.us("floor_create_list_p99_us", pct(&floor_create_list, 0.99));
     report.us("floor_delete_p50_us", pct(&floor_delete, 0.50));
@@ -860,6 +967,676 @@ async fn mutex_many_waiters(report: &Report, connect: &str, waiters: usize, sess
     report.metric("waiters", waiters);
     if !drained || done != waiters {
         return Err(format!("{done} of {waiters} waiters completed (drain finished in budget: {drained})").into());
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// guard-style waiters: shared helpers
+
+/// Awaits `fut`, counting its first poll in `polled`: after it the task has joined the lock's
+/// queue (the local queue, or the create of its own node has been sent). The future comes boxed:
+/// an argument of an async fn is kept in its state next to the pinned copy, which would count the
+/// lock future twice in every task's memory.
+async fn counting_first_poll<F: std::future::Future>(
+    mut fut: std::pin::Pin<Box<F>>,
+    polled: &AtomicUsize,
+) -> F::Output {
+    let mut first = true;
+    std::future::poll_fn(|cx| {
+        let out = fut.as_mut().poll(cx);
+        if first {
+            first = false;
+            polled.fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    })
+    .await
+}
+
+/// Session index of a holder outside the measured sessions (the blocking holder).
+const OUTSIDE: usize = usize::MAX;
+
+/// Times hand-offs between holders and checks fencing tokens, trusting the lock (the [`Witness`]
+/// checks that trust): the holder that releases notes who it is and when it asked to release,
+/// the next holder reads that when it is granted.
+#[derive(Default)]
+struct HandoffClock {
+    last: std::sync::Mutex<Option<(usize, Instant)>>,
+    token: std::sync::Mutex<Option<FencingToken>>,
+    token_violations: AtomicU64,
+}
+
+impl HandoffClock {
+    /// Called by a holder just granted: the time since the previous holder's release call, and
+    /// whether that holder was on the same session.
+    fn granted(&self, session: usize, at: Instant) -> Option<(Duration, bool)> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        last.map(|(s, released)| (at.saturating_duration_since(released), s == session))
+    }
+
+    /// Called by a holder just before it releases.
+    fn releasing(&self, session: usize) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((session, Instant::now()));
+    }
+
+    /// Checks that `token` is larger than every token seen before; counts and reports it if not.
+    fn check_token(&self, token: FencingToken) {
+        let mut last = self.token.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(previous) = *last {
+            if token <= previous && self.token_violations.fetch_add(1, Ordering::SeqCst) < 10 {
+                eprintln!("lock_bench: FENCING TOKEN DID NOT INCREASE: {previous:?} then {token:?}");
+            }
+        }
+        *last = Some(token);
+    }
+}
+
+/// What one guard-style waiter measured.
+#[derive(Default)]
+struct GuardSample {
+    /// Release call of the previous holder to our grant, and whether that holder was on our session.
+    handoff: Option<(Duration, bool)>,
+    /// How long `fencing_token()` took, when asked.
+    token_call: Option<Duration>,
+}
+
+/// How many lock nodes W guard waiters on S sessions create while queued behind another holder:
+/// one per session (the local queue), or one per waiter with `node_per_task`.
+fn guard_nodes_expected(waiters: usize, sessions: usize, node_per_task: bool) -> usize {
+    if node_per_task {
+        waiters
+    } else {
+        sessions.min(waiters)
+    }
+}
+
+/// A mutex for one task: sharing the client's local queue, or with a node of its own.
+fn task_mutex(client: &CuratorClient, path: &str, node_per_task: bool) -> BenchResult<InterProcessMutex> {
+    let mutex = InterProcessMutex::new(client, path)?;
+    Ok(if node_per_task { mutex.with_node_per_task() } else { mutex })
+}
+
+/// How the tasks of `mutex-many-waiters --guards` take the lock.
+#[derive(Clone, Copy)]
+struct GuardStyle {
+    /// Every holder asks for its fencing token.
+    token: bool,
+    /// A node per task (`with_node_per_task`).
+    node_per_task: bool,
+    /// Clones of one `InterProcessMutex` per session instead of one instance per task.
+    one_instance: bool,
+}
+
+/// How contending tasks take the lock.
+#[derive(Clone, Copy)]
+struct Style {
+    /// Guard-style `lock()` instead of Curator-style `acquire()`.
+    guards: bool,
+    /// A node per task (`with_node_per_task`).
+    node_per_task: bool,
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-many-waiters --guards
+
+async fn mutex_many_guards(
+    report: &Report,
+    connect: &str,
+    waiters: usize,
+    sessions: usize,
+    style: GuardStyle,
+) -> BenchResult<()> {
+    let GuardStyle { token, node_per_task, one_instance } = style;
+    if sessions == 0 {
+        return Err("mutex-many-waiters needs at least one session".into());
+    }
+    let path = unique_path("many-guards");
+    let t0 = Instant::now();
+    let holder_client = connect_client(connect, BENCH_SESSION_TIMEOUT);
+    let waiter_clients =
+        futures::future::try_join_all((0..sessions).map(|_| connect_client(connect, BENCH_SESSION_TIMEOUT)));
+    let (holder_client, clients) = tokio::try_join!(holder_client, waiter_clients)?;
+    let connect_elapsed = t0.elapsed();
+
+    let holder = InterProcessMutex::new(&holder_client, &path)?;
+    for _ in 0..WARMUP {
+        holder.lock().await?.release().await?;
+    }
+    let clock = Arc::new(HandoffClock::default());
+    let guard = holder.lock().await?;
+    if token {
+        clock.check_token(guard.fencing_token());
+    }
+    let cpu_start = cpu_time();
+
+    let witness = Arc::new(Witness::default());
+    let polled = Arc::new(AtomicUsize::new(0));
+    let completed = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (mut lock_future_bytes, mut task_future_bytes) = (0, 0);
+    let queue_start = Instant::now();
+    let mut tasks = Vec::with_capacity(waiters);
+    let instances = if one_instance {
+        clients.iter().map(|client| task_mutex(client, &path, node_per_task)).collect::<BenchResult<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    for i in 0..waiters {
+        let session = i % sessions;
+        let mutex = match instances.get(session) {
+            Some(instance) => instance.clone(),
+            None => task_mutex(&clients[session], &path, node_per_task)?,
+        };
+        let (witness, clock, polled, completed, failed) =
+            (witness.clone(), clock.clone(), polled.clone(), completed.clone(), failed.clone());
+        if i == 0 {
+            // Where the memory of a queued task goes: the futures it is made of.
+            lock_future_bytes = std::mem::size_of_val(&mutex.lock());
+        }
+        let waiter = async move {
+            let outcome = async {
+                let guard = counting_first_poll(Box::pin(mutex.lock()), &polled).await?;
+                let mut sample = GuardSample { handoff: clock.granted(session, Instant::now()), token_call: None };
+                witness.critical_section().await;
+                if token {
+                    let asked = Instant::now();
+                    let fencing = guard.fencing_token();
+                    sample.token_call = Some(asked.elapsed());
+                    clock.check_token(fencing);
+                }
+                clock.releasing(session);
+                guard.release().await?;
+                Ok::<_, Error>(sample)
+            };
+            match outcome.await {
+                Ok(sample) => {
+                    completed.fetch_add(1, Ordering::SeqCst);
+                    Some(sample)
+                }
+                Err(e) => {
+                    if failed.fetch_add(1, Ordering::SeqCst) == 0 {
+                        eprintln!("lock_bench: a waiter failed: {e}");
+                    }
+                    None
+                }
+            }
+        };
+        if i == 0 {
+            task_future_bytes = std::mem::size_of_val(&waiter);
+        }
+        tasks.push(tokio::spawn(waiter));
+    }
+
+    // Queued = every task polled its lock() once and the lock nodes are there (the holder's plus
+    // those of the waiters' sessions).
+    let expected_nodes = guard_nodes_expected(waiters, sessions, node_per_task);
+    let queue_budget = Duration::from_secs(60).max(Duration::from_millis(20) * waiters as u32);
+    let mut nodes = 0usize;
+    let mut progress = Instant::now();
+    let all_queued = loop {
+        let polled_now = polled.load(Ordering::SeqCst);
+        if polled_now >= waiters {
+            let listed = match zk_curator::raw::client(&holder_client) {
+                Ok(zk) => zk.check_stat(&path).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match listed {
+                Ok(Some(stat)) => nodes = (stat.num_children.max(1) - 1) as usize,
+                Ok(None) => {}
+                Err(e) => eprintln!("lock_bench: polling the queue failed ({e}); polling again"),
+            }
+            if nodes >= expected_nodes {
+                break Some(queue_start.elapsed());
+            }
+        }
+        if progress.elapsed() >= PROGRESS_EVERY {
+            progress = Instant::now();
+            eprintln!(
+                "lock_bench: {polled_now}/{waiters} polled, {nodes}/{expected_nodes} nodes after {:?}",
+                queue_start.elapsed()
+            );
+        }
+        if failed.load(Ordering::SeqCst) > 0 || queue_start.elapsed() > queue_budget {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let Some(all_queued) = all_queued else {
+        for task in &tasks {
+            task.abort();
+        }
+        return Err(format!("only {nodes} of {expected_nodes} nodes queued within {queue_budget:?}").into());
+    };
+    let rss_queued = proc_status_kb("VmRSS");
+
+    let drain_start = Instant::now();
+    clock.releasing(OUTSIDE);
+    guard.release().await?;
+    let drain_budget = Duration::from_secs(60).max(Duration::from_millis(30) * waiters as u32);
+    let drain_progress = async {
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let done = completed.load(Ordering::SeqCst);
+            eprintln!("lock_bench: {done}/{waiters} drained after {:?}", drain_start.elapsed());
+        }
+    };
+    let drain = async {
+        tokio::select! {
+            samples = futures::future::join_all(tasks.iter_mut()) => samples,
+            _ = drain_progress => unreachable!("the progress loop never ends"),
+        }
+    };
+    let samples = tokio::time::timeout(drain_budget, drain).await;
+    let drain_all = drain_start.elapsed();
+    let total = queue_start.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu_start);
+    let drained = samples.is_ok();
+    if !drained {
+        for task in &tasks {
+            task.abort();
+        }
+    }
+    let samples: Vec<GuardSample> = samples.unwrap_or_default().into_iter().filter_map(|s| s.ok().flatten()).collect();
+    let done = completed.load(Ordering::SeqCst);
+    // The other future a waiter task holds: the guard's release.
+    let release_future_bytes = match holder.try_lock().await {
+        Ok(Some(guard)) => {
+            let release = guard.release();
+            let bytes = std::mem::size_of_val(&release);
+            let _ = release.await;
+            bytes
+        }
+        _ => 0,
+    };
+    for client in clients.iter().chain([&holder_client]) {
+        client.close().await;
+    }
+
+    let mut local = Vec::new();
+    let mut cross = Vec::new();
+    for (handoff, same_session) in samples.iter().filter_map(|s| s.handoff) {
+        if same_session {
+            local.push(handoff);
+        } else {
+            cross.push(handoff);
+        }
+    }
+    let (local, cross) = (sorted(local), sorted(cross));
+    let token_calls = sorted(samples.iter().filter_map(|s| s.token_call).collect());
+    report.ms("connect_ms", connect_elapsed);
+    report.ms("all_queued_ms", all_queued);
+    report.ms("drain_all_ms", drain_all);
+    report.ms("total_ms", total);
+    report.us("drain_per_handoff_us", drain_all / waiters.max(1) as u32);
+    report.us("handoff_local_p50_us", pct(&local, 0.50));
+    report.us("handoff_local_p99_us", pct(&local, 0.99));
+    report.us("handoff_local_max_us", local.last().copied().unwrap_or_default());
+    report.metric("handoffs_local", local.len());
+    report.us("handoff_cross_session_p50_us", pct(&cross, 0.50));
+    report.us("handoff_cross_session_p99_us", pct(&cross, 0.99));
+    report.metric("handoffs_cross_session", cross.len());
+    if token {
+        report.us("token_call_p50_us", pct(&token_calls, 0.50));
+        report.us("token_call_p99_us", pct(&token_calls, 0.99));
+        report.metric("token_violations", clock.token_violations.load(Ordering::SeqCst));
+    }
+    report.metric("nodes_while_queued", nodes);
+    report.metric("lock_future_bytes", lock_future_bytes);
+    report.metric("release_future_bytes", release_future_bytes);
+    report.metric("task_future_bytes", task_future_bytes);
+    report.metric("completed", done);
+    report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
+    report.metric("counter_ok", u8::from(witness.counter.load(Ordering::SeqCst) == done as u64));
+    report.metric("peak_rss_kb", proc_status_kb("VmHWM"));
+    report.metric("rss_while_queued_kb", rss_queued);
+    report.metric("client_cpu_ms", cpu.as_millis());
+    report.metric("sessions", sessions);
+    report.metric("waiters", waiters);
+    report.metric("node_per_task", u8::from(node_per_task));
+    report.metric("one_instance", u8::from(one_instance));
+    if !drained || done != waiters {
+        return Err(format!("{done} of {waiters} waiters completed (drain finished in budget: {drained})").into());
+    }
+    if witness.violations.load(Ordering::SeqCst) > 0 {
+        return Err("two holders overlapped".into());
+    }
+    if clock.token_violations.load(Ordering::SeqCst) > 0 {
+        return Err("fencing tokens did not strictly increase from holder to holder".into());
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-contended --tasks T [--guards]
+
+async fn mutex_contended_tasks(
+    report: &Report,
+    connect: &str,
+    clients: usize,
+    n: usize,
+    tasks_per_session: usize,
+    style: Style,
+) -> BenchResult<()> {
+    let Style { guards, node_per_task } = style;
+    if clients == 0 || tasks_per_session == 0 {
+        return Err("mutex-contended needs at least one client and one task per client".into());
+    }
+    let path = unique_path("contended-tasks");
+    let sessions = connect_clients(connect, clients).await?;
+    {
+        let warm = InterProcessMutex::new(&sessions[0], &path)?;
+        for _ in 0..WARMUP.min(n) {
+            warm.acquire().await?;
+            warm.release().await?;
+        }
+    }
+    let witness = Arc::new(Witness::default());
+    let tickets = Arc::new(AtomicUsize::new(n));
+    // Who held last: a change of session is a new turn (a cross-session hand-off).
+    let last_session = Arc::new(AtomicUsize::new(OUTSIDE));
+    let turns = Arc::new(AtomicUsize::new(0));
+    let start_line = Arc::new(tokio::sync::Barrier::new(clients * tasks_per_session + 1));
+    let mut tasks = Vec::with_capacity(clients * tasks_per_session);
+    for (session, client) in sessions.iter().enumerate() {
+        for _ in 0..tasks_per_session {
+            let mutex = task_mutex(client, &path, node_per_task)?;
+            let (witness, tickets, start_line, last_session, turns) =
+                (witness.clone(), tickets.clone(), start_line.clone(), last_session.clone(), turns.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                start_line.wait().await;
+                while tickets.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1)).is_ok() {
+                    let t0 = Instant::now();
+                    let guard = if guards {
+                        Some(mutex.lock().await?)
+                    } else {
+                        mutex.acquire().await?;
+                        None
+                    };
+                    latencies.push(t0.elapsed());
+                    if last_session.swap(session, Ordering::SeqCst) != session {
+                        turns.fetch_add(1, Ordering::SeqCst);
+                    }
+                    witness.critical_section().await;
+                    match guard {
+                        Some(guard) => guard.release().await?,
+                        None => mutex.release().await?,
+                    }
+                }
+                Ok::<_, Error>((session, latencies))
+            }));
+        }
+    }
+    let cpu_start = cpu_time();
+    start_line.wait().await;
+    let started = Instant::now();
+    let mut per_session = vec![(0usize, Duration::ZERO); clients];
+    let mut per_task = Vec::with_capacity(tasks.len());
+    let mut acquire = Vec::with_capacity(n);
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok((session, latencies))) => {
+                per_task.push(latencies.len());
+                per_session[session].0 += latencies.len();
+                per_session[session].1 =
+                    per_session[session].1.max(latencies.iter().copied().max().unwrap_or_default());
+                acquire.extend(latencies);
+            }
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu_start);
+    for client in &sessions {
+        client.close().await;
+    }
+    if let Some(e) = failure {
+        return Err(format!("a contender failed: {e}").into());
+    }
+    let acquire = sorted(acquire);
+    let counter = witness.counter.load(Ordering::SeqCst);
+    let turns = turns.load(Ordering::SeqCst);
+    let join = |v: Vec<String>| v.join("/");
+    report.rate("ops_per_s", acquire.len(), elapsed);
+    report.us("acquire_p50_us", pct(&acquire, 0.50));
+    report.us("acquire_p99_us", pct(&acquire, 0.99));
+    report.ms("acquire_max_ms", acquire.last().copied().unwrap_or_default());
+    report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
+    report.metric("counter_ok", u8::from(counter == n as u64));
+    report.metric("per_session_min", per_session.iter().map(|s| s.0).min().unwrap_or(0));
+    report.metric("per_session_max", per_session.iter().map(|s| s.0).max().unwrap_or(0));
+    report.metric("per_session", join(per_session.iter().map(|s| s.0.to_string()).collect()));
+    report.metric(
+        "max_wait_ms_per_session",
+        join(per_session.iter().map(|s| format!("{:.1}", s.1.as_secs_f64() * 1e3)).collect()),
+    );
+    report.metric("per_task_min", per_task.iter().min().copied().unwrap_or(0));
+    report.metric("per_task_max", per_task.iter().max().copied().unwrap_or(0));
+    report.metric("session_turns", turns);
+    report.metric("mean_turn_len", format_args!("{:.1}", n as f64 / turns.max(1) as f64));
+    report.metric("client_cpu_ms", cpu.as_millis());
+    report.metric("peak_rss_kb", proc_status_kb("VmHWM"));
+    report.metric("clients", clients);
+    report.metric("tasks_per_client", tasks_per_session);
+    report.metric("guards", u8::from(guards));
+    report.metric("node_per_task", u8::from(node_per_task));
+    report.metric("n", n);
+    if witness.violations.load(Ordering::SeqCst) > 0 || counter != n as u64 {
+        return Err("two holders overlapped".into());
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------------------
+// mutex-mixed-curator
+
+/// Parameters of [`mutex_mixed_curator`].
+struct Mixed {
+    waiters: usize,
+    hold: Duration,
+    curator_hold_s: u64,
+    curator_delay: Duration,
+    curator: String,
+    node_per_task: bool,
+}
+
+/// One local grant: when, and a hash of the lock node it was granted under (one per turn).
+type Grant = (Instant, u64);
+
+fn hash_of(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// What the Curator contender's output told us, with the instants its lines arrived.
+#[derive(Default, Debug)]
+struct CuratorLines {
+    acquired: Option<Instant>,
+    after_ms: Option<f64>,
+    released: Option<Instant>,
+    other: Vec<String>,
+}
+
+async fn mutex_mixed_curator(report: &Report, connect: &str, mixed: &Mixed) -> BenchResult<()> {
+    use tokio::io::AsyncBufReadExt as _;
+    let path = unique_path("mixed-curator");
+    let client = connect_client(connect, BENCH_SESSION_TIMEOUT).await?;
+    let watcher = connect_client(connect, BENCH_SESSION_TIMEOUT).await?;
+    {
+        let warm = InterProcessMutex::new(&client, &path)?;
+        for _ in 0..WARMUP {
+            warm.lock().await?.release().await?;
+        }
+    }
+    let ours = [zk_curator::raw::client(&client)?.session_id().0, zk_curator::raw::client(&watcher)?.session_id().0];
+
+    let witness = Arc::new(Witness::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(mixed.waiters);
+    for _ in 0..mixed.waiters {
+        let mutex = task_mutex(&client, &path, mixed.node_per_task)?;
+        let (witness, stop, hold) = (witness.clone(), stop.clone(), mixed.hold);
+        tasks.push(tokio::spawn(async move {
+            let mut grants: Vec<Grant> = Vec::new();
+            while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let guard = mutex.lock().await?;
+                grants.push((Instant::now(), hash_of(guard.node_path())));
+                if witness.inside.swap(true, Ordering::SeqCst) {
+                    witness.violations.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(hold).await;
+                witness.counter.fetch_add(1, Ordering::SeqCst);
+                witness.inside.store(false, Ordering::SeqCst);
+                guard.release().await?;
+            }
+            Ok::<_, Error>(grants)
+        }));
+    }
+
+    // The Curator contender, started late.
+    tokio::time::sleep(mixed.curator_delay).await;
+    let spawned_at = Instant::now();
+    let mut child = tokio::process::Command::new(&mixed.curator)
+        .args([connect, "hold", &path, &mixed.curator_hold_s.to_string(), "mutex"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start the Curator contender {:?}: {e}", mixed.curator))?;
+    let stdout = child.stdout.take().ok_or("no stdout of the Curator contender")?;
+    let lines = Arc::new(std::sync::Mutex::new(CuratorLines::default()));
+    let reader = {
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let now = Instant::now();
+                let mut seen = lines.lock().unwrap_or_else(|e| e.into_inner());
+                if line.starts_with("ACQUIRED") {
+                    seen.acquired = Some(now);
+                    seen.after_ms = line.split("after_ms=").nth(1).and_then(|v| v.trim().parse().ok());
+                } else if line.starts_with("RELEASED") {
+                    seen.released = Some(now);
+                } else if seen.other.len() < 20 {
+                    seen.other.push(line);
+                }
+            }
+        })
+    };
+
+    // Poll the lock's children for a node of another session: the Curator contender queued.
+    let zk = zk_curator::raw::client(&watcher)?;
+    let mut known = std::collections::HashSet::new();
+    let mut previous_poll = Instant::now();
+    let mut queued: Option<(Instant, Duration, String)> = None;
+    while queued.is_none() && Instant::now() < deadline {
+        if lines.lock().unwrap_or_else(|e| e.into_inner()).acquired.is_some() {
+            break;
+        }
+        let children = zk.list_children(&path).await?;
+        let replied = Instant::now();
+        // The owners of the nodes not seen before, asked all at once (pipelined on the session).
+        let fresh: Vec<String> = children.into_iter().filter(|name| known.insert(name.clone())).collect();
+        let owners = futures::future::join_all(fresh.iter().map(|name| {
+            let child = format!("{path}/{name}");
+            let zk = &zk;
+            async move { zk.get_data(&child).await.map(|(_, stat)| stat.ephemeral_owner) }
+        }))
+        .await;
+        // A node gone already is a local node whose turn ended.
+        if let Some((name, _)) =
+            fresh.into_iter().zip(owners).find(|(_, owner)| owner.as_ref().is_ok_and(|o| !ours.contains(o)))
+        {
+            queued = Some((replied, replied - previous_poll, name));
+        }
+        previous_poll = replied;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    // Wait for the contender to hold and release, then stop the local tasks.
+    let exit = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), child.wait()).await;
+    stop.store(true, Ordering::SeqCst);
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    let mut grants: Vec<Grant> = Vec::new();
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(g)) => grants.extend(g),
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    let elapsed = started.elapsed();
+    client.close().await;
+    watcher.close().await;
+    grants.sort_unstable_by_key(|g| g.0);
+    let seen = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
+    let exit_ok = matches!(exit, Ok(Ok(status)) if status.success());
+
+    // Turns: runs of grants under one lock node.
+    let mut turn_sizes = Vec::new();
+    let mut last_node = None;
+    for &(_, node) in &grants {
+        if last_node == Some(node) {
+            if let Some(size) = turn_sizes.last_mut() {
+                *size += 1;
+            }
+        } else {
+            turn_sizes.push(1usize);
+            last_node = Some(node);
+        }
+    }
+    report.metric("local_waiters", mixed.waiters);
+    report.metric("node_per_task", u8::from(mixed.node_per_task));
+    report.ms("local_hold_ms", mixed.hold);
+    report.metric("local_grants", grants.len());
+    report.metric("local_turns", turn_sizes.len());
+    report.metric("local_turn_len_mean", format_args!("{:.1}", grants.len() as f64 / turn_sizes.len().max(1) as f64));
+    report.metric("local_turn_len_max", turn_sizes.iter().max().copied().unwrap_or(0));
+    report.metric("overlap_violations", witness.violations.load(Ordering::SeqCst));
+    report.ms("run_ms", elapsed);
+    if let Some(after) = seen.after_ms {
+        report.metric("curator_reported_wait_ms", after);
+    }
+    let (Some((queued_at, uncertainty, node)), Some(acquired)) = (queued.clone(), seen.acquired) else {
+        return Err(format!(
+            "the Curator contender was not seen queued and holding (queued: {queued:?}, lines: {seen:?}, exit: {exit:?})"
+        )
+        .into());
+    };
+    let during = |from: Instant, to: Instant| grants.iter().filter(|g| g.0 > from && g.0 < to).collect::<Vec<_>>();
+    let ahead = during(queued_at, acquired);
+    let turns_ahead: std::collections::HashSet<u64> = ahead.iter().map(|g| g.1).collect();
+    let before: std::collections::HashSet<u64> = grants.iter().filter(|g| g.0 <= queued_at).map(|g| g.1).collect();
+    let new_turns_ahead = turns_ahead.iter().filter(|t| !before.contains(t)).count();
+    report.ms("curator_started_after_ms", spawned_at - started);
+    report.ms("curator_queued_after_ms", queued_at - started);
+    report.ms("curator_queue_seen_within_ms", uncertainty);
+    report.ms("curator_wait_ms", acquired - queued_at);
+    report.metric("local_grants_after_curator_queued", ahead.len());
+    report.metric("local_turns_after_curator_queued", turns_ahead.len());
+    report.metric("local_new_turns_after_curator_queued", new_turns_ahead);
+    let held_window = Duration::from_secs(mixed.curator_hold_s).saturating_sub(Duration::from_millis(100));
+    let while_held = during(acquired, acquired + held_window).len();
+    report.metric("local_grants_while_curator_held", while_held);
+    report.metric("curator_node", node);
+    if let Some(released) = seen.released {
+        report.ms("curator_held_ms", released - acquired);
+    }
+    if let Some(e) = failure {
+        return Err(format!("a local waiter failed: {e}").into());
+    }
+    if !exit_ok {
+        return Err(format!("the Curator contender failed: {exit:?} {:?}", seen.other).into());
+    }
+    if witness.violations.load(Ordering::SeqCst) > 0 || while_held > 0 {
+        return Err("two holders overlapped".into());
     }
     Ok(())
 }

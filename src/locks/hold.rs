@@ -406,7 +406,9 @@ impl Hold {
             // The node is handed on to the next local holder, or deleted by its last one.
             self.mark_released();
             return match link.queue.leave(link.turn, &self.data()) {
-                Some(node) => node.delete_node(deadline).await,
+                // Boxed: only a turn's last holder deletes the node, and every release would be
+                // as large as the delete.
+                Some(node) => Box::pin(node.delete_node(deadline)).await,
                 None => Ok(()),
             };
         }

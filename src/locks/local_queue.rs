@@ -154,7 +154,8 @@ impl<D: LockDriver> LocalQueue<D> {
             // A turn started with this waiter alone takes nobody else: the waiter acquires its
             // node itself, with its own deadline (no task to spawn, and a timed-out attempt
             // deletes its node as a node of one's own does). A drop here stops the attempt.
-            let outcome = self.internals.attempt_shared_node(wait, &self.data).await;
+            // Boxed: only a turn's first waiter runs it, and every waiter's future would be as large.
+            let outcome = Box::pin(self.internals.attempt_shared_node(wait, &self.data)).await;
             pending.driving = None;
             self.acquired(turn, Some(outcome));
         }
