@@ -27,7 +27,8 @@
 //! released check in guarded writes, no cancel of an abandoned acquisition, granted holds of gone
 //! waiters forgotten, nodes handed on while not Held or after a revocation, `with_node_per_task`
 //! a no-op, `try_lock` with a round trip, deadlines ignored, late readers joining a held read turn,
-//! a downgrade not closing its turn); each made the matching test here fail.
+//! newcomers joining a turn whose node is already in line, a downgrade not closing its turn); each
+//! made the matching test here fail.
 
 mod support;
 
