@@ -4,6 +4,8 @@
 
 pub mod curator_peer;
 pub mod exclusion;
+#[cfg(feature = "metrics")]
+pub mod metrics_capture;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
