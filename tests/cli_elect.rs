@@ -8,6 +8,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
+use support::curator_hold::CuratorHold;
 
 use tokio::process::{Child, Command};
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingCluster};
@@ -528,41 +529,6 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     assert!(!marker.exists(), "the command ran");
 }
 
-/// Curator 5.4's `LeaderLatch` (`/work/shared/bench/curator/run.sh ... hold PATH SECS latch:ID`,
-/// printing `ACQUIRED` and `RELEASED`), as tests/leader_latch.rs runs it.
-struct CuratorLatch {
-    child: Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-}
-
-impl CuratorLatch {
-    fn start(connect: &str, path: &str, seconds: u64, id: &str) -> Self {
-        let mut child = Command::new("/work/shared/bench/curator/run.sh")
-            .args([connect, "hold", path, &seconds.to_string(), &format!("latch:{id}")])
-            .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run the Curator latch");
-        use tokio::io::AsyncBufReadExt;
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        Self { child, lines }
-    }
-
-    /// The next line starting with `prefix` (others are the tree dump).
-    async fn expect(&mut self, prefix: &str, within: Duration) -> String {
-        let found = tokio::time::timeout(within, async {
-            while let Some(line) = self.lines.next_line().await.expect("read the Curator output") {
-                if line.starts_with(prefix) {
-                    return line;
-                }
-            }
-            panic!("Curator ended before {prefix}");
-        });
-        found.await.unwrap_or_else(|_| panic!("no {prefix} from Curator within {within:?}"))
-    }
-}
-
 /// The data and czxid of each child of `path`, in line order (by sequence number: the names
 /// begin with a random protection id).
 async fn queue(obs: &zookeeper_client::Client, path: &str) -> Vec<(String, i64)> {
@@ -592,7 +558,7 @@ async fn elect_and_a_curator_leader_latch_share_the_election() {
     let jvm = Duration::from_secs(120);
 
     // Curator leads; elect queues behind it and runs nothing until Curator leaves.
-    let mut curator = CuratorLatch::start(&connect, &path, 2, "java");
+    let mut curator = CuratorHold::latch(&connect, &path, 2, "java");
     curator.expect("ACQUIRED", jvm).await;
     let mut elector = Elector::spawn(&connect, &path, &["--id", "rust"], &args(&daemon), dir.path(), "rust");
     support::eventually(HANG, "elect queued behind Curator", || async {
@@ -608,7 +574,7 @@ async fn elect_and_a_curator_leader_latch_share_the_election() {
     let _ = tokio::time::timeout(HANG, curator.child.wait()).await;
 
     // elect leads; a Curator latch queues behind it and leads once elect leaves.
-    let mut curator = CuratorLatch::start(&connect, &path, 1, "java2");
+    let mut curator = CuratorHold::latch(&connect, &path, 1, "java2");
     support::eventually(jvm, "Curator queued behind elect", || async {
         support::sorted_children(&obs, &path).await.len() == 2
     })

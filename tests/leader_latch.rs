@@ -7,6 +7,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::curator_hold::CuratorHold;
 
 use zk_curator::{HoldState, LatchState, LeaderLatch, Participant};
 
@@ -398,39 +399,6 @@ async fn deleted_leader_node_steps_down() {
 // (6) a real Curator LeaderLatch on the same path
 // ---------------------------------------------------------------------------------------------
 
-struct CuratorLatch {
-    child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-}
-
-impl CuratorLatch {
-    fn start(connect: &str, path: &str, seconds: u64, id: &str) -> Self {
-        let mut child = tokio::process::Command::new("/work/shared/bench/curator/run.sh")
-            .args([connect, "hold", path, &seconds.to_string(), &format!("latch:{id}")])
-            .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run the Curator latch");
-        use tokio::io::AsyncBufReadExt;
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        Self { child, lines }
-    }
-
-    /// The next line starting with `prefix` (others are the tree dump).
-    async fn expect(&mut self, prefix: &str, within: Duration) -> String {
-        let found = tokio::time::timeout(within, async {
-            while let Some(line) = self.lines.next_line().await.expect("read the Curator output") {
-                if line.starts_with(prefix) {
-                    return line;
-                }
-            }
-            panic!("Curator ended before {prefix}");
-        });
-        found.await.unwrap_or_else(|_| panic!("no {prefix} from Curator within {within:?}"))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interop_with_curator_latch() {
     support::init_tracing();
@@ -444,7 +412,7 @@ async fn interop_with_curator_latch() {
     rust.await_leadership().await.unwrap();
 
     // Curator queues behind the Rust leader.
-    let mut curator = CuratorLatch::start(&connect, &path, 3, "java");
+    let mut curator = CuratorHold::latch(&connect, &path, 3, "java");
     support::eventually(Duration::from_secs(120), "the Curator latch queued", || async {
         support::sorted_children(&obs, &path).await.len() == 2
     })

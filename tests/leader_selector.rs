@@ -8,6 +8,7 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::curator_hold::CuratorHold;
 
 use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{
@@ -529,38 +530,6 @@ fn bad_input_and_drop_never_panic() {
 // A real Curator LeaderSelector on the same path
 // ---------------------------------------------------------------------------------------------
 
-struct CuratorSelector {
-    child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-}
-
-impl CuratorSelector {
-    fn start(connect: &str, path: &str, seconds: u64, id: &str) -> Self {
-        let mut child = tokio::process::Command::new("/work/shared/bench/curator/run.sh")
-            .args([connect, "hold", path, &seconds.to_string(), &format!("selector:{id}")])
-            .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run the Curator selector");
-        use tokio::io::AsyncBufReadExt;
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        Self { child, lines }
-    }
-
-    async fn expect(&mut self, prefix: &str, within: Duration) -> String {
-        let found = tokio::time::timeout(within, async {
-            while let Some(line) = self.lines.next_line().await.expect("read the Curator output") {
-                if line.starts_with(prefix) {
-                    return line;
-                }
-            }
-            panic!("Curator ended before {prefix}");
-        });
-        found.await.unwrap_or_else(|_| panic!("no {prefix} from Curator within {within:?}"))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interop_with_curator_selector() {
     support::init_tracing();
@@ -584,7 +553,7 @@ async fn interop_with_curator_selector() {
     support::eventually(WITHIN, "rust leads", || async { rust.has_leadership() }).await;
 
     // Curator queues behind the Rust leader, and waits.
-    let mut curator = CuratorSelector::start(&connect, &path, 3, "java");
+    let mut curator = CuratorHold::selector(&connect, &path, 3, "java");
     support::eventually(Duration::from_secs(120), "Curator queued", || async {
         support::sorted_children(&obs, &path).await.len() == 2
     })

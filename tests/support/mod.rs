@@ -2,6 +2,7 @@
 //! polling and task joins.
 #![allow(dead_code)]
 
+pub mod curator_hold;
 pub mod curator_peer;
 pub mod exclusion;
 #[cfg(feature = "metrics")]
