@@ -128,17 +128,6 @@ fn assert_selector_name(name: &str) {
     assert!(seq.bytes().all(|b| b.is_ascii_digit()), "{name}: sequence");
 }
 
-/// Collects a leadership stream in the background.
-fn record(mut changes: zk_curator::LeadershipStream) -> tokio::task::JoinHandle<Vec<LeadershipState>> {
-    tokio::spawn(async move {
-        let mut seen = Vec::new();
-        while let Some(state) = changes.next().await {
-            seen.push(state);
-        }
-        seen
-    })
-}
-
 // ---------------------------------------------------------------------------------------------
 
 /// Three participants with auto-requeue take turns: one work at a time, tokens increase, every
@@ -247,7 +236,7 @@ async fn expired_leader_cancels_the_work_and_requeues() {
     a.auto_requeue();
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
     let b = selector(&client_b, &path, "b", &terms, None);
     b.start().unwrap();
     support::eventually_queued(&obs, &path, 2, "b in line").await;
@@ -362,13 +351,13 @@ async fn interrupt_and_close_cancel_the_work() {
     support::eventually_queued(&obs, &path, 2, "b in line").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(a.has_leadership(), "an interrupt made while not leading does not end a later term");
-    let a_changes = record(a.leadership_changes());
+    let a_changes = support::record_leadership(a.leadership_changes());
 
     a.interrupt_leadership();
     support::eventually(WITHIN, "b leads", || async { b.has_leadership() }).await;
     assert!(!a.has_leadership());
     assert_eq!(a.participants().await.unwrap().len(), 1, "a, without auto-requeue, is not in line");
-    let b_changes = record(b.leadership_changes());
+    let b_changes = support::record_leadership(b.leadership_changes());
 
     b.close().await.unwrap();
     a.close().await.unwrap();
@@ -398,7 +387,7 @@ async fn silent_close_ends_the_stream_without_a_word() {
     let a = selector(&client, &path, "a", &terms, None);
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
     a.close().await.unwrap();
     assert_eq!(support::join("stream", WITHIN, changes).await, [LeadershipState::Leader]);
 }

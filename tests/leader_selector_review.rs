@@ -104,16 +104,6 @@ fn blocking(client: &CuratorClient, path: &str, id: &str, works: &Arc<Works>, ch
     .expect("a selector")
 }
 
-fn record(mut changes: zk_curator::LeadershipStream) -> tokio::task::JoinHandle<Vec<LeadershipState>> {
-    tokio::spawn(async move {
-        let mut seen = Vec::new();
-        while let Some(state) = changes.next().await {
-            seen.push(state);
-        }
-        seen
-    })
-}
-
 /// Whether the selector reports leadership in any of its three ways.
 fn reports(selector: &LeaderSelector) -> bool {
     selector.has_leadership()
@@ -362,7 +352,7 @@ async fn flapping_links_recreate_no_node() {
     support::eventually_queued(&obs, &path, 2, "b in line").await;
     let before = support::sorted_children(&obs, &path).await;
     let cversion = support::stat(&obs, &path).await.unwrap().cversion;
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
 
     for _ in 0..12 {
         proxy_a.set_mode(ProxyMode::Cut);
@@ -729,7 +719,7 @@ async fn panicking_work_with_auto_requeue() {
         .unwrap()
     };
     a.auto_requeue();
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
     a.start().unwrap();
     support::eventually(WITHIN, "several terms", || async { works.ended() >= 5 }).await;
     tokio::time::timeout(WITHIN, a.close()).await.expect("close hangs").unwrap();
@@ -758,12 +748,12 @@ async fn stream_order_and_end() {
     let a = forever(&client, &path, "a", &works);
     a.auto_requeue();
     a.set_close_mode(CloseMode::NotifyLeader);
-    let early = record(a.leadership_changes());
+    let early = support::record_leadership(a.leadership_changes());
     let watch = a.watch_leadership();
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
     support::eventually(WITHIN, "watch says Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
-    let late = record(a.leadership_changes());
+    let late = support::record_leadership(a.leadership_changes());
     a.interrupt_leadership();
     support::eventually(WITHIN, "a second term", || async { works.started() == 2 && a.has_leadership() }).await;
     support::eventually(WITHIN, "watch says Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
@@ -792,12 +782,12 @@ async fn notify_leader_only_tells_a_leader_and_drop_ends_streams() {
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
     let b = forever(&client, &path, "b", &works);
     b.set_close_mode(CloseMode::NotifyLeader);
-    let b_changes = record(b.leadership_changes());
+    let b_changes = support::record_leadership(b.leadership_changes());
     b.start().unwrap();
     support::eventually_queued(&obs, &path, 2, "b in line").await;
     b.close().await.unwrap();
     assert_eq!(support::join("b", WITHIN, b_changes).await, [LeadershipState::NotLeader]);
-    let a_changes = record(a.leadership_changes());
+    let a_changes = support::record_leadership(a.leadership_changes());
     drop(a);
     assert_eq!(support::join("a", WITHIN, a_changes).await, [LeadershipState::Leader]);
     assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty());
@@ -815,7 +805,7 @@ async fn stream_after_an_operator_delete() {
     let path = support::unique_path("review-stream-delete");
     let works = Arc::new(Works::default());
     let a = forever(&client, &path, "a", &works);
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
     let node = support::sorted_children(&obs, &path).await.remove(0);
@@ -849,11 +839,11 @@ async fn latch_close_modes_and_guarded_writes() {
     client.create(&target).creating_parents_if_needed().await.unwrap();
 
     let a = LeaderLatch::new(&client, &path, "a").unwrap().with_close_mode(CloseMode::NotifyLeader);
-    let a_changes = record(a.leadership_changes());
+    let a_changes = support::record_leadership(a.leadership_changes());
     a.start().unwrap();
     assert!(a.await_leadership_timeout(WITHIN).await.unwrap());
     let b = LeaderLatch::new(&client, &path, "b").unwrap();
-    let b_changes = record(b.leadership_changes());
+    let b_changes = support::record_leadership(b.leadership_changes());
     b.start().unwrap();
     support::eventually_queued(&obs, &path, 2, "b in line").await;
 
@@ -882,14 +872,14 @@ async fn latch_close_modes_and_guarded_writes() {
     assert!(c.await_leadership_timeout(WITHIN).await.unwrap());
     let c_watch = c.watch_leadership();
     support::eventually(WITHIN, "c: Leader", || async { *c_watch.borrow() == LeadershipState::Leader }).await;
-    let c_changes = record(c.leadership_changes());
+    let c_changes = support::record_leadership(c.leadership_changes());
     let d = LeaderLatch::new(&client, &path, "d").unwrap().with_close_mode(CloseMode::NotifyLeader);
     d.start().unwrap();
     c.close().await.unwrap();
     assert!(d.await_leadership_timeout(WITHIN).await.unwrap());
     let d_watch = d.watch_leadership();
     support::eventually(WITHIN, "d: Leader", || async { *d_watch.borrow() == LeadershipState::Leader }).await;
-    let d_changes = record(d.leadership_changes());
+    let d_changes = support::record_leadership(d.leadership_changes());
     d.close_with(CloseMode::Silent).await.unwrap();
     assert_eq!(support::join("c", WITHIN, c_changes).await, [Leader]);
     assert_eq!(support::join("d", WITHIN, d_changes).await, [Leader]);
@@ -911,7 +901,7 @@ async fn latch_stream_across_expiry() {
     // The stream's state may trail `has_leadership` by a moment.
     let watch = a.watch_leadership();
     support::eventually(WITHIN, "Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
-    let changes = record(a.leadership_changes());
+    let changes = support::record_leadership(a.leadership_changes());
     let old_hold = a.hold().unwrap();
     let old = client.session_id();
     zk_curator::testing::expire_session(&connect, &client).await.unwrap();
@@ -1123,7 +1113,7 @@ async fn latch_close_mode_set_after_start_is_honoured() {
     assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
     let watch = latch.watch_leadership();
     support::eventually(WITHIN, "Leader", || async { *watch.borrow() == LeadershipState::Leader }).await;
-    let changes = record(latch.leadership_changes());
+    let changes = support::record_leadership(latch.leadership_changes());
     latch.close().await.unwrap();
     assert_eq!(
         support::join("stream", WITHIN, changes).await,
@@ -1256,10 +1246,10 @@ async fn the_stream_does_not_trail_leadership() {
     for round in 0..6 {
         let path = support::unique_path("review-trail-latch");
         let latch = LeaderLatch::new(&client, &path, "l").unwrap().with_close_mode(CloseMode::NotifyLeader);
-        let early = record(latch.leadership_changes());
+        let early = support::record_leadership(latch.leadership_changes());
         latch.start().unwrap();
         assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
-        let late = record(latch.leadership_changes());
+        let late = support::record_leadership(latch.leadership_changes());
         latch.close().await.unwrap();
         assert_eq!(support::join("early", WITHIN, early).await, [NotLeader, Leader, NotLeader], "latch, round {round}");
         assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "latch, round {round}");
@@ -1275,7 +1265,7 @@ async fn the_stream_does_not_trail_leadership() {
         })
         .await
         .expect("the selector leads");
-        let late = record(selector.leadership_changes());
+        let late = support::record_leadership(selector.leadership_changes());
         selector.close().await.unwrap();
         assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "selector, round {round}");
     }

@@ -245,3 +245,16 @@ pub fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node:
         other => panic!("{what}: expected LockLost naming {node}, got {other:?}"),
     }
 }
+
+/// Collects a leadership stream in the background: every state it yields, until it ends.
+pub fn record_leadership(
+    mut changes: zk_curator::LeadershipStream,
+) -> tokio::task::JoinHandle<Vec<zk_curator::LeadershipState>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(state) = changes.next().await {
+            seen.push(state);
+        }
+        seen
+    })
+}
