@@ -781,8 +781,9 @@ async fn revocation_closes_the_turn_before_the_local_batch() {
 // readers
 // ---------------------------------------------------------------------------------------------
 
-/// Local readers share one node; a remote writer queued behind them is not starved by local
-/// readers that arrive after it.
+/// Local readers that gathered together share one node (the first reader of a burst starts a turn
+/// alone; the later ones gather behind it and share the next read node); a remote writer queued
+/// behind them is not starved by local readers that arrive after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn later_local_readers_do_not_starve_a_remote_writer() {
     let server = support::server().await;
@@ -802,24 +803,43 @@ async fn later_local_readers_do_not_starve_a_remote_writer() {
     assert_eq!(nodes.len(), 3, "sequential readers each start a turn of their own: {nodes:?}");
     drop(first);
     support::eventually_no_children(&connect, &path, WITHIN).await;
-    // Readers queued together (behind a remote writer) share one node.
+    // Readers queued behind a remote writer: the first starts a turn alone (its node queues), the
+    // later ones gather behind it and make one node, once the first's is granted.
     let remote_rw = InterProcessReadWriteLock::new(&remote, &path).unwrap();
     let writer = remote_rw.write_lock().lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     for i in 0..4 {
         let r = rw.read_lock().clone();
         spawn_lock(&local, format!("R{i}"), tx.clone(), async move { r.lock().await });
+        if i == 0 {
+            support::eventually_queued(&zk, &path, 2, "the first reader's node queues").await;
+        }
     }
-    support::eventually_queued(&zk, &path, 2, "one read node for the local readers").await;
     settle().await;
-    assert_eq!(support::sorted_children(&zk, &path).await.len(), 2, "the readers share one node");
+    assert_eq!(
+        support::sorted_children(&zk, &path).await.len(),
+        2,
+        "the later readers gather without a node while the first reader's is in line"
+    );
     writer.release().await.unwrap();
     let mut readers = Vec::new();
     for _ in 0..4 {
         readers.push(recv(&mut rx, "the readers of the turn").await);
     }
-    let shared: std::collections::BTreeSet<_> = readers.iter().map(|g| g.guard.node_path().to_string()).collect();
-    assert_eq!(shared.len(), 1, "the readers of one turn share its node: {shared:?}");
+    let mut by_node = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for r in &readers {
+        by_node.entry(r.guard.node_path().to_string()).or_default().push(r.who.clone());
+    }
+    let mut gathered: Vec<_> = by_node.values().cloned().collect();
+    gathered.sort_by_key(Vec::len);
+    for readers in &mut gathered {
+        readers.sort();
+    }
+    assert_eq!(
+        gathered,
+        [vec!["R0".to_string()], vec!["R1".into(), "R2".into(), "R3".into()]],
+        "the first reader alone, the readers that gathered behind it share one node: {by_node:?}"
+    );
     // A remote writer queues behind them; then more local readers come.
     let log = HoldLog::default();
     let writer_task = {
@@ -832,7 +852,7 @@ async fn later_local_readers_do_not_starve_a_remote_writer() {
             guard.release().await.unwrap();
         })
     };
-    support::eventually_queued(&zk, &path, 2, "the remote writer queues").await;
+    support::eventually_queued(&zk, &path, 3, "the remote writer queues").await;
     let (late_tx, mut late_rx) = mpsc::unbounded_channel();
     for i in 0..4 {
         let r = rw.read_lock().clone();
@@ -1148,24 +1168,29 @@ async fn waiters_dropped_right_after_their_grant_hand_on() {
 async fn a_released_local_holder_cannot_write_through_the_shared_node() {
     let server = support::server().await;
     let connect = server.connect_string();
-    let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
+    let local = support::client(&connect).await;
     let path = support::unique_path("lq-guarded");
     let resource = format!("{path}-resource");
     local.create(&resource).creating_parent_containers_if_needed().await.unwrap();
     let mutex = InterProcessMutex::new(&local, &path).unwrap();
-    let blocker = remote_holds(&remote, &path).await;
+    // A and B gather in one turn behind a local holder (a waiter that finds no local turn in line
+    // starts one alone): A gets the turn's node, B is handed it locally.
+    let blocker = mutex.lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     spawn_locker(&local, &mutex, "A", tx.clone());
+    settle().await;
     spawn_locker(&local, &mutex, "B", tx);
     settle().await;
     blocker.release().await.unwrap();
     let a = recv(&mut rx, "A").await;
+    assert_eq!(a.who, "A", "the turn's first waiter holds first");
+    nothing_granted(&mut rx, "B while A holds their turn's node").await;
     let a_hold = a.guard.hold().clone();
     let write = |data: &str| zk_curator::Transaction::new().set_data(&resource, data.as_bytes(), None);
     a_hold.guarded_write(write("a")).await.expect("A writes while it holds");
     a.guard.release().await.unwrap();
     let b = recv(&mut rx, "B").await;
-    assert_eq!(b.guard.node_path(), a_hold.path(), "B was handed A's node");
+    assert_eq!(b.guard.node_path(), a_hold.path(), "B (of A's turn) was handed A's node");
     assert_eq!(a_hold.hold_state(), HoldState::Lost, "A's hold is over");
     let refused = a_hold.guarded_write(write("stale")).await;
     support::assert_lock_lost(refused, a_hold.path(), "A's write after its release");
@@ -1303,9 +1328,11 @@ async fn repeated_cuts_during_local_hand_offs_stay_exclusive() {
     g.release().await.unwrap();
 }
 
-/// A downgrade while the next local turn's write node already queues (a writer arrived after the
-/// turn was granted) and a remote writer queues too: the waiters of the downgraded turn move into
-/// that turn; no writer, local or remote, holds while the downgraded reader holds.
+/// A downgrade by a local writer with a local writer of its own turn waiting (they gathered behind
+/// a local holder), a remote writer queued, and a later local writer gathered in the next turn
+/// (no node of its own yet: an exclusive lock has at most one node per process in line): the
+/// waiter of the downgraded turn is not handed the write node, it moves into the next turn; no
+/// writer, local or remote, holds while the downgraded reader holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgrade_with_the_next_local_turn_already_queued() {
     downgrade_with_writers_queued_before(false, true).await;
@@ -1330,16 +1357,19 @@ async fn downgrade_with_writers_queued_before(node_per_task: bool, ignore_reader
     let rw = if node_per_task { rw.with_node_per_task() } else { rw };
     let remote_rw = InterProcessReadWriteLock::new(&remote, &path).unwrap();
     let zk = support::observer(&connect).await;
-    let blocker = remote_rw.write_lock().lock().await.unwrap();
+    // W1 and W2 gather in one turn behind a local holder (with a node per task: a node each).
+    let blocker = rw.write_lock().lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel::<Granted<WriteLockGuard>>();
     for who in ["W1", "W2"] {
         let w = rw.write_lock().clone();
         spawn_lock(&local, who, tx.clone(), async move { w.lock().await });
+        settle().await;
     }
-    settle().await;
     blocker.release().await.unwrap();
     let first = recv(&mut rx, "the first local writer").await;
-    // A remote writer, then a local one (the next turn, a node of its own), queue behind.
+    assert_eq!(first.who, "W1");
+    // A remote writer, then a later local one (gathering in the next turn, or a node of its own),
+    // queue behind.
     let log = HoldLog::default();
     let remote_task = {
         let (remote_rw, log) = (remote_rw.clone(), log.clone());
@@ -1356,7 +1386,13 @@ async fn downgrade_with_writers_queued_before(node_per_task: bool, ignore_reader
         let w = rw.write_lock().clone();
         spawn_lock(&local, "W3", tx.clone(), async move { w.lock().await });
     }
-    support::eventually_queued(&zk, &path, 3 + usize::from(node_per_task), "the next local turn queues").await;
+    if node_per_task {
+        support::eventually_queued(&zk, &path, 4, "W3's node queues").await;
+    } else {
+        // W3 gathers in the next turn: no node while W1's turn's is in line.
+        settle().await;
+        assert_eq!(support::sorted_children(&zk, &path).await.len(), 2, "W3 queued a second node of ours");
+    }
     let read = rw.read_lock().lock_while_writing(&first.guard).await.expect("downgrade");
     // The overlap check alone (reader token 0) or with the reader's real token.
     let reader_token = if ignore_reader_token { 0 } else { token(&read) };
@@ -1414,33 +1450,38 @@ async fn try_lock_is_not_refused_by_a_lost_local_guard() {
     drop(lost);
 }
 
-/// A real Curator contender queued behind a local turn waits for that turn's batch only: local
-/// tasks that arrive after it (the next turn) hold after it.
+/// A real Curator contender that queues while a local turn holds waits for that turn's batch
+/// only: it gets the lock right after the turn's last holder, before any local task that arrived
+/// after it queued (those gather in the next turn, whose node is made only once the current one is
+/// deleted, behind Curator's), while the turn's own waiters (arrived before it) keep going first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_contender_waits_at_most_one_local_batch() {
     let compile = tokio::task::spawn_blocking(compiled_peer);
     let server = support::server().await;
     let connect = server.connect_string();
     compile.await.expect("compile the Curator peer");
-    let (mut peer, local, remote) =
-        tokio::join!(CuratorPeer::start(&connect), support::client(&connect), support::client(&connect));
+    let (mut peer, local) = tokio::join!(CuratorPeer::start(&connect), support::client(&connect));
     let path = support::unique_path("lq-curator-batch");
     let mutex = InterProcessMutex::new(&local, &path).unwrap();
     let zk = support::observer(&connect).await;
-    let blocker = remote_holds(&remote, &path).await;
+    // A, B and C gather in one turn behind a local holder (a waiter that finds no local turn in
+    // line starts one alone); the turn's node is made once the holder's is deleted.
+    let blocker = mutex.lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     for who in ["A", "B", "C"] {
         spawn_locker(&local, &mutex, who, tx.clone());
+        settle().await;
     }
-    settle().await;
     blocker.release().await.unwrap();
     let a = recv(&mut rx, "A").await;
+    support::eventually_queued(&zk, &path, 1, "the turn's node alone").await;
     assert_eq!(peer.cmd(&format!("spawn cur {path}")).await, "SPAWNED");
     support::eventually_queued(&zk, &path, 2, "Curator queues behind the turn").await;
+    // D and E arrive after Curator queued: they gather in the next turn.
     for who in ["D", "E"] {
         spawn_locker(&local, &mutex, who, tx.clone());
     }
-    support::eventually_queued(&zk, &path, 3, "the next local turn queues behind Curator").await;
+    settle().await;
     let log = HoldLog::default();
     let mut order = vec![a.who.clone()];
     log.push(Interval {
@@ -1472,6 +1513,7 @@ async fn a_curator_contender_waits_at_most_one_local_batch() {
     nothing_granted(&mut rx, "local tasks of the next turn while Curator holds").await;
     let czxid = support::stat(&zk, &node).await.expect("Curator's node").czxid;
     tokio::time::sleep(Duration::from_millis(200)).await;
+    nothing_granted(&mut rx, "local tasks of the next turn while Curator holds").await;
     log.push(Interval {
         who: "curator".into(),
         token: zk_curator::FencingToken::new(czxid, 0).as_u128(),
@@ -1495,7 +1537,8 @@ async fn a_curator_contender_waits_at_most_one_local_batch() {
         g.guard.release().await.unwrap();
     }
     println!("order: {order:?}");
-    assert_eq!(order[3], "curator", "Curator held after the first batch only: {order:?}");
+    assert_eq!(order[..3], ["A", "B", "C"], "the turn's waiters (arrived before Curator) go first: {order:?}");
+    assert_eq!(order[3], "curator", "Curator held right after the first batch: {order:?}");
     assert!(order[4..].iter().all(|w| w == "D" || w == "E"), "{order:?}");
     log.assert_exclusive("a Curator contender between two local turns");
     let _ = peer.cmd("quit").await;
