@@ -172,8 +172,10 @@ async fn revocable_hold_handed_on_outside_the_runtime_sees_its_node_deleted() {
 // downgrade
 // ---------------------------------------------------------------------------------------------
 
-/// A local writer (other local writers queued in its turn) downgrades and releases the write
+/// A local writer (other local writers queued behind it: under the turn rule they gather in the
+/// next turn, whose node is made once the writer's is deleted) downgrades and releases the write
 /// lock: the next local writer must not hold the write lock while the downgraded reader holds.
+/// (Writers in the downgraded writer's own turn: `downgrade_with_the_next_local_turn_already_queued`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgrade_keeps_the_next_local_writer_out_while_the_reader_holds() {
     let server = support::server().await;
@@ -751,14 +753,17 @@ async fn revocation_closes_the_turn_before_the_local_batch() {
     mutex.make_revocable();
     let remote_mutex = InterProcessMutex::new(&remote, &path).unwrap();
     remote_mutex.make_revocable();
-    let blocker = remote_mutex.lock().await.unwrap();
+    // A, B and C gather in one turn behind a local holder (a waiter that finds no local turn in
+    // line starts one alone).
+    let blocker = mutex.lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     for who in ["A", "B", "C"] {
         spawn_locker(&local, &mutex, who, tx.clone());
+        settle().await;
     }
-    settle().await;
     blocker.release().await.unwrap();
     let first = recv(&mut rx, "A").await;
+    assert_eq!(first.who, "A");
     let order = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
     let remote_task = {
         let (remote_mutex, order) = (remote_mutex.clone(), order.clone());
