@@ -108,22 +108,25 @@ async fn remote_holds(client: &CuratorClient, path: &str) -> MutexGuard {
 // revocable holds handed on outside the runtime
 // ---------------------------------------------------------------------------------------------
 
-/// Sets up a revocable local turn with two local waiters behind a remote holder; returns the
-/// first local guard and the receiver of the second.
+/// Sets up a revocable local turn with two local waiters (gathered behind a local holder); returns
+/// the first local guard and the receiver of the second.
 async fn revocable_turn_of_two(
     local: &CuratorClient,
-    remote: &CuratorClient,
     path: &str,
 ) -> (MutexGuard, mpsc::UnboundedReceiver<Granted<MutexGuard>>) {
     let mutex = InterProcessMutex::new(local, path).unwrap();
     mutex.make_revocable();
-    let blocker = remote_holds(remote, path).await;
+    // A and B gather in one turn behind a local holder (a waiter that finds no local turn in line
+    // starts one alone, and B would then get a node of its own, not a local hand-off).
+    let blocker = mutex.lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     spawn_locker(local, &mutex, "A", tx.clone());
+    settle().await;
     spawn_locker(local, &mutex, "B", tx);
     settle().await;
     blocker.release().await.unwrap();
     let first = recv(&mut rx, "the turn's first holder").await;
+    assert_eq!(first.who, "A");
     (first.guard, rx)
 }
 
@@ -136,9 +139,11 @@ async fn revocable_hold_handed_on_outside_the_runtime_still_sees_revocation() {
     let connect = server.connect_string();
     let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
     let path = support::unique_path("lq-revoke-thread");
-    let (first, mut rx) = revocable_turn_of_two(&local, &remote, &path).await;
+    let (first, mut rx) = revocable_turn_of_two(&local, &path).await;
+    let node = first.node_path().to_string();
     std::thread::spawn(move || drop(first)).join().expect("dropped on a plain thread");
     let second = recv(&mut rx, "B, handed the node by the drop").await;
+    assert_eq!(second.guard.node_path(), node, "B is handed A's node (a local hand-off)");
     assert_eq!(second.state, HoldState::Held);
     Revoker::attempt_revoke(&remote, second.guard.node_path()).await.unwrap();
     let seen = tokio::time::timeout(Duration::from_secs(10), second.guard.revocation_requested()).await;
@@ -152,11 +157,13 @@ async fn revocable_hold_handed_on_outside_the_runtime_still_sees_revocation() {
 async fn revocable_hold_handed_on_outside_the_runtime_sees_its_node_deleted() {
     let server = support::server().await;
     let connect = server.connect_string();
-    let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
+    let local = support::client(&connect).await;
     let path = support::unique_path("lq-lost-thread");
-    let (first, mut rx) = revocable_turn_of_two(&local, &remote, &path).await;
+    let (first, mut rx) = revocable_turn_of_two(&local, &path).await;
+    let node = first.node_path().to_string();
     std::thread::spawn(move || drop(first)).join().expect("dropped on a plain thread");
     let second = recv(&mut rx, "B, handed the node by the drop").await;
+    assert_eq!(second.guard.node_path(), node, "B is handed A's node (a local hand-off)");
     // B watches for the loss before it happens.
     let hold = second.guard.hold().clone();
     let watching = tokio::spawn(async move { hold.lost().await });
