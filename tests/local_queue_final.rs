@@ -156,6 +156,47 @@ async fn timed_out_driver_and_racing_try_locks_strand_no_one() {
     log.assert_exclusive("timed-out drivers");
 }
 
+/// `try_lock()`s (one attempt each, a turn of their own) race `lock()`s on a free lock, in random
+/// order, with a remote contender now and then: exclusion holds, every `lock()` is granted, and
+/// nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_locks_racing_locks_on_a_free_lock() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("final-try-race");
+    let local = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let log = HoldLog::default();
+    let mut rng = StdRng::seed_from_u64(support::seed("FINAL_TRY_RACE_SEED"));
+    for round in 0..10 {
+        let mut tasks = Vec::new();
+        for i in 0..6 {
+            let (mutex, log) = if rng.gen_bool(0.2) { (&remote, &log) } else { (&local, &log) };
+            if rng.gen_bool(0.5) {
+                tasks.push(waiter(mutex, log, format!("r{round} lock {i}")));
+            } else {
+                let (mutex, log) = (mutex.clone(), log.clone());
+                tasks.push(tokio::spawn(async move {
+                    let attempt = tokio::time::timeout(HANG, mutex.try_lock()).await.expect("try_lock hangs");
+                    if let Some(guard) = attempt.expect("try_lock") {
+                        let holding = log.start(format!("r{round} try {i}"), guard.fencing_token().as_u128());
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        holding.end();
+                        guard.release().await.unwrap();
+                    }
+                }));
+            }
+            if rng.gen_bool(0.5) {
+                tokio::time::sleep(Duration::from_micros(rng.gen_range(0..1500))).await;
+            }
+        }
+        join_all(&format!("round {round}: try_locks and locks"), tasks).await;
+        let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+        assert!(left.is_empty(), "round {round}: nodes left behind: {left:?}");
+    }
+    log.assert_exclusive("try_locks racing locks");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. The turn rule / pump under random interleavings
 // ---------------------------------------------------------------------------------------------
