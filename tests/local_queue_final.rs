@@ -156,6 +156,53 @@ async fn timed_out_driver_and_racing_try_locks_strand_no_one() {
     log.assert_exclusive("timed-out drivers");
 }
 
+/// The session of a driver waiting behind a remote holder expires while others gather behind it:
+/// every local waiter ends (granted on the new session, or an error), none is stranded, and
+/// nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_session_expiry_behind_a_remote_holder() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let client = clients[0].clone();
+    let path = support::unique_path("final-driver-expiry");
+    let local = InterProcessMutex::new(&client, &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let zk = support::observer(&connect).await;
+    let log = HoldLog::default();
+    for round in 0..3 {
+        let blocker = lock(&remote, "remote blocker").await;
+        let tasks: Vec<_> = (0..4)
+            .map(|i| {
+                let (local, log, client) = (local.clone(), log.clone(), client.clone());
+                tokio::spawn(async move {
+                    let attempt = tokio::time::timeout(HANG, local.lock()).await;
+                    let Ok(Ok(guard)) = attempt else {
+                        assert!(attempt.is_ok(), "r{round} w{i}: stranded after the driver's session expired");
+                        return;
+                    };
+                    assert_eq!(guard.hold_state(), HoldState::Held, "r{round} w{i}: granted but not Held");
+                    assert_eq!(guard.hold().session(), client.session(), "r{round} w{i}: granted on an old session");
+                    let holding = log.start(format!("r{round} w{i}"), guard.fencing_token().as_u128());
+                    holding.end();
+                    guard.release().await.unwrap();
+                })
+            })
+            .collect();
+        support::eventually_queued(&zk, &path, 2, "the driver's node is queued").await;
+        let old = client.session_id();
+        expire_session(&connect, &client).await.expect("expire");
+        support::session_replaced(&client, old).await;
+        let holding = log.start(format!("remote {round}"), blocker.fencing_token().as_u128());
+        holding.end();
+        blocker.release().await.unwrap();
+        join_all(&format!("round {round}: waiters behind an expired driver"), tasks).await;
+        lock(&local, "fresh").await.release().await.unwrap();
+        let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+        assert!(left.is_empty(), "round {round}: nodes left behind: {left:?}");
+    }
+    log.assert_exclusive("expired drivers");
+}
+
 /// `try_lock()`s (one attempt each, a turn of their own) race `lock()`s on a free lock, in random
 /// order, with a remote contender now and then: exclusion holds, every `lock()` is granted, and
 /// nothing is left behind.
