@@ -70,7 +70,10 @@ pub struct LockInternals<D: LockDriver> {
     /// The recipe and lock path for the spans and the metrics.
     labels: LockLabels,
     /// A watch, so that waiters look again when it changes (a semaphore's shared count).
-    max_leases: tokio::sync::watch::Sender<usize>,
+    /// Made on first use: most instances of a mutex never acquire themselves (their guards wait in
+    /// a local queue that acquires through another instance), and a channel costs about 400 bytes.
+    max_leases: std::sync::OnceLock<tokio::sync::watch::Sender<usize>>,
+    initial_max_leases: usize,
 }
 
 impl<D: LockDriver> std::fmt::Debug for LockInternals<D> {
@@ -172,7 +175,8 @@ impl<D: LockDriver> LockInternals<D> {
             base: base.to_string(),
             driver,
             labels,
-            max_leases: tokio::sync::watch::Sender::new(max_leases),
+            max_leases: std::sync::OnceLock::new(),
+            initial_max_leases: max_leases,
         })
     }
 
@@ -198,13 +202,18 @@ impl<D: LockDriver> LockInternals<D> {
 
     /// How many contenders may hold at once.
     pub fn max_leases(&self) -> usize {
-        *self.max_leases.borrow()
+        *self.leases().borrow()
     }
 
     /// Changes the number of leases (Curator's `setMaxLeases`, a semaphore following its shared
     /// count); waiters see it at their next look. Zero grants nothing.
     pub(crate) fn set_max_leases(&self, max_leases: usize) {
-        self.max_leases.send_if_modified(|current| std::mem::replace(current, max_leases) != max_leases);
+        self.leases().send_if_modified(|current| std::mem::replace(current, max_leases) != max_leases);
+    }
+
+    /// The channel of the number of leases.
+    fn leases(&self) -> &tokio::sync::watch::Sender<usize> {
+        self.max_leases.get_or_init(|| tokio::sync::watch::Sender::new(self.initial_max_leases))
     }
 
     /// The children of the base path, sorted by the driver, as full paths (Curator's
@@ -288,7 +297,7 @@ impl<D: LockDriver> LockInternals<D> {
         let caller_holds = caller_holds.as_slice();
         // Subscribed before the first look, so a change of the maximum after that look is never
         // missed by the wait that follows it.
-        let mut max_leases = self.max_leases.subscribe();
+        let mut max_leases = self.leases().subscribe();
         loop {
             if self.client.is_closed() {
                 return Err(Error::Closed { path: self.base.clone() });
