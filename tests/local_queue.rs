@@ -142,11 +142,7 @@ impl Drop for Inside<'_> {
 
 /// `lock()` with the hang guard.
 async fn lock(mutex: &InterProcessMutex, what: &str) -> MutexGuard {
-    match tokio::time::timeout(HANG, mutex.lock()).await {
-        Ok(Ok(guard)) => guard,
-        Ok(Err(e)) => panic!("{what}: lock() failed: {e}"),
-        Err(_) => panic!("{what}: lock() not granted within {HANG:?}"),
-    }
+    support::lock_within(mutex, what, HANG).await
 }
 
 async fn join_all<T>(what: &str, handles: Vec<JoinHandle<T>>) -> Vec<T> {
@@ -177,14 +173,7 @@ async fn setup_with_curator(n: usize) -> (zk_curator::testing::TestingServer, Cu
 }
 
 async fn setup(n: usize) -> (zk_curator::testing::TestingServer, Vec<CuratorClient>) {
-    support::init_tracing();
-    let server = support::server().await;
-    let connect = server.connect_string();
-    let mut clients = Vec::new();
-    for _ in 0..n {
-        clients.push(support::client(&connect).await);
-    }
-    (server, clients)
+    support::server_and_clients(n).await
 }
 
 /// The Curator peer's commands used here.

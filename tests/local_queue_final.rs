@@ -36,22 +36,11 @@ use support::exclusion::HoldLog;
 const HANG: Duration = Duration::from_secs(30);
 
 async fn setup(n: usize) -> (zk_curator::testing::TestingServer, Vec<CuratorClient>) {
-    support::init_tracing();
-    let server = support::server().await;
-    let connect = server.connect_string();
-    let mut clients = Vec::new();
-    for _ in 0..n {
-        clients.push(support::client(&connect).await);
-    }
-    (server, clients)
+    support::server_and_clients(n).await
 }
 
 async fn lock(mutex: &InterProcessMutex, what: &str) -> MutexGuard {
-    match tokio::time::timeout(HANG, mutex.lock()).await {
-        Ok(Ok(guard)) => guard,
-        Ok(Err(e)) => panic!("{what}: lock() failed: {e}"),
-        Err(_) => panic!("{what}: lock() not granted within {HANG:?}"),
-    }
+    support::lock_within(mutex, what, HANG).await
 }
 
 /// A local waiter that locks, logs its hold, holds a little, releases.

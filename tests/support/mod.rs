@@ -37,6 +37,32 @@ pub async fn server_with(builder: TestingServerBuilder) -> TestingServer {
     builder.start().await.unwrap_or_else(|e| panic!("cannot start ZooKeeper for tests: {e}"))
 }
 
+/// The server of this test binary (with tracing on) and `n` clients of it.
+pub async fn server_and_clients(n: usize) -> (TestingServer, Vec<CuratorClient>) {
+    init_tracing();
+    let server = server().await;
+    let connect = server.connect_string();
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        clients.push(client(&connect).await);
+    }
+    (server, clients)
+}
+
+/// `mutex.lock()`, panicking with `what` on an error, or when not granted within `within` (a hang
+/// guard, never a performance bound).
+pub async fn lock_within(
+    mutex: &zk_curator::InterProcessMutex,
+    what: &str,
+    within: Duration,
+) -> zk_curator::MutexGuard {
+    match tokio::time::timeout(within, mutex.lock()).await {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(e)) => panic!("{what}: lock() failed: {e}"),
+        Err(_) => panic!("{what}: lock() not granted within {within:?}"),
+    }
+}
+
 /// A client with short timeouts suited to tests.
 pub async fn client(connect: &str) -> CuratorClient {
     client_with(connect, Duration::from_secs(10)).await
