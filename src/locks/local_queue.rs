@@ -209,11 +209,7 @@ impl<D: LockDriver> LocalQueue<D> {
     /// turn being acquired and — for an exclusive lock — no open granted turn (its node would be
     /// ahead; the next node is made once it is deleted, behind whoever queued meanwhile).
     fn pump(&self, state: &mut State) {
-        let blocked = state
-            .turns
-            .iter()
-            .any(|turn| (turn.started && turn.node.is_none()) || (!self.shared && turn.node.is_some() && !turn.closed));
-        if blocked {
+        if self.blocked(state) {
             return;
         }
         if let Some(turn) = state.turns.iter_mut().find(|turn| !turn.started) {
