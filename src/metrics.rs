@@ -340,21 +340,9 @@ impl HoldMeter {
 #[inline]
 pub(crate) fn connection_state(state: ConnectionState) {
     #[cfg(feature = "metrics")]
-    ::metrics::counter!(CONNECTION_STATE_CHANGES_TOTAL, "state" => state_label(state)).increment(1);
+    ::metrics::counter!(CONNECTION_STATE_CHANGES_TOTAL, "state" => state.as_str()).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = state;
-}
-
-#[cfg(feature = "metrics")]
-fn state_label(state: ConnectionState) -> &'static str {
-    match state {
-        ConnectionState::Latent => "LATENT",
-        ConnectionState::Connected => "CONNECTED",
-        ConnectionState::Suspended => "SUSPENDED",
-        ConnectionState::Reconnected => "RECONNECTED",
-        ConnectionState::Lost => "LOST",
-        ConnectionState::ReadOnly => "READ_ONLY",
-    }
 }
 
 /// Describes the metrics (type, unit, help text) to the installed recorder; called for each new

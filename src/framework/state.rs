@@ -42,17 +42,23 @@ impl ConnectionState {
     }
 }
 
-impl fmt::Display for ConnectionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+impl ConnectionState {
+    /// Curator's name of the state (`SUSPENDED`, `READ_ONLY`, ...): its `Display` and its metrics label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
             ConnectionState::Latent => "LATENT",
             ConnectionState::Connected => "CONNECTED",
             ConnectionState::Suspended => "SUSPENDED",
             ConnectionState::Reconnected => "RECONNECTED",
             ConnectionState::Lost => "LOST",
             ConnectionState::ReadOnly => "READ_ONLY",
-        };
-        f.write_str(name)
+        }
+    }
+}
+
+impl fmt::Display for ConnectionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
