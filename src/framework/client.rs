@@ -233,6 +233,12 @@ impl CuratorClient {
         }
     }
 
+    /// A share in keeping `session` open while a hold granted on it lives (see
+    /// [`SessionKeep`](super::session::SessionKeep)); `None` once it is not the current session.
+    pub(crate) fn session_keep(&self, session: SessionIdentity) -> Option<Arc<super::session::SessionKeep>> {
+        self.inner.sessions.keep(session)
+    }
+
     /// True once [`close`](Self::close) has begun.
     pub fn is_closed(&self) -> bool {
         self.inner.sessions.is_closing()

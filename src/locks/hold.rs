@@ -14,7 +14,7 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::framework::session::Status;
+use crate::framework::session::{SessionKeep, Status};
 use crate::metrics::{HoldMeter, LossCause};
 use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
 
@@ -119,6 +119,10 @@ pub struct Hold {
     monitor_started: AtomicBool,
     /// Hold time and loss metrics: ended when the hold is first seen `Lost`, or on drop.
     meter: HoldMeter,
+    /// Keeps the node's session open while the hold lives, also once the client gave the session
+    /// up and replaced it: nothing of ours ends it (and so frees the node) before the holder let
+    /// go of the hold, or the server could have expired it anyway (see `SessionKeep`).
+    _session_keep: Option<Arc<SessionKeep>>,
 }
 
 impl Hold {
@@ -131,7 +135,9 @@ impl Hold {
     ) -> Arc<Hold> {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(data.to_vec());
+        let session_keep = client.session_keep(node.session);
         Arc::new(Hold {
+            _session_keep: session_keep,
             client: client.clone(),
             node,
             fixed,
@@ -152,6 +158,7 @@ impl Hold {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(node.data());
         Arc::new(Hold {
+            _session_keep: node._session_keep.clone(),
             client: node.client.clone(),
             node: node.node.clone(),
             fixed: node.fixed.clone(),
