@@ -572,9 +572,8 @@ mod lock_command {
             leader.display(),
             alive_log.display()
         );
-        let mut first = lock_command(&proxy.connect_string(), &path, &["--session-timeout", session_secs], &[
-            "sh", "-c", &script,
-        ]);
+        let mut first =
+            lock_command(&proxy.connect_string(), &path, &["--session-timeout", session_secs], &["sh", "-c", &script]);
         let mut first = first
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&says).unwrap())

@@ -636,7 +636,10 @@ async fn a_cancelled_close_then_drop_frees_the_node_only_after_the_work_stopped(
     support::eventually(WITHIN, "the next selector leads", || async { started.lock().is_some() }).await;
     support::eventually(WITHIN, "the old work stopped", || async { stopped.lock().is_some() }).await;
     let (stopped, started) = (stopped.lock().unwrap(), started.lock().unwrap());
-    eprintln!("the next leader's work started {:?} after the old work stopped", started.checked_duration_since(stopped));
+    eprintln!(
+        "the next leader's work started {:?} after the old work stopped",
+        started.checked_duration_since(stopped)
+    );
     assert!(
         stopped <= started,
         "the next leader's work started {:?} before the old work stopped",

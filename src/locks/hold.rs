@@ -102,6 +102,13 @@ impl std::fmt::Display for FencingToken {
 ///
 /// Handed out only in [`HoldState::Held`], on the client's current session. Shared by a recipe's
 /// reentrancy entry or by the guard that owns it.
+///
+/// A hold keeps the session of its node open while it lives: once the client has given that
+/// session up (LOST) and opened a new one, nothing of ours ends the old session — and so frees the
+/// node to the next holder, should the link heal before the server expired it — until the last
+/// holder of the hold lets go of it, or the server could have expired the session anyway
+/// ([`CuratorClient::earliest_expiry`]), whichever is first. So drop a lost hold (its guard) once
+/// the work it protected has stopped, not before.
 #[derive(Debug)]
 pub struct Hold {
     client: CuratorClient,
@@ -122,7 +129,7 @@ pub struct Hold {
     /// Keeps the node's session open while the hold lives, also once the client gave the session
     /// up and replaced it: nothing of ours ends it (and so frees the node) before the holder let
     /// go of the hold, or the server could have expired it anyway (see `SessionKeep`).
-    _session_keep: Option<Arc<SessionKeep>>,
+    session_keep: Option<Arc<SessionKeep>>,
 }
 
 impl Hold {
@@ -137,7 +144,7 @@ impl Hold {
         let (data, _) = watch::channel(data.to_vec());
         let session_keep = client.session_keep(node.session);
         Arc::new(Hold {
-            _session_keep: session_keep,
+            session_keep,
             client: client.clone(),
             node,
             fixed,
@@ -158,7 +165,7 @@ impl Hold {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(node.data());
         Arc::new(Hold {
-            _session_keep: node._session_keep.clone(),
+            session_keep: node.session_keep.clone(),
             client: node.client.clone(),
             node: node.node.clone(),
             fixed: node.fixed.clone(),
