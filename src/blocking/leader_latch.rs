@@ -411,7 +411,8 @@ impl LeaderLatch {
     /// ```
     pub fn lost_timeout(&self, timeout: Duration) -> Result<bool> {
         let deadline = deadline_after(timeout);
-        let lost = self.core.block_on(tokio::time::timeout_at(deadline.into(), self.inner.lost()))?;
+        // The timer is made inside the future: it needs the runtime entered by `block_on`.
+        let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), self.inner.lost()).await })?;
         Ok(lost.is_ok())
     }
 
@@ -530,7 +531,8 @@ impl LeadershipChanges {
     /// ```
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<LeadershipState>> {
         let deadline = deadline_after(timeout);
-        match self.core.block_on(tokio::time::timeout_at(deadline.into(), self.inner.next()))? {
+        let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
+        match self.core.block_on(next)? {
             Ok(next) => Ok(next),
             Err(_) => Err(Error::DeadlineExceeded {
                 path: self.path.clone(),
