@@ -660,10 +660,7 @@ fn a_blocking_latch_leads_and_the_next_leads_after_it_closes() {
     assert_eq!(zk.children(&path).len(), 1, "a's node was deleted before close returned");
     assert!(b.await_leadership_timeout(Duration::from_secs(10)).unwrap(), "b leads after a closed");
     assert!(b.fencing_token().unwrap() > a_token, "fencing tokens increase from leader to leader");
-    assert_eq!(
-        b_changes.recv_timeout(Duration::from_secs(5)).unwrap(),
-        Some(zk_curator::LeadershipState::Leader)
-    );
+    assert_eq!(b_changes.recv_timeout(Duration::from_secs(5)).unwrap(), Some(zk_curator::LeadershipState::Leader));
     b.close().unwrap();
     assert_eq!(b_changes.recv_timeout(Duration::from_secs(5)).unwrap(), None, "the iterator ends on close");
     assert!(zk.children(&path).is_empty(), "nothing left behind");
@@ -827,11 +824,10 @@ fn a_lost_session_stops_the_work_before_another_leader_starts() {
     let silenced = Instant::now();
     proxy.set_mode(zk_curator::testing::ProxyMode::Blackhole);
     let timeout = Duration::from_millis(1500);
-    let ((waited, other), took) =
-        within("await_leadership_timeout behind a silent link", timeout + SLACK, move || {
-            let waited = other.await_leadership_timeout(timeout);
-            (waited, other)
-        });
+    let ((waited, other), took) = within("await_leadership_timeout behind a silent link", timeout + SLACK, move || {
+        let waited = other.await_leadership_timeout(timeout);
+        (waited, other)
+    });
     assert!(!waited.unwrap(), "a queued latch led behind a silent link");
     assert!(took <= timeout + SLACK, "await_leadership_timeout took {took:?}");
     assert_eq!(starts.recv_timeout(Duration::from_secs(30)), Ok("b"), "b leads after a's session is gone");

@@ -13,7 +13,9 @@ use super::leader_latch::LeadershipChanges;
 use super::{Core, CuratorClient, RuntimeThread};
 use crate::error::{Error, Result};
 use crate::framework::deadline_after;
-use crate::{CloseMode, FencingToken, GuardedWrite, Hold, HoldState, LatchState, LeadershipState, OpResult, Participant};
+use crate::{
+    CloseMode, FencingToken, GuardedWrite, Hold, HoldState, LatchState, LeadershipState, OpResult, Participant,
+};
 
 type Work = dyn Fn(Leadership) + Send + Sync;
 
