@@ -2,7 +2,9 @@
 //! test asserts one promise of the async API kept through the facade — mutual exclusion, guards
 //! released on drop on any thread, Curator-style re-entrancy per OS thread, strict deadlines with
 //! the server down, recovery after a restart, the read-write lock and the semaphores from threads,
-//! and a typed error (never a panic) for a blocking call made inside a tokio runtime.
+//! the blocking leader latch and selector (the selector's work on a plain thread, stopped before
+//! the next leader's starts and before its node goes), and a typed error (never a panic) for a
+//! blocking call made inside a tokio runtime.
 //!
 //! No test here is a `#[tokio::test]`: the blocking calls run on plain `#[test]` threads. A small
 //! runtime of the test's own only starts and stops the ZooKeeper server and looks at the tree

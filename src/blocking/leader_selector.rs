@@ -533,6 +533,8 @@ impl Cancel {
 /// The work should look at [`is_cancelled`](Self::is_cancelled) between steps, or wait with
 /// [`cancelled_timeout`](Self::cancelled_timeout) instead of sleeping, and return once
 /// cancelled: the node is deleted, and the next participant can lead, only after it returned.
+/// Wait for the end of the term with these methods, not with `hold().lost()`: the hold's state
+/// is watched on the selector's runtime thread, which waits for the work once the term is over.
 ///
 /// # Examples
 /// ```no_run
