@@ -319,6 +319,52 @@ async fn guaranteed_delete_keeps_trying_after_a_timeout_or_a_drop_while_blackhol
     client.close().await;
 }
 
+/// A guaranteed recursive delete is guaranteed while it deletes the children too: one that times
+/// out (or is dropped) with the link blackholed leaves the whole subtree to the background
+/// queue, which deletes it, children first, once the link heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guaranteed_recursive_delete_cut_off_while_deleting_children_finishes_the_subtree_after_the_heal() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let zk = support::observer(&connect).await;
+    let base = support::unique_path("gdel-tree");
+    let (timed_out, dropped) = (format!("{base}/timed-out"), format!("{base}/dropped"));
+    for tree in [&timed_out, &dropped] {
+        for leaf in ["a/b/c", "a/b/c2", "a/b2", "x"] {
+            client.create(&format!("{tree}/{leaf}")).creating_parents_if_needed().await.unwrap();
+        }
+    }
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    let t = Duration::from_millis(500);
+    let (r, took) = timed(client.delete(&timed_out).deleting_children_if_needed().guaranteed().timeout(t)).await;
+    assert!(took <= t + SLACK, "returned after {took:?}");
+    assert!(r.is_err(), "cannot delete while blackholed: {r:?}");
+    {
+        let c = client.clone();
+        let d = dropped.clone();
+        let task = tokio::spawn(async move { c.delete(&d).deleting_children_if_needed().guaranteed().await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        task.abort();
+        let _ = task.await;
+    }
+    assert!(client.pending_background_deletes() >= 2, "both subtrees were handed to the background queue");
+    assert!(support::exists(&zk, &format!("{timed_out}/a/b/c")).await, "nothing could be deleted while blackholed");
+    proxy.set_mode(ProxyMode::Pass);
+    for tree in [&timed_out, &dropped] {
+        support::eventually(Duration::from_secs(15), &format!("{tree} deleted in the background"), || async {
+            !support::exists(&zk, tree).await
+        })
+        .await;
+    }
+    assert!(support::sorted_children(&zk, &base).await.is_empty(), "nothing of either subtree is left");
+    client.delete(&base).quietly().await.unwrap();
+    client.close().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // (5) a silent link never hangs an untimed call forever
 

@@ -269,6 +269,21 @@ impl CuratorClient {
         retry_loop(&self.inner.sessions, self.retry_policy(), path, deadline, op).await
     }
 
+    /// [`with_retry`](Self::with_retry) for the background queue: also runs once close() has
+    /// begun, so that close() can let pending deletes finish.
+    pub(crate) async fn with_retry_in_background<T, F, Fut>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        op: F,
+    ) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        retry_loop(&self.inner.sessions, self.retry_policy(), path, deadline, op).await
+    }
+
     /// Deletes `path` now, retrying under the policy; if that fails with a retryable or
     /// session error the delete is handed to the background queue, which keeps trying until it
     /// succeeds or the node is gone (Curator's `delete().guaranteed()`). `NoNode` counts as success.
@@ -492,6 +507,20 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
+            DeleteTarget::Tree(fixed) => {
+                let path = self.unfix_path(&fixed).to_string();
+                let mut rounds = 0;
+                loop {
+                    self.delete_children(&path, &fixed, None, true).await?;
+                    match delete(fixed.clone()).await {
+                        // A child appeared after the walk: empty the node again.
+                        Err(e) if e.is(ErrorCode::NotEmpty) && rounds < super::operations::DELETE_CHILDREN_ROUNDS => {
+                            rounds += 1;
+                        }
+                        done => return done,
+                    }
+                }
+            }
             DeleteTarget::Protected { parent, prefix } => {
                 let path = self.unfix_path(&parent).to_string();
                 let p = parent.as_str();

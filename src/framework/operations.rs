@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorCode, ErrorKind, Result};
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Largest number of rounds a recursive delete makes when children keep appearing.
-const DELETE_CHILDREN_ROUNDS: u32 = 10;
+pub(super) const DELETE_CHILDREN_ROUNDS: u32 = 10;
 
 fn deadline_of(timeout: Option<Duration>) -> Option<Instant> {
     timeout.map(super::deadline_after)
@@ -218,23 +218,31 @@ impl CuratorClient {
     }
 
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
-    /// deleted at least one.
-    async fn delete_children(&self, path: &str, fixed: &str, deadline: Option<Instant>) -> Result<bool> {
+    /// deleted at least one. `background`: for the guaranteed-delete queue (runs while closing).
+    pub(super) async fn delete_children(
+        &self,
+        path: &str,
+        fixed: &str,
+        deadline: Option<Instant>,
+        background: bool,
+    ) -> Result<bool> {
         // Iterative depth-first walk: a stack of directories still to empty.
         let mut stack = vec![fixed.to_string()];
         let mut rounds = 0;
         let mut deleted_any = false;
         while let Some(dir) = stack.last().cloned() {
             let d = dir.as_str();
-            let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await {
-                Ok(children) => children,
-                Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
-                Err(e) => return Err(e),
-            };
+            let children =
+                match self.retry_as(background, path, deadline, |zk| async move { zk.list_children(d).await }).await {
+                    Ok(children) => children,
+                    Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
             if children.is_empty() {
                 stack.pop();
                 if dir != fixed {
-                    match self.with_retry(path, deadline, |zk| async move { zk.delete(d, None).await }).await {
+                    match self.retry_as(background, path, deadline, |zk| async move { zk.delete(d, None).await }).await
+                    {
                         Ok(()) => deleted_any = true,
                         Err(e) if e.is(ErrorCode::NoNode) => {}
                         Err(e) if e.is(ErrorCode::NotEmpty) && rounds < DELETE_CHILDREN_ROUNDS => {
@@ -250,6 +258,19 @@ impl CuratorClient {
             }
         }
         Ok(deleted_any)
+    }
+
+    /// [`with_retry`](Self::with_retry), or its background form for the guaranteed-delete queue.
+    async fn retry_as<T, F, Fut>(&self, background: bool, path: &str, deadline: Option<Instant>, op: F) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        if background {
+            self.with_retry_in_background(path, deadline, op).await
+        } else {
+            self.with_retry(path, deadline, op).await
+        }
     }
 }
 
@@ -790,8 +811,11 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
 /// * [`Error::DeadlineExceeded`]; [`Error::Closed`].
 ///
 /// With `guaranteed()`, a delete whose foreground attempt fails with a retryable or session
-/// error is handed to the client's background queue (which keeps trying until the node is
-/// gone) and the foreground error is still returned.
+/// error (or its deadline) is handed to the client's background queue (which keeps trying until
+/// the node is gone) and the foreground error is still returned. With
+/// `deleting_children_if_needed()` too, that holds from the first child on: a call that fails
+/// (or is dropped) while emptying the node hands the whole subtree over, and the queue deletes
+/// what is left of it, children first, once the connection is back.
 ///
 /// # Cancel safety
 /// With `guaranteed()`, cancel safe (a dropped call is queued in the background); otherwise a
@@ -818,7 +842,9 @@ impl<'a> DeleteBuilder<'a> {
         self
     }
 
-    /// Keeps trying in the background when the connection fails (Curator's `guaranteed()`).
+    /// Keeps trying in the background when the connection fails (Curator's `guaranteed()`); with
+    /// [`deleting_children_if_needed`](Self::deleting_children_if_needed), the background delete
+    /// finishes the whole subtree, children first.
     pub fn guaranteed(mut self) -> Self {
         self.guaranteed = true;
         self
@@ -848,7 +874,28 @@ impl<'a> DeleteBuilder<'a> {
         }
         // A CONTAINER node is reaped by the server once its last child is gone: after emptying
         // it, its absence is the delete's success, not NoNode.
-        let emptied = self.children && client.delete_children(path, &fixed, deadline).await?;
+        let emptied = if !self.children {
+            false
+        } else if self.guaranteed {
+            // Guaranteed from the first child on: when emptying the node fails for lack of a
+            // connection (or this future is dropped during it), the background queue takes the
+            // whole subtree over, children first.
+            let mut fallback = client.delete_on_drop(DeleteTarget::Tree(fixed.clone()));
+            match client.delete_children(path, &fixed, deadline, false).await {
+                Ok(emptied) => {
+                    fallback.disarm();
+                    emptied
+                }
+                // `fallback` queues the subtree as it drops.
+                Err(e) if hands_over(&e) => return Err(e),
+                Err(e) => {
+                    fallback.disarm();
+                    return Err(e);
+                }
+            }
+        } else {
+            client.delete_children(path, &fixed, deadline, false).await?
+        };
         let result = if self.guaranteed {
             // The delete is guaranteed from here on: when the existence check below fails for
             // lack of a connection (or this future is dropped during it), the background queue
