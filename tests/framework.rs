@@ -138,6 +138,45 @@ async fn builder_and_namespace() {
     client.close().await;
 }
 
+/// The client-wide max data size is the server's default jute.maxbuffer less 4 KiB unless set on
+/// the builder; a lower one is applied by every entry point (one check), and the builder refuses
+/// a default data over it, or a limit of zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_max_data_size_is_configurable_and_covers_the_default_data() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let default = support::client(&connect).await;
+    assert_eq!(default.max_data_size(), zk_curator::DEFAULT_MAX_DATA_SIZE);
+    assert_eq!(zk_curator::DEFAULT_MAX_DATA_SIZE, 0xfffff - 4095, "jute.maxbuffer's default less 4 KiB - 1");
+    default.close().await;
+
+    let client = CuratorClient::builder(&connect).max_data_size(100).connect().await.unwrap();
+    assert_eq!(client.max_data_size(), 100);
+    let path = support::unique_path("max-data");
+    let err = client.create(&path).data(vec![0; 101]).creating_parents_if_needed().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { name: "data", value, .. } if value.contains("101 bytes")),
+        "{err:?}"
+    );
+    let err = InterProcessMutex::with_data(&client, &path, vec![0; 101]).unwrap_err();
+    assert_bad_argument(&err, &path);
+    let mutex = InterProcessMutex::with_data(&client, &path, vec![5; 100]).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let (data, _) = client.get_data(guard.node_path()).await.unwrap();
+    assert_eq!(data, vec![5; 100], "data of exactly the limit is written");
+    guard.release().await.unwrap();
+    client.close().await;
+
+    let err = CuratorClient::builder(&connect).max_data_size(10).default_data(vec![0; 11]).connect().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { name: "default_data", value, .. } if value.contains("11 bytes")),
+        "{err:?}"
+    );
+    let err = CuratorClient::builder(&connect).max_data_size(0).connect().await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "max_data_size", .. }), "{err:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2
 

@@ -222,6 +222,19 @@ impl CuratorClient {
         &self.inner.config.default_data
     }
 
+    /// The largest node data this client sends, in bytes (see
+    /// [`CuratorClientBuilder::max_data_size`]).
+    pub fn max_data_size(&self) -> usize {
+        self.inner.config.max_data_size
+    }
+
+    /// Refuses `len` bytes of node data (the argument `name`: `"data"`, a latch's `"id"`) for
+    /// `path` when over [`max_data_size`](Self::max_data_size): the one check every entry point
+    /// that sends data makes, before sending anything.
+    pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
+        super::builder::check_data_size(self.max_data_size(), name, path, len)
+    }
+
     /// The underlying handle of the current session ([`raw::client`](crate::raw::client)).
     pub(crate) fn raw_client(&self) -> Result<zk::Client> {
         if self.is_closed() {

@@ -173,7 +173,9 @@ impl CuratorClient {
     /// rather than a retry that could apply it twice.
     ///
     /// # Errors
-    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation (nothing sent);
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation, or data (all
+    ///   operations' together) over the client's
+    ///   [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (nothing sent);
     /// * [`Error::TransactionFailed`] naming the operation that failed and its code (nothing applied);
     /// * a retryable [`Error::ZooKeeper`] when the outcome is unknown; [`Error::Closed`];
     /// * [`Error::DeadlineExceeded`] past the timeout (nothing sent if it passed before sending;
@@ -374,8 +376,10 @@ enum Parents {
 /// A create of one node: [`CuratorClient::create`]. Await it for the created path.
 ///
 /// # Errors
-/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for a bad TTL or an
-///   empty ACL (nothing sent);
+/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for a bad TTL, an
+///   empty ACL, or data over the client's
+///   [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (naming its size and the
+///   path; nothing sent);
 /// * [`Error::ZooKeeper`] with [`ErrorCode::NodeExists`], [`ErrorCode::NoNode`] (a parent is
 ///   missing and parents were not asked for), [`ErrorCode::NoAuth`],
 ///   [`ErrorCode::NoChildrenForEphemerals`], …;
@@ -457,6 +461,7 @@ impl<'a> CreateBuilder<'a> {
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path, reason: "the root node always exists" });
         }
+        client.check_data_size("data", &self.path, self.data.len())?;
         if client.is_closed() {
             return Err(Error::Closed { path: self.path });
         }
@@ -756,9 +761,10 @@ impl GetChildrenWatchBuilder<'_> {
 /// [`ErrorCode::BadVersion`] (as in Curator): read again to tell.
 ///
 /// # Errors
-/// [`Error::InvalidPath`]; [`Error::ZooKeeper`] with [`ErrorCode::NoNode`],
-/// [`ErrorCode::BadVersion`], [`ErrorCode::NoAuth`], …; [`Error::DeadlineExceeded`];
-/// [`Error::Closed`].
+/// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for data over the client's
+/// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (naming its size and the path;
+/// nothing sent); [`Error::ZooKeeper`] with [`ErrorCode::NoNode`], [`ErrorCode::BadVersion`],
+/// [`ErrorCode::NoAuth`], …; [`Error::DeadlineExceeded`]; [`Error::Closed`].
 ///
 /// # Cancel safety
 /// Not cancel safe: a dropped call may still write.
@@ -780,6 +786,7 @@ impl<'a> SetDataBuilder<'a> {
 
     async fn run(self) -> Result<Stat> {
         let (fixed, deadline) = self.op.start()?;
+        self.op.client.check_data_size("data", &self.op.path, self.data.len())?;
         let (f, data, version) = (fixed.as_str(), self.data.as_slice(), self.version);
         let stat = self
             .op
@@ -1257,11 +1264,21 @@ impl Transaction {
         self
     }
 
-    /// Validates every operation and fixes its path for `client`.
+    /// Validates every operation and fixes its path for `client`. The data of all operations
+    /// travels in one request: their sum must be within the client's max data size (the error
+    /// names the operation that goes over).
     pub(crate) fn prepare(&self, client: &CuratorClient) -> Result<PreparedTransaction> {
         let mut ops = Vec::with_capacity(self.ops.len());
+        let mut data_size = 0usize;
         for op in &self.ops {
             paths::validate_path(op.path())?;
+            if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
+                data_size = data_size.saturating_add(data.len());
+                if data_size > client.max_data_size() {
+                    let what = format!("{} (the transaction's data up to this operation)", op.path());
+                    client.check_data_size("data", &what, data_size)?;
+                }
+            }
             let fixed = client.fix_path(op.path());
             let acls = match op {
                 TxOp::Create { mode, path, .. } => {
