@@ -531,7 +531,14 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 let within = suspended_within(this.config.session_timeout, negotiated);
                 let bound = since.checked_add(negotiated.saturating_sub(within)).unwrap_or(since);
                 let session = this.session();
-                this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
+                if this.status.borrow().state == ConnectionState::ReadOnly {
+                    // Read-only again after a disconnect from a read-only server (which published
+                    // nothing: the LOST timer already ran): no second READ_ONLY in a row, as
+                    // Curator never repeats a state.
+                    this.status.send_modify(|s| s.expiry_bounds.suspended(session, bound));
+                } else {
+                    this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
+                }
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
             ended => {

@@ -462,7 +462,8 @@ impl Hold {
     ///
     /// # Errors
     /// * [`Error::LockLost`] when our node is gone (or our session ended) — nothing was written.
-    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation in `write`
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation in `write`, or
+    ///   data over the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size)
     ///   (nothing sent).
     /// * [`Error::TransactionFailed`] when an op failed (naming its index, path and code;
     ///   nothing was written).

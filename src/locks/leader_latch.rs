@@ -11,7 +11,7 @@ use super::driver::StandardLockDriver;
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leadership::{
-    check_id, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -92,10 +92,11 @@ impl LeaderLatch {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
-    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
+    /// [`Error::InvalidArgument`] naming its size and `path` if `id` is larger than the client's
+    /// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (by default 1 MiB - 4 KiB).
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
         let id = id.into();
-        check_id(&id)?;
+        client.check_data_size("id", path, id.len())?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
         let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Latch, path);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()), labels)?;

@@ -17,7 +17,7 @@ use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leader_latch::LatchState;
 use super::leadership::{
-    check_id, held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -122,14 +122,15 @@ impl LeaderSelector {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
-    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
+    /// [`Error::InvalidArgument`] naming its size and `path` if `id` is larger than the client's
+    /// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (by default 1 MiB - 4 KiB).
     pub fn new<F, Fut>(client: &CuratorClient, path: &str, id: impl Into<String>, work: F) -> Result<Self>
     where
         F: Fn(Leadership) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let id = id.into();
-        check_id(&id)?;
+        client.check_data_size("id", path, id.len())?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
         let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Selector, path);
         let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data, labels)?;
