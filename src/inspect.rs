@@ -33,8 +33,8 @@ use crate::framework::client::CuratorClient;
 use crate::framework::node::Stat;
 use crate::framework::paths::validate_path;
 use crate::framework::protected::parse_sequence;
+use crate::leader::LATCH_LOCK_NAME;
 use crate::locks::driver::{java_cmp, standard_sort_key};
-use crate::locks::leader_latch::LATCH_LOCK_NAME;
 use crate::locks::read_write::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::locks::semaphore::{LEASE_NODE_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT};
 

@@ -7,9 +7,13 @@ use std::time::Duration;
 use super::acl::Acl;
 use super::acl_provider::{AclProvider, DefaultAclProvider, FixedAcls};
 use super::client::CuratorClient;
+#[cfg(feature = "sasl")]
+use super::config::Sasl;
+#[cfg(feature = "tls")]
+use super::config::Tls;
+use super::config::{ClientConfig, Credential, SessionConfig};
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
-use super::session::SessionConfig;
 use crate::error::{Error, Result};
 #[cfg(feature = "sasl")]
 use crate::SaslOptions;
@@ -25,32 +29,6 @@ const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
-
-/// What the client needs besides the session: namespace, retries, node defaults.
-pub(crate) struct ClientConfig {
-    pub namespace: Namespace,
-    pub retry_policy: Arc<dyn RetryPolicy>,
-    pub default_data: Vec<u8>,
-    pub acl_provider: Arc<dyn AclProvider>,
-    pub use_containers: bool,
-    pub max_close_wait: Duration,
-    #[cfg(feature = "metrics")]
-    pub metrics_path_label: crate::metrics::PathLabel,
-}
-
-/// One `authorization(scheme, auth)` of the builder. Its `Debug` shows the scheme only: the
-/// credential never reaches a log.
-#[derive(Clone)]
-pub(crate) struct Credential {
-    pub scheme: String,
-    pub auth: Vec<u8>,
-}
-
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:<redacted>", self.scheme)
-    }
-}
 
 /// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`), from
 /// [`CuratorClient::builder`]. Every setting has Curator's default; finish with
@@ -93,14 +71,6 @@ pub struct CuratorClientBuilder {
     #[cfg(feature = "metrics")]
     metrics_path_label: crate::metrics::PathLabel,
 }
-
-/// The TLS options of a client (their `Debug` shows no key material).
-#[cfg(feature = "tls")]
-pub(crate) type Tls = crate::TlsOptions;
-
-/// The SASL options of a client (their `Debug` shows no user name or password).
-#[cfg(feature = "sasl")]
-pub(crate) type Sasl = crate::SaslOptions;
 
 impl CuratorClientBuilder {
     pub(crate) fn new(connect_string: &str) -> Self {

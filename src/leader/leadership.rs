@@ -9,10 +9,10 @@ use std::task::{Context, Poll};
 
 use tokio::sync::{mpsc, watch};
 
-use super::driver::LockDriver;
-use super::hold::{Hold, HoldState};
-use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorCode, Result};
+use crate::locks::driver::LockDriver;
+use crate::locks::hold::{Hold, HoldState};
+use crate::locks::mutex::InterProcessMutex;
 
 /// The largest participant id accepted, in bytes. ZooKeeper refuses a request larger than its
 /// `jute.maxbuffer` (1 MiB less one byte by default) by closing the connection, so a node whose
