@@ -85,7 +85,7 @@ pub mod raw;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use error::{Error, ErrorCode, ErrorKind, Result};
+pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;
 #[cfg(feature = "tls")]

@@ -111,7 +111,7 @@ impl CuratorClient {
             schemes,
             tls,
             code: ErrorCode::of(&source),
-            detail: source.to_string(),
+            detail: crate::error::ErrorDetail::of(source),
         })?;
         Ok(Self::assemble(config, sessions))
     }
