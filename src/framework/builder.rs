@@ -369,11 +369,8 @@ impl CuratorClientBuilder {
 /// Curator's default node data: `InetAddress.getLocalHost().getHostAddress()` as ASCII.
 fn local_address_data() -> Vec<u8> {
     use std::net::ToSocketAddrs;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_string());
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() { "localhost".to_string() } else { host };
     let addrs: Vec<_> = (host.as_str(), 0).to_socket_addrs().map(|a| a.collect()).unwrap_or_default();
     addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip().to_string().into_bytes()).unwrap_or_default()
 }
