@@ -231,10 +231,16 @@ impl LeaderSelector {
     /// already queued or leading.
     ///
     /// # Errors
-    /// [`Error::Closed`] naming the path if the selector is not started, or closed.
+    /// [`Error::InvalidArgument`] (`selector state`) if the selector was never started;
+    /// [`Error::Closed`] naming the path once it is closed.
     pub fn requeue(&self) -> Result<bool> {
-        if *self.inner.state.borrow() != LatchState::Started {
-            return Err(Error::Closed { path: self.path().to_string() });
+        let state = *self.inner.state.borrow();
+        match state {
+            LatchState::Started => {}
+            LatchState::Latent => {
+                return Err(Error::invalid_argument("selector state", "Latent", "requeue needs a started selector"))
+            }
+            _ => return Err(Error::Closed { path: self.path().to_string() }),
         }
         Ok(!self.inner.queued.send_replace(true))
     }
