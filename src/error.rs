@@ -23,7 +23,8 @@ pub enum ErrorKind {
     BadArgument,
     /// The caller does not own the lock or lease it tried to release or use.
     NotOwner,
-    /// The lock was lost (its node is gone) before the guarded operation ran.
+    /// The hold the call stands on was lost (its node is gone or its session ended) before the
+    /// call could do anything: a guarded write, a re-entry, a downgrade. See [`Error::LockLost`].
     LockLost,
     /// The client was closed; nothing more can be done with it.
     Closed,
@@ -73,8 +74,10 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A write guarded by a lock failed because the lock node no longer exists.
-    #[error("lock {node} was lost before the guarded write: {reason}")]
+    /// A call that stands on a hold found it lost (its node gone, or its session ended), and did
+    /// nothing: a guarded write (nothing written), re-entering a lost hold, downgrading a lost
+    /// write hold, or a semaphore waiter whose turn on the internal lock was lost.
+    #[error("lock {node} was lost: {reason}")]
     LockLost {
         /// The lock node that was expected to exist.
         node: String,
