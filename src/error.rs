@@ -262,7 +262,7 @@ impl std::fmt::Display for ErrorDetail {
 }
 
 impl std::fmt::Debug for ErrorDetail {
-    /// As the wording (a `String`'s `Debug`): what `Debug` of an [`Error`] showed before the detail
+    /// As the wording (a `String`'s `Debug`): what `Debug` of an [`Error`](enum@Error) showed before the detail
     /// kept its cause.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&self.message, f)

@@ -12,15 +12,18 @@
 //!   [`get_children`](CuratorClient::get_children), [`delete`](CuratorClient::delete),
 //!   [`watch`](CuratorClient::watch), [`commit`](CuratorClient::commit) of a [`Transaction`]) in
 //!   the crate's own types ([`CreateMode`], [`Acl`], [`Stat`], [`ErrorCode`], …);
-//! * the lock machinery — a reentrancy map, the `LockInternals` loop, pluggable [`LockDriver`]s
-//!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
+//! * the lock machinery — a reentrancy map, the (internal) `LockInternals` loop, pluggable
+//!   [`LockDriver`]s (written with the [`driver`] module) — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
+//! * leader election on the same layers: [`LeaderLatch`] and [`LeaderSelector`] (Curator's
+//!   `recipes/leader`);
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
-//! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
-//!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
+//! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
+//!   the multi-lock and leader election for plain threads (like `reqwest::blocking`), with the
+//!   same promises and Curator-style holds owned by the calling thread, as in Curator;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`;
 //! * metrics (feature `metrics`): acquire wait and hold time histograms, holds lost by cause,
 //!   waiters and connection state changes, labelled by recipe and lock path, on the
@@ -36,8 +39,9 @@
 //! it is held, and every hold carries a fencing token.
 //!
 //! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
-//! `testing` and [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside
-//! the semver promise.
+//! `testing`, [`driver`] (for writing a lock driver; its helper functions are only there) and
+//! [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside the semver
+//! promise.
 //!
 //! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
 //! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
