@@ -187,32 +187,35 @@ pub enum Error {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct ErrorDetail {
+pub struct ErrorDetail(Arc<Detail>);
+
+/// Behind one pointer, so that the detail keeps [`Error`](enum@Error) small.
+struct Detail {
     message: String,
-    cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    cause: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl ErrorDetail {
     /// The detail of a client error: its wording, and its own causes.
     pub(crate) fn of(cause: impl std::error::Error + Send + Sync + 'static) -> ErrorDetail {
-        ErrorDetail { message: cause.to_string(), cause: Some(Arc::new(cause)) }
+        ErrorDetail(Arc::new(Detail { message: cause.to_string(), cause: Some(Box::new(cause)) }))
     }
 
     /// The client's error itself, for [`raw::client_error`](crate::raw::client_error).
     pub(crate) fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        self.cause.as_deref()
+        self.0.cause.as_deref()
     }
 
     /// The wording, as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 }
 
 impl From<String> for ErrorDetail {
     /// A detail that is only a wording, with no cause underneath.
     fn from(message: String) -> ErrorDetail {
-        ErrorDetail { message, cause: None }
+        ErrorDetail(Arc::new(Detail { message, cause: None }))
     }
 }
 
@@ -227,37 +230,37 @@ impl std::ops::Deref for ErrorDetail {
     type Target = str;
 
     fn deref(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 }
 
 impl AsRef<str> for ErrorDetail {
     fn as_ref(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 }
 
 impl PartialEq<str> for ErrorDetail {
     fn eq(&self, other: &str) -> bool {
-        self.message == other
+        self.0.message == other
     }
 }
 
 impl PartialEq<&str> for ErrorDetail {
     fn eq(&self, other: &&str) -> bool {
-        self.message == *other
+        self.0.message == *other
     }
 }
 
 impl PartialEq<String> for ErrorDetail {
     fn eq(&self, other: &String) -> bool {
-        self.message == *other
+        self.0.message == *other
     }
 }
 
 impl std::fmt::Display for ErrorDetail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.0.message)
     }
 }
 
@@ -265,7 +268,7 @@ impl std::fmt::Debug for ErrorDetail {
     /// As the wording (a `String`'s `Debug`): what `Debug` of an [`Error`](enum@Error) showed before the detail
     /// kept its cause.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&self.message, f)
+        std::fmt::Debug::fmt(&self.0.message, f)
     }
 }
 
@@ -273,7 +276,7 @@ impl std::error::Error for ErrorDetail {
     /// The cause of the client's error, if it has one (the detail stands for the client's error
     /// itself: same wording).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause.as_deref().and_then(|cause| cause.source())
+        self.0.cause.as_deref().and_then(|cause| cause.source())
     }
 }
 
