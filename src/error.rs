@@ -1,5 +1,6 @@
 //! The crate's one error type and its classification.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -22,7 +23,8 @@ pub enum ErrorKind {
     BadArgument,
     /// The caller does not own the lock or lease it tried to release or use.
     NotOwner,
-    /// The lock was lost (its node is gone) before the guarded operation ran.
+    /// The hold the call stands on was lost (its node is gone or its session ended) before the
+    /// call could do anything: a guarded write, a re-entry, a downgrade. See [`Error::LockLost`].
     LockLost,
     /// The client was closed; nothing more can be done with it.
     Closed,
@@ -72,8 +74,10 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A write guarded by a lock failed because the lock node no longer exists.
-    #[error("lock {node} was lost before the guarded write: {reason}")]
+    /// A call that stands on a hold found it lost (its node gone, or its session ended), and did
+    /// nothing: a guarded write (nothing written), re-entering a lost hold, downgrading a lost
+    /// write hold, or a semaphore waiter whose turn on the internal lock was lost.
+    #[error("lock {node} was lost: {reason}")]
     LockLost {
         /// The lock node that was expected to exist.
         node: String,
@@ -119,15 +123,16 @@ pub enum Error {
     /// ZooKeeper (or the connection to it) returned an error for an operation on `path`.
     ///
     /// Match on [`code`](ErrorCode) (also [`Error::code`]); `detail` is the client's wording,
-    /// for humans.
+    /// for humans, and the error's [`source`](std::error::Error::source).
     #[error("zookeeper error on {path}: {detail}")]
     ZooKeeper {
         /// The path the operation was about (as the caller sees it, without namespace).
         path: String,
         /// What went wrong, as ZooKeeper classifies it.
         code: ErrorCode,
-        /// The underlying client's description (e.g. how long the connection was silent).
-        detail: String,
+        /// The underlying client's error (e.g. how long the connection was silent).
+        #[source]
+        detail: ErrorDetail,
     },
 
     /// One operation of a transaction (a [`Transaction`](crate::Transaction) or a guarded
@@ -156,9 +161,123 @@ pub enum Error {
         /// Why, as ZooKeeper classifies it (e.g. [`ErrorCode::AuthFailed`],
         /// [`ErrorCode::NoHosts`]).
         code: ErrorCode,
-        /// The underlying client's description.
-        detail: String,
+        /// The underlying client's error.
+        #[source]
+        detail: ErrorDetail,
     },
+}
+
+/// The underlying client's error behind an [`Error::ZooKeeper`] or [`Error::Connect`]: its wording
+/// (which the error's `Display` includes, and which this derefs to as a `str`) and, through
+/// [`source`](std::error::Error::source), whatever caused it.
+///
+/// It is the error's [`source`](std::error::Error::source), so a walk down the `source()` chain
+/// (`anyhow` and `eyre` reports print it) reaches the ZooKeeper client's error and its causes, while
+/// no type of the ZooKeeper client crate appears in this crate's API (only [`raw`](crate::raw)
+/// names it). Errors the crate concludes itself (e.g. a session found expired) carry their code's
+/// wording and no further cause.
+///
+/// ```
+/// use std::error::Error as _;
+/// # fn demo(err: zk_curator::Error) {
+/// if let zk_curator::Error::ZooKeeper { detail, .. } = &err {
+///     println!("the client said: {detail}");
+///     assert_eq!(err.source().map(|s| s.to_string()), Some(detail.to_string()));
+/// }
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ErrorDetail(Arc<Detail>);
+
+/// Behind one pointer, so that the detail keeps [`Error`](enum@Error) small.
+struct Detail {
+    message: String,
+    cause: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl ErrorDetail {
+    /// The detail of a client error: its wording, and its own causes.
+    pub(crate) fn of(cause: impl std::error::Error + Send + Sync + 'static) -> ErrorDetail {
+        ErrorDetail(Arc::new(Detail { message: cause.to_string(), cause: Some(Box::new(cause)) }))
+    }
+
+    /// The client's error itself, for [`raw::client_error`](crate::raw::client_error).
+    pub(crate) fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.0.cause.as_deref()
+    }
+
+    /// The wording, as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0.message
+    }
+}
+
+impl From<String> for ErrorDetail {
+    /// A detail that is only a wording, with no cause underneath.
+    fn from(message: String) -> ErrorDetail {
+        ErrorDetail(Arc::new(Detail { message, cause: None }))
+    }
+}
+
+impl From<&str> for ErrorDetail {
+    /// A detail that is only a wording, with no cause underneath.
+    fn from(message: &str) -> ErrorDetail {
+        ErrorDetail::from(message.to_string())
+    }
+}
+
+impl std::ops::Deref for ErrorDetail {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0.message
+    }
+}
+
+impl AsRef<str> for ErrorDetail {
+    fn as_ref(&self) -> &str {
+        &self.0.message
+    }
+}
+
+impl PartialEq<str> for ErrorDetail {
+    fn eq(&self, other: &str) -> bool {
+        self.0.message == other
+    }
+}
+
+impl PartialEq<&str> for ErrorDetail {
+    fn eq(&self, other: &&str) -> bool {
+        self.0.message == *other
+    }
+}
+
+impl PartialEq<String> for ErrorDetail {
+    fn eq(&self, other: &String) -> bool {
+        self.0.message == *other
+    }
+}
+
+impl std::fmt::Display for ErrorDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::fmt::Debug for ErrorDetail {
+    /// As the wording (a `String`'s `Debug`): what `Debug` of an [`Error`](enum@Error) showed before the detail
+    /// kept its cause.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0.message, f)
+    }
+}
+
+impl std::error::Error for ErrorDetail {
+    /// The cause of the client's error, if it has one (the detail stands for the client's error
+    /// itself: same wording).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.cause.as_deref().and_then(|cause| cause.source())
+    }
 }
 
 fn tls_note(tls: bool, code: ErrorCode) -> &'static str {
@@ -232,15 +351,17 @@ impl Error {
     pub(crate) fn zk(path: &str, source: zookeeper_client::Error) -> Error {
         match source {
             zookeeper_client::Error::ClientClosed => Error::Closed { path: path.to_string() },
-            source => {
-                Error::ZooKeeper { path: path.to_string(), code: ErrorCode::of(&source), detail: source.to_string() }
-            }
+            source => Error::ZooKeeper {
+                path: path.to_string(),
+                code: ErrorCode::of(&source),
+                detail: ErrorDetail::of(source),
+            },
         }
     }
 
     /// An error with `code` on `path`, worded as the code.
     pub(crate) fn code_on(path: &str, code: ErrorCode) -> Error {
-        Error::ZooKeeper { path: path.to_string(), code, detail: code.to_string() }
+        Error::ZooKeeper { path: path.to_string(), code, detail: code.to_string().into() }
     }
 
     /// True when this is [`Error::ZooKeeper`] with `code`.
@@ -450,6 +571,8 @@ mod tests {
         assert_eq!(bad.code(), Some(ErrorCode::BadArguments));
         assert!(bad.to_string().contains("ttl is zero"), "the detail is kept: {bad}");
         assert_eq!(Error::zk("/c", Zk::UnexpectedErrorCode(-999)).code(), Some(ErrorCode::Unknown(-999)));
+        assert!(matches!(crate::raw::client_error(&bad), Some(Zk::BadArguments(_))), "the raw error is kept");
+        assert!(crate::raw::client_error(&Error::code_on("/d", ErrorCode::NoNode)).is_none());
         assert_eq!(Error::InvalidPath { path: "a".into(), reason: "r" }.code(), None);
     }
 }

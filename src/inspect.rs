@@ -33,16 +33,18 @@ use crate::framework::client::CuratorClient;
 use crate::framework::node::Stat;
 use crate::framework::paths::validate_path;
 use crate::framework::protected::parse_sequence;
+use crate::leader::LATCH_LOCK_NAME;
 use crate::locks::driver::{java_cmp, standard_sort_key};
-use crate::locks::leader_latch::LATCH_LOCK_NAME;
 use crate::locks::read_write::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::locks::semaphore::{LEASE_NODE_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT};
 
 /// The lock name of `InterProcessMutex` (and `LeaderSelector`) nodes, Curator's `LOCK_NAME`.
 const MUTEX_LOCK_NAME: &str = "lock-";
 
-/// What a lock path is, as its nodes tell.
+/// What a lock path is, as its nodes tell. Serialised (feature `serde`) as its
+/// [`as_str`](Self::as_str) name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "kebab-case"))]
 #[non_exhaustive]
 pub enum LockKind {
     /// `InterProcessMutex` — or a `LeaderSelector`, whose nodes are a mutex's.
@@ -77,20 +79,28 @@ impl std::fmt::Display for LockKind {
 
 /// One holder of a lock: a lease of a semaphore, a reader or the writer of a read-write lock, the
 /// leader of a latch.
+///
+/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a holder (docs/cli.md):
+/// `node`, `session` as [`session_hex`](Self::session_hex), `created_ms`, `held_ms` (whole
+/// milliseconds) and `data` as [`data_lossy`](Self::data_lossy).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LockHolder {
     /// The holder's node, full path (within the client's namespace).
     pub node: String,
     /// The session that owns the node (its `ephemeralOwner`); see [`LockHolder::session_hex`].
+    #[cfg_attr(feature = "serde", serde(serialize_with = "json::session_hex"))]
     pub session: i64,
     /// The node's creation time (`ctime`), milliseconds since the epoch, by the server's clock.
     pub created_ms: i64,
     /// How long it has been held: the local clock now minus the node's creation time by the
     /// server's clock (0 if that is negative), so as exact as the two clocks agree.
+    #[cfg_attr(feature = "serde", serde(rename = "held_ms", serialize_with = "json::millis"))]
     pub held: Duration,
     /// The node's data: whatever the holder wrote (Curator: the client's IP address by default;
     /// `zk-curator lock`/`hold`: `HOSTNAME:PID`; a leader latch: the participant id).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "json::lossy"))]
     pub data: Vec<u8>,
 }
 
@@ -107,6 +117,10 @@ impl LockHolder {
 }
 
 /// One lock found by [`inspect`]: its holders and waiters at the time it was read.
+///
+/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a lock (docs/cli.md):
+/// `path`, `kind`, `holders`, `waiters` (how many), `oldest_wait_ms`, `lease_limit`, `pending`
+/// and `waiting_nodes` (the [`waiters`](Self::waiters) themselves).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockInfo {
@@ -140,8 +154,55 @@ impl LockInfo {
     }
 }
 
+/// The JSON shape of the inspection types (docs/cli.md, `inspect --json`).
+#[cfg(feature = "serde")]
+mod json {
+    use std::time::Duration;
+
+    use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+    use super::LockInfo;
+
+    pub(super) fn session_hex<S: Serializer>(session: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{session:#x}"))
+    }
+
+    /// Whole milliseconds (saturating at `u64::MAX`).
+    pub(super) fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn lossy<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&String::from_utf8_lossy(data))
+    }
+
+    struct Millis(Duration);
+
+    impl Serialize for Millis {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            millis(&self.0, s)
+        }
+    }
+
+    impl Serialize for LockInfo {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut lock = s.serialize_struct("LockInfo", 8)?;
+            lock.serialize_field("path", &self.path)?;
+            lock.serialize_field("kind", &self.kind)?;
+            lock.serialize_field("holders", &self.holders)?;
+            lock.serialize_field("waiters", &self.waiters.len())?;
+            lock.serialize_field("oldest_wait_ms", &self.oldest_wait.map(Millis))?;
+            lock.serialize_field("lease_limit", &self.lease_limit)?;
+            lock.serialize_field("pending", &self.pending)?;
+            lock.serialize_field("waiting_nodes", &self.waiters)?;
+            lock.end()
+        }
+    }
+}
+
 /// Limits of an [`inspect_with`] walk, so that a big tree costs a bounded number of requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct InspectOptions {
     /// How many levels below the root are listed (the root is level 0). Default 32.
@@ -178,6 +239,7 @@ impl InspectOptions {
 
 /// What [`inspect_with`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Inspection {
     /// The locks with at least one holder or waiter, by path.
@@ -638,5 +700,41 @@ mod tests {
         assert!(!is_lock_node("job-0000000001"));
         assert_eq!(child("/", "a"), "/a");
         assert_eq!(child("/a", "b"), "/a/b");
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    use std::time::Duration;
+
+    use super::{LockHolder, LockInfo, LockKind};
+
+    #[test]
+    fn a_lock_serialises_in_the_shape_of_inspect_json() {
+        let holder = LockHolder {
+            node: "/l/_c_x-lock-0000000001".into(),
+            session: 0x1000042f57c0001,
+            created_ms: 1_700_000_000_000,
+            held: Duration::from_millis(1500),
+            data: b"h\"o\\s\nt\x01:\xff".to_vec(),
+        };
+        let lock = LockInfo {
+            path: "/l".into(),
+            kind: LockKind::ReadWrite,
+            holders: vec![holder],
+            pending: None,
+            waiters: vec!["/l/_c_y-lock-0000000002".into()],
+            oldest_wait: Some(Duration::from_micros(2500)),
+            lease_limit: Some(1),
+        };
+        let expected = concat!(
+            r#"{"path":"/l","kind":"read-write","holders":[{"node":"/l/_c_x-lock-0000000001","#,
+            r#""session":"0x1000042f57c0001","created_ms":1700000000000,"held_ms":1500,"#,
+            r#""data":"h\"o\\s\nt\u0001:"#,
+            "\u{fffd}",
+            r#""}],"waiters":1,"oldest_wait_ms":2,"lease_limit":1,"pending":null,"#,
+            r#""waiting_nodes":["/l/_c_y-lock-0000000002"]}"#,
+        );
+        assert_eq!(serde_json::to_string(&lock).unwrap(), expected);
     }
 }

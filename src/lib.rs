@@ -12,15 +12,18 @@
 //!   [`get_children`](CuratorClient::get_children), [`delete`](CuratorClient::delete),
 //!   [`watch`](CuratorClient::watch), [`commit`](CuratorClient::commit) of a [`Transaction`]) in
 //!   the crate's own types ([`CreateMode`], [`Acl`], [`Stat`], [`ErrorCode`], …);
-//! * the lock machinery — a reentrancy map, the `LockInternals` loop, pluggable [`LockDriver`]s
-//!   — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
+//! * the lock machinery — a reentrancy map, the (internal) `LockInternals` loop, pluggable
+//!   [`LockDriver`]s (written with the [`driver`] module) — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
+//! * leader election on the same layers: [`LeaderLatch`] and [`LeaderSelector`] (Curator's
+//!   `recipes/leader`);
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
-//! * [`blocking`]: the client and every recipe for plain threads (like `reqwest::blocking`), with
-//!   the same promises and Curator-style holds owned by the calling thread, as in Curator;
+//! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
+//!   the multi-lock and leader election for plain threads (like `reqwest::blocking`), with the
+//!   same promises and Curator-style holds owned by the calling thread, as in Curator;
 //! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`;
 //! * metrics (feature `metrics`): acquire wait and hold time histograms, holds lost by cause,
 //!   waiters and connection state changes, labelled by recipe and lock path, on the
@@ -36,8 +39,9 @@
 //! it is held, and every hold carries a fencing token.
 //!
 //! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
-//! `testing` and [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside
-//! the semver promise.
+//! `testing`, [`driver`] (for writing a lock driver; its helper functions are only there) and
+//! [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside the semver
+//! promise.
 //!
 //! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
 //! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
@@ -73,9 +77,11 @@ struct ReadmeDoctests;
 struct SecurityDoctests;
 
 pub mod blocking;
+mod deadline;
 mod error;
 mod framework;
 mod inspect;
+mod leader;
 mod locks;
 mod metrics;
 pub mod raw;
@@ -83,52 +89,51 @@ pub mod raw;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use error::{Error, ErrorCode, ErrorKind, Result};
-pub use framework::acl::{Acl, Id, Permissions};
-pub use framework::acl_provider::{AclProvider, DefaultAclProvider};
-pub use framework::builder::{
-    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
+pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
+#[cfg(feature = "sasl")]
+pub use framework::SaslOptions;
+#[cfg(feature = "tls")]
+pub use framework::TlsOptions;
+pub use framework::{
+    is_protected, parse_sequence, strip_protection, validate_path, Acl, AclProvider, BoundedExponentialBackoffRetry,
+    CommitBuilder, ConnectionState, ConnectionStateStream, CreateBuilder, CreateMode, CreatedNode, CuratorClient,
+    CuratorClientBuilder, DefaultAclProvider, DeleteBuilder, DeleteOutcome, EventType, ExistsBuilder,
+    ExistsWatchBuilder, ExponentialBackoffRetry, GetChildrenBuilder, GetChildrenWatchBuilder, GetDataBuilder,
+    GetDataWatchBuilder, Id, OpResult, Permissions, PersistentWatchBuilder, RetryForever, RetryNTimes, RetryOneTime,
+    RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
+    WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
     DEFAULT_SESSION_TIMEOUT,
 };
-pub use framework::client::CuratorClient;
-pub use framework::guaranteed_delete::DeleteOutcome;
-pub use framework::node::{CreateMode, EventType, Stat, WatchedEvent};
-pub use framework::operations::{
-    CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder,
-    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, OpResult, PersistentWatchBuilder, SetDataBuilder,
-    Transaction, Watch, WatchStream,
-};
-pub use framework::paths::validate_path;
-pub use framework::protected::{is_protected, parse_sequence, strip_protection, CreatedNode};
-pub use framework::retry::{
-    BoundedExponentialBackoffRetry, ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryOneTime, RetryPolicy,
-    RetryUntilElapsed,
-};
-#[cfg(feature = "sasl")]
-pub use framework::security::SaslOptions;
-#[cfg(feature = "tls")]
-pub use framework::security::TlsOptions;
-pub use framework::session::SessionIdentity;
-pub use framework::state::{ConnectionState, ConnectionStateStream};
 pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
-pub use locks::driver::{
-    evaluate_by_key, java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
-    StandardLockDriver, Verdict,
+pub use leader::{
+    CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState, LeadershipStream, Participant,
+    LATCH_LOCK_NAME, SELECTOR_LOCK_NAME,
 };
-pub use locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-pub use locks::interprocess_lock::{InterProcessLock, LockFuture};
-pub use locks::leader_latch::{LatchState, LeaderLatch, LATCH_LOCK_NAME};
-pub use locks::leader_selector::{LeaderSelector, Leadership, SELECTOR_LOCK_NAME};
-pub use locks::leadership::{CloseMode, LeadershipState, LeadershipStream, Participant};
-pub use locks::multi_lock::InterProcessMultiLock;
-pub use locks::mutex::{InterProcessMutex, MutexGuard};
-pub use locks::read_write::{
-    read_write_sort_key, InterProcessReadWriteLock, ReadLock, ReadLockDriver, ReadLockGuard, WriteLock,
-    WriteLockDriver, WriteLockGuard, READ_LOCK_NAME, WRITE_LOCK_NAME,
+pub use locks::{
+    return_all, Contender, FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream, HolderId, InterProcessLock,
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2, Lease, LeaseDriver, LockDriver, LockFuture, MutexGuard, NodeSpec, ReadLock,
+    ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock, WriteLockDriver, WriteLockGuard,
+    LEASE_NODE_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
-pub use locks::reentrancy::HolderId;
-pub use locks::revocation::Revoker;
-pub use locks::semaphore::{
-    return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LEASE_NODE_NAME,
-    SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT,
-};
+
+pub mod driver {
+    //! For writing a [`LockDriver`]: the policy that names, sorts and judges a lock's nodes (Curator's
+    //! `LockInternalsDriver`), and the helpers the crate's own drivers are made of.
+    //!
+    //! A driver decides three things for [`InterProcessMutex::with_driver`](crate::InterProcessMutex::with_driver): the node a contender
+    //! creates ([`NodeSpec`]), the order of the lock's children (a sort key, compared like Java's
+    //! `String.compareTo`: [`java_cmp`]), and, for one contender, whether it holds the lock or what
+    //! it waits for ([`Verdict`]). [`StandardLockDriver`] is Curator's (first in sequence order holds);
+    //! [`standard_sort_key`], [`standard_verdict`], [`standard_evaluate`] and [`evaluate_by_key`] are
+    //! its parts, for a driver that changes only one of them; [`read_write_sort_key`],
+    //! [`ReadLockDriver`], [`WriteLockDriver`] and [`LeaseDriver`] are the read-write lock's and the
+    //! semaphore's.
+    //!
+    //! The trait and the drivers are also at the crate root; the helper functions only here.
+
+    pub use crate::locks::{
+        evaluate_by_key, java_cmp, read_write_sort_key, standard_evaluate, standard_sort_key, standard_verdict,
+        Contender, LeaseDriver, LockDriver, NodeSpec, ReadLockDriver, StandardLockDriver, Verdict, WriteLockDriver,
+    };
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, Instrument};
 
 use crate::error::Result;
-use crate::{ConnectionState, CuratorClient};
+use crate::framework::ConnectionState;
 
 /// `zk_curator_acquire_wait_seconds`: histogram of the time an acquire waited, by `outcome`.
 #[cfg(feature = "metrics")]
@@ -142,20 +142,19 @@ pub(crate) struct LockLabels {
 }
 
 impl LockLabels {
-    /// The labels of a lock of `recipe` on `path` (as the caller gave it, without namespace). The
-    /// client's path label function only ever sees valid paths (the recipe's constructor fails on
-    /// the others).
-    pub(crate) fn new(client: &CuratorClient, recipe: Recipe, path: &str) -> LockLabels {
+    /// The labels of a lock of `recipe` on `path` (as the caller gave it, without namespace), made
+    /// by [`CuratorClient::lock_labels`](crate::CuratorClient) with the client's path label. The
+    /// path label function only ever sees valid paths (the recipe's constructor fails on the
+    /// others).
+    pub(crate) fn new(#[cfg(feature = "metrics")] path_label: &PathLabel, recipe: Recipe, path: &str) -> LockLabels {
         #[cfg(feature = "metrics")]
         let labels = crate::framework::paths::validate_path(path).is_ok().then(|| {
             let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe.as_str())];
-            if let Some(value) = client.metrics_path_label().value(path) {
+            if let Some(value) = path_label.value(path) {
                 labels.push(::metrics::Label::new("path", value));
             }
             Arc::from(labels)
         });
-        #[cfg(not(feature = "metrics"))]
-        let _ = client;
         LockLabels {
             recipe,
             path: Arc::from(path),

@@ -84,6 +84,18 @@ pub fn error(path: &str, source: Error) -> crate::Error {
     crate::Error::zk(path, source)
 }
 
+/// The raw error behind `err`, where it came from the client underneath (an
+/// [`Error::ZooKeeper`](crate::Error::ZooKeeper) or [`Error::Connect`](crate::Error::Connect) it
+/// reported; `None` for errors zk-curator concluded itself).
+pub fn client_error(err: &crate::Error) -> Option<&Error> {
+    match err {
+        crate::Error::ZooKeeper { detail, .. } | crate::Error::Connect { detail, .. } => {
+            detail.cause()?.downcast_ref::<Error>()
+        }
+        _ => None,
+    }
+}
+
 /// zk-curator's TLS options made of raw ones (e.g. with dynamic certificates).
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]

@@ -575,6 +575,42 @@ mod cli {
         assert_eq!(bad.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&bad.stderr).contains("no-slash"));
     }
+
+    /// `--older-than` takes whole or fractional seconds, or a duration with units (`1h`, `250ms`);
+    /// anything else is a usage error naming the value.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn older_than_takes_seconds_or_human_units() {
+        let server = support::server().await;
+        let connect = server.connect_string();
+        let obs = support::observer(&connect).await;
+        let base = support::unique_path("inspect-durations");
+        let path = format!("{base}/job");
+        let _holder = tokio::process::Command::new(BIN)
+            .args(["--connect", &connect, "hold", &path, "--seconds", "120"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn hold");
+        support::eventually_queued(&obs, &path, 1, "the holder").await;
+
+        for young in ["1h", "1h 30m", "3600", "90m"] {
+            let out = inspect(&connect, &[&base, "--json", "--older-than", young]);
+            assert_eq!(out.status.code(), Some(0), "{young}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]", "{young}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for old in ["250ms", "0.25", "0"] {
+            let out = inspect(&connect, &[&base, "--older-than", old]);
+            assert_eq!(out.status.code(), Some(1), "{old}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(String::from_utf8_lossy(&out.stdout).contains(&path), "{old}");
+        }
+        for bad in ["1x", "soon", "5 parsecs"] {
+            let out = inspect(&connect, &[&base, "--older-than", bad]);
+            assert_eq!(out.status.code(), Some(2), "{bad}");
+            assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{bad:?}")), "{bad}: {out:?}");
+        }
+    }
 }
 
 /// The time a walk of a wide tree takes (2 000 paths, 200 held mutexes): printed, not asserted.

@@ -189,7 +189,8 @@ async fn requeue_without_auto_requeue() {
     let client = support::client(&connect).await;
     let terms = Arc::new(Terms::default());
     let once = selector(&client, &path, "once", &terms, Some(Duration::from_millis(10)));
-    assert!(once.requeue().is_err(), "requeue before start");
+    let early = once.requeue().expect_err("requeue before start");
+    assert_eq!(early.kind(), zk_curator::ErrorKind::BadArgument, "not started is not closed: {early:?}");
     once.start().unwrap();
     support::eventually(WITHIN, "one term", || async { terms.ended() == 1 }).await;
     support::eventually(WITHIN, "the node is gone after the term", || async {
@@ -373,7 +374,7 @@ async fn interrupt_and_close_cancel_the_work() {
     assert_eq!(support::join("a", WITHIN, a_changes).await, [LeadershipState::Leader, LeadershipState::NotLeader]);
     // b closes while leading with NotifyLeader: its stream's last word is NotLeader.
     assert_eq!(support::join("b", WITHIN, b_changes).await, [LeadershipState::Leader, LeadershipState::NotLeader]);
-    assert!(a.requeue().is_err(), "closed");
+    assert!(matches!(a.requeue(), Err(zk_curator::Error::Closed { .. })), "closed");
 }
 
 /// A silent close of a leader ends its stream without a `NotLeader`.

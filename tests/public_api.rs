@@ -237,6 +237,36 @@ fn options_acls_and_codes_without_a_server() {
     assert_eq!(CreateMode::PersistentWithTtl(Duration::from_secs(5)).ttl(), Some(Duration::from_secs(5)));
 }
 
+/// A server's refusal keeps the client's error underneath as its `source()` (what an `anyhow` or
+/// `eyre` report prints), with `Display` and `code()` as before; so does a failed first connection.
+#[test]
+fn a_server_error_keeps_the_client_error_as_its_source() {
+    use std::error::Error as _;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let server = runtime.block_on(start_server());
+    runtime.block_on(async {
+        let client = connect(&server.connect_string()).await.expect("connect");
+        let path = unique("absent");
+        let missing = client.get_data(&path).await.expect_err("a missing node");
+        assert_eq!(missing.code(), Some(ErrorCode::NoNode));
+        let Error::ZooKeeper { detail, .. } = &missing else { panic!("a server error: {missing:?}") };
+        assert!(!detail.is_empty(), "{missing:?}");
+        assert_eq!(missing.to_string(), format!("zookeeper error on {path}: {detail}"), "Display as before");
+        let source = missing.source().expect("the client's error is the source");
+        assert_eq!(source.to_string(), detail.to_string());
+        client.close().await;
+    });
+    drop(server);
+
+    let unreachable = runtime
+        .block_on(CuratorClient::builder("127.0.0.1:1").connection_timeout(Duration::from_secs(1)).connect())
+        .expect_err("nothing listens on port 1");
+    assert!(matches!(unreachable, Error::Connect { .. }), "{unreachable:?}");
+    assert!(unreachable.code().is_some(), "{unreachable:?}");
+    let source = unreachable.source().expect("the client's error is the source");
+    assert!(unreachable.to_string().contains(&source.to_string()), "{unreachable} / {source}");
+}
+
 /// This file stays a user crate's view: it names neither the client crate underneath nor the
 /// escape hatch, and does not pull in the shared test helpers.
 #[test]

@@ -109,7 +109,7 @@ async fn downgrading_is_per_task_and_takes_the_writers_place() {
     assert!(lock.read_lock().acquire_timeout(Duration::from_secs(5)).await.unwrap(), "item 18: downgrade");
     let write_node = lock.write_lock().lock_node_path().unwrap();
     let read_node = lock.read_lock().lock_node_path().unwrap();
-    let seq = zk_curator::read_write_sort_key(&write_node);
+    let seq = zk_curator::driver::read_write_sort_key(&write_node);
     assert!(read_node.ends_with(&format!("{READ_LOCK_NAME}{seq}")), "{read_node} takes {write_node}'s place");
     let stat = support::stat(&obs, &read_node).await.expect("read node");
     assert_ne!(stat.ephemeral_owner, 0, "ephemeral");

@@ -9,7 +9,7 @@ use tracing::warn;
 
 use super::{Core, CuratorClient};
 use crate::error::{Error, Result};
-use crate::framework::deadline_after;
+use crate::deadline::deadline_after;
 use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipState, OpResult, Participant};
 
 /// A blocking [`LeaderLatch`](crate::LeaderLatch): the same latch (wire-compatible with Curator's

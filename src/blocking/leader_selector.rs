@@ -12,7 +12,7 @@ use tracing::warn;
 use super::leader_latch::LeadershipChanges;
 use super::{Core, CuratorClient, RuntimeThread};
 use crate::error::{Error, Result};
-use crate::framework::deadline_after;
+use crate::deadline::deadline_after;
 use crate::{
     CloseMode, FencingToken, GuardedWrite, Hold, HoldState, LatchState, LeadershipState, OpResult, Participant,
 };

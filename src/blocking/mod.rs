@@ -1,5 +1,6 @@
-//! A blocking facade over the client and every recipe, for programs that are not async (like
-//! `reqwest::blocking`).
+//! A blocking facade over the client (its data API included) and the recipes — the mutex, the
+//! read-write lock, the semaphores, the multi-lock, and leader election (`LeaderLatch`,
+//! `LeaderSelector`) — for programs that are not async (like `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
 //! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],

@@ -7,9 +7,13 @@ use std::time::Duration;
 use super::acl::Acl;
 use super::acl_provider::{AclProvider, DefaultAclProvider, FixedAcls};
 use super::client::CuratorClient;
+#[cfg(feature = "sasl")]
+use super::config::Sasl;
+#[cfg(feature = "tls")]
+use super::config::Tls;
+use super::config::{ClientConfig, Credential, SessionConfig};
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
-use super::session::SessionConfig;
 use crate::error::{Error, Result};
 #[cfg(feature = "sasl")]
 use crate::SaslOptions;
@@ -33,33 +37,6 @@ pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Of that, 4 KiB − 1 byte is left for the rest of the request besides the data: the headers
 /// and length fields, the path, the ACL, and in a transaction the other operations.
 pub const DEFAULT_MAX_DATA_SIZE: usize = 1024 * 1024 - 4096;
-
-/// What the client needs besides the session: namespace, retries, node defaults.
-pub(crate) struct ClientConfig {
-    pub namespace: Namespace,
-    pub retry_policy: Arc<dyn RetryPolicy>,
-    pub default_data: Vec<u8>,
-    pub acl_provider: Arc<dyn AclProvider>,
-    pub use_containers: bool,
-    pub max_close_wait: Duration,
-    pub max_data_size: usize,
-    #[cfg(feature = "metrics")]
-    pub metrics_path_label: crate::metrics::PathLabel,
-}
-
-/// One `authorization(scheme, auth)` of the builder. Its `Debug` shows the scheme only: the
-/// credential never reaches a log.
-#[derive(Clone)]
-pub(crate) struct Credential {
-    pub scheme: String,
-    pub auth: Vec<u8>,
-}
-
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:<redacted>", self.scheme)
-    }
-}
 
 /// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`), from
 /// [`CuratorClient::builder`]. Every setting has Curator's default; finish with
@@ -103,14 +80,6 @@ pub struct CuratorClientBuilder {
     #[cfg(feature = "metrics")]
     metrics_path_label: crate::metrics::PathLabel,
 }
-
-/// The TLS options of a client (their `Debug` shows no key material).
-#[cfg(feature = "tls")]
-pub(crate) type Tls = crate::TlsOptions;
-
-/// The SASL options of a client (their `Debug` shows no user name or password).
-#[cfg(feature = "sasl")]
-pub(crate) type Sasl = crate::SaslOptions;
 
 impl CuratorClientBuilder {
     pub(crate) fn new(connect_string: &str) -> Self {
@@ -447,11 +416,8 @@ pub(crate) fn check_data_size(max: usize, name: &'static str, what: &str, len: u
 /// Curator's default node data: `InetAddress.getLocalHost().getHostAddress()` as ASCII.
 fn local_address_data() -> Vec<u8> {
     use std::net::ToSocketAddrs;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_string());
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() { "localhost".to_string() } else { host };
     let addrs: Vec<_> = (host.as_str(), 0).to_socket_addrs().map(|a| a.collect()).unwrap_or_default();
     addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip().to_string().into_bytes()).unwrap_or_default()
 }

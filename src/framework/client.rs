@@ -15,11 +15,12 @@ use tracing::{debug, info};
 use zookeeper_client as zk;
 
 use super::acl;
-use super::builder::{ClientConfig, CuratorClientBuilder};
+use super::builder::CuratorClientBuilder;
+use super::config::{ClientConfig, SessionConfig};
 use super::guaranteed_delete::{DeleteOnDrop, DeleteOutcome, DeleteQueue, DeleteTarget};
 use super::paths;
-use super::retry::{retry_loop, Retrying};
-use super::session::{SessionConfig, SessionIdentity, Sessions, Status};
+use super::retry_loop::{retry_loop, Retrying};
+use super::session::{SessionIdentity, Sessions, Status};
 use super::state::{ConnectionState, ConnectionStateStream};
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
@@ -110,7 +111,7 @@ impl CuratorClient {
             schemes,
             tls,
             code: ErrorCode::of(&source),
-            detail: source.to_string(),
+            detail: crate::error::ErrorDetail::of(source),
         })?;
         Ok(Self::assemble(config, sessions))
     }
@@ -372,7 +373,7 @@ impl CuratorClient {
         if !self.inner.sessions.begin_close() {
             return;
         }
-        self.inner.deletes.wait_idle(super::deadline_after(self.inner.config.max_close_wait)).await;
+        self.inner.deletes.wait_idle(crate::deadline::deadline_after(self.inner.config.max_close_wait)).await;
         self.inner.sessions.finish_close().await;
         info!("zk-curator client closed");
     }
@@ -409,10 +410,13 @@ impl CuratorClient {
         self.inner.sessions.status_now()
     }
 
-    /// How this client's lock paths become the `path` label of its metrics.
-    #[cfg(feature = "metrics")]
-    pub(crate) fn metrics_path_label(&self) -> &crate::metrics::PathLabel {
-        &self.inner.config.metrics_path_label
+    /// The metrics labels of a lock of `recipe` on `path`, its `path` label made as this client's
+    /// builder said ([`CuratorClientBuilder::metrics_path_label`]).
+    pub(crate) fn lock_labels(&self, recipe: crate::metrics::Recipe, path: &str) -> crate::metrics::LockLabels {
+        #[cfg(feature = "metrics")]
+        return crate::metrics::LockLabels::new(&self.inner.config.metrics_path_label, recipe, path);
+        #[cfg(not(feature = "metrics"))]
+        crate::metrics::LockLabels::new(recipe, path)
     }
 
     pub(crate) fn connection_timeout(&self) -> Duration {

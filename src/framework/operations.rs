@@ -24,7 +24,7 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(super) const DELETE_CHILDREN_ROUNDS: u32 = 10;
 
 fn deadline_of(timeout: Option<Duration>) -> Option<Instant> {
-    timeout.map(super::deadline_after)
+    timeout.map(crate::deadline::deadline_after)
 }
 
 impl CuratorClient {

@@ -1,105 +1,12 @@
-//! Retry policies with Curator's names and formulas, and the retry loop that follows them
-//! (Curator's `RetryLoop`).
+//! Retry policies with Curator's names and formulas.
 //!
-//! A policy only answers "may I try again, and after how long?". The loop decides which errors
-//! are worth retrying (connection loss, timeouts, session moves and expiry) and always lets the
-//! caller's deadline win over the policy. [`CuratorClient::with_retry`](crate::CuratorClient::with_retry)
-//! is its public face; the recipes' own loops (protected create, `LockInternals`) share its
-//! [`Retrying::backoff_or_fail`] step, so there is one back-off for foreground work.
+//! A policy only answers "may I try again, and after how long?"; the loop that asks it is in
+//! [`retry_loop`](super::retry_loop).
 
 use std::fmt::Debug;
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::Rng;
-use tracing::debug;
-use zookeeper_client as zk;
-
-use super::session::Sessions;
-use crate::error::{Error, ErrorKind, Result};
-
-/// One operation's retry bookkeeping: its policy, when it started, its deadline, its retries.
-pub(crate) struct Retrying<'a> {
-    policy: &'a dyn RetryPolicy,
-    path: &'a str,
-    start: Instant,
-    deadline: Option<Instant>,
-    retries: u32,
-}
-
-impl<'a> Retrying<'a> {
-    pub(crate) fn new(policy: &'a dyn RetryPolicy, path: &'a str, deadline: Option<Instant>) -> Self {
-        Self { policy, path, start: Instant::now(), deadline, retries: 0 }
-    }
-
-    /// True once the deadline (if any) has passed.
-    pub(crate) fn expired(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-
-    /// [`Error::DeadlineExceeded`] for this operation.
-    pub(crate) fn deadline_exceeded(&self, during: &'static str) -> Error {
-        Error::DeadlineExceeded { path: self.path.to_string(), during, waited: self.start.elapsed() }
-    }
-
-    /// Sleeps as the policy says before the next attempt, or returns `err` (or a deadline error
-    /// when the sleep would end past the deadline). Only retryable and session-lost errors are
-    /// retried.
-    pub(crate) async fn backoff_or_fail(&mut self, err: Error) -> Result<()> {
-        if !matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
-            return Err(err);
-        }
-        let Some(sleep) = self.policy.allow_retry(self.retries, self.start.elapsed()) else {
-            return Err(err);
-        };
-        self.retries += 1;
-        debug!(%err, retry_count = self.retries, ?sleep, "retrying");
-        if self.deadline.is_some_and(|d| Instant::now().checked_add(sleep).map_or(true, |wake| wake >= d)) {
-            return Err(self.deadline_exceeded("retrying"));
-        }
-        tokio::time::sleep(sleep).await;
-        Ok(())
-    }
-}
-
-/// Runs `op` on the current session until it succeeds, the policy gives up, or the deadline
-/// passes. Each attempt first waits for a connection (bounded by the connection timeout and the
-/// deadline).
-pub(crate) async fn retry_loop<T, F, Fut>(
-    sessions: &Sessions,
-    policy: &dyn RetryPolicy,
-    path: &str,
-    deadline: Option<Instant>,
-    mut op: F,
-) -> Result<T>
-where
-    F: FnMut(zk::Client) -> Fut,
-    Fut: Future<Output = std::result::Result<T, zk::Error>>,
-{
-    let mut retrying = Retrying::new(policy, path, deadline);
-    loop {
-        // A deadline already passed sends nothing: a request sent now would report a deadline
-        // error and could still be applied.
-        if retrying.expired() {
-            return Err(retrying.deadline_exceeded("waiting for"));
-        }
-        let attempt = async {
-            let (zk, _) = sessions.connected(path, deadline).await?;
-            op(zk).await.map_err(|e| Error::zk(path, e))
-        };
-        let result = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), attempt).await {
-                Ok(r) => r,
-                Err(_) => return Err(retrying.deadline_exceeded("waiting for")),
-            },
-            None => attempt.await,
-        };
-        match result {
-            Ok(v) => return Ok(v),
-            Err(err) => retrying.backoff_or_fail(err).await?,
-        }
-    }
-}
 
 /// Decides whether a failed operation may be retried, and how long to sleep first.
 ///

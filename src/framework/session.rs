@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 use zookeeper_client as zk;
 
 use super::backoff::Backoff;
+use super::config::SessionConfig;
 use super::state::{ConnectionState, ConnectionStateStream};
 use crate::error::{Error, Result};
 
@@ -122,20 +123,6 @@ impl Status {
     pub(crate) fn has_ended(&self, session: SessionIdentity) -> bool {
         self.closed || self.session != session || self.state == ConnectionState::Lost
     }
-}
-
-/// What opening a session needs.
-#[derive(Clone, Debug)]
-pub(crate) struct SessionConfig {
-    pub connect_string: String,
-    pub session_timeout: Duration,
-    pub connection_timeout: Duration,
-    pub can_be_read_only: bool,
-    pub credentials: Vec<super::builder::Credential>,
-    #[cfg(feature = "tls")]
-    pub tls: Option<super::builder::Tls>,
-    #[cfg(feature = "sasl")]
-    pub sasl: Option<super::builder::Sasl>,
 }
 
 struct Slot {
@@ -396,7 +383,7 @@ impl Sessions {
         deadline: Option<Instant>,
     ) -> Result<(zk::Client, SessionIdentity)> {
         let mut status = self.status();
-        let limit = super::deadline_after(self.config.connection_timeout);
+        let limit = crate::deadline::deadline_after(self.config.connection_timeout);
         let limit = deadline.map_or(limit, |d| d.min(limit));
         loop {
             let connected = {

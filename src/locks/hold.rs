@@ -436,7 +436,7 @@ impl Hold {
         if session_gone {
             debug!(node = %self.node.path, "release after session loss: deleting in case the node outlived it");
         }
-        let budget = super::internals::deadline_after(self.client.connection_timeout());
+        let budget = crate::deadline::deadline_after(self.client.connection_timeout());
         let budget = deadline.map_or(budget, |deadline| deadline.min(budget));
         self.client.delete_fixed_guaranteed(&self.fixed, Some(budget)).await
     }

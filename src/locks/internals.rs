@@ -21,8 +21,8 @@ use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{Hold, HoldState};
+use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorKind, Result};
-pub(crate) use crate::framework::deadline_after;
 use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
 use crate::framework::paths;
 use crate::metrics::{measure_acquire, LockLabels};

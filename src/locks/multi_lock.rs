@@ -3,10 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::internals::{deadline_after, CLEANUP_SLACK};
+use super::internals::CLEANUP_SLACK;
 use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::InterProcessMutex;
 use super::reentrancy::HolderId;
+use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
 use crate::CuratorClient;
 

@@ -9,9 +9,10 @@ use tracing::{debug, Instrument};
 
 use super::driver::{LockDriver, StandardLockDriver};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-use super::internals::{deadline_after, Basis, LockInternals, Wait};
+use super::internals::{Basis, LockInternals, Wait};
 use super::local_queue::LocalQueue;
 use super::reentrancy::{HolderId, ReentrancyMap, Released};
+use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
 use crate::metrics::{measure_acquire, LockLabels, Recipe};
 use crate::CuratorClient;
@@ -135,7 +136,7 @@ impl InterProcessMutex {
     /// As [`new`](Self::new); [`Error::InvalidArgument`] naming its size and `path` if `data` is
     /// larger than the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size).
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let labels = LockLabels::new(client, Recipe::Mutex, path);
+        let labels = client.lock_labels(Recipe::Mutex, path);
         Self::build(client, path, StandardLockDriver::default(), Some(data.into()), labels)
     }
 }
@@ -146,7 +147,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Errors
     /// [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad path or lock name.
     pub fn with_driver(client: &CuratorClient, path: &str, driver: D) -> Result<Self> {
-        Self::build(client, path, driver, None, LockLabels::new(client, Recipe::Mutex, path))
+        Self::build(client, path, driver, None, client.lock_labels(Recipe::Mutex, path))
     }
 
     /// A mutex traced and measured as `labels` say (the recipe it belongs to).

@@ -19,7 +19,7 @@ use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::{InterProcessMutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::framework::paths;
-use crate::metrics::{LockLabels, Recipe};
+use crate::metrics::Recipe;
 use crate::CuratorClient;
 
 /// Curator's read lock name.
@@ -177,7 +177,7 @@ impl InterProcessReadWriteLock {
     }
 
     fn build(client: &CuratorClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
-        let labels = |recipe| LockLabels::new(client, recipe, path);
+        let labels = |recipe| client.lock_labels(recipe, path);
         let write = InterProcessMutex::build(client, path, WriteLockDriver, data.clone(), labels(Recipe::Write))?;
         let read =
             InterProcessMutex::build(client, path, ReadLockDriver, data, labels(Recipe::Read))?.share_local_turns();

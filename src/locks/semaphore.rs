@@ -127,7 +127,7 @@ impl InterProcessSemaphoreV2 {
         let lock_path = paths::join(path, SEMAPHORE_LOCK_PARENT);
         let driver = super::driver::StandardLockDriver::default();
         let lock = InterProcessMutex::build(client, &lock_path, driver, None, LockLabels::internal(recipe, path))?;
-        let labels = LockLabels::new(client, recipe, path);
+        let labels = client.lock_labels(recipe, path);
         let lease_path = paths::join(path, SEMAPHORE_LEASE_PARENT);
         let leases = LockInternals::new(client, &lease_path, LeaseDriver, max_leases, labels)?;
         Ok(Self { shared: Arc::new(Shared { path: path.to_string(), lock, leases, data }) })

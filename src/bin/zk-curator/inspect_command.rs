@@ -1,7 +1,6 @@
-//! `zk-curator inspect [ROOT] [--json] [--older-than SECS]`: every lock under ROOT, who holds it,
+//! `zk-curator inspect [ROOT] [--json] [--older-than DURATION]`: every lock under ROOT, who holds it,
 //! since when, and how many wait (the library's `inspect_with`).
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,8 +21,9 @@ pub(crate) struct InspectArgs {
     /// A JSON array, one object per lock (schema in docs/cli.md).
     #[arg(long)]
     json: bool,
-    /// List only holds older than SECS, and exit 1 if there is any (a probe for stuck locks).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    /// List only holds older than DURATION (seconds, or e.g. 90s, 15m, 1h), and exit 1 if there is
+    /// any (a probe for stuck locks).
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
     older_than: Option<Duration>,
     /// List at most N levels below ROOT.
     #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_depth)]
@@ -74,7 +74,14 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         locks.retain(|lock| !lock.holders.is_empty());
     }
     if args.json {
-        println!("{}", json(&locks));
+        // The library's `serde` shape of `LockInfo` is the documented `--json` schema.
+        match serde_json::to_string(&locks) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("zk-curator: cannot write JSON: {e}");
+                return exit(EXIT_UNAVAILABLE);
+            }
+        }
     } else {
         print!("{}", table(&locks));
     }
@@ -147,75 +154,4 @@ fn table(locks: &[LockInfo]) -> String {
         line(&row.each_ref().map(String::as_str));
     }
     out
-}
-
-/// A JSON string literal (RFC 8259).
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_opt<T: ToString>(value: Option<T>) -> String {
-    value.map(|v| v.to_string()).unwrap_or_else(|| "null".into())
-}
-
-/// The `--json` array (schema in docs/cli.md).
-fn json(locks: &[LockInfo]) -> String {
-    let objects: Vec<String> = locks
-        .iter()
-        .map(|lock| {
-            let holders: Vec<String> = lock
-                .holders
-                .iter()
-                .map(|h| {
-                    format!(
-                        "{{\"node\":{},\"session\":{},\"created_ms\":{},\"held_ms\":{},\"data\":{}}}",
-                        json_string(&h.node),
-                        json_string(&h.session_hex()),
-                        h.created_ms,
-                        h.held.as_millis(),
-                        json_string(&h.data_lossy())
-                    )
-                })
-                .collect();
-            let waiting: Vec<String> = lock.waiters.iter().map(|w| json_string(w)).collect();
-            format!(
-                "{{\"path\":{},\"kind\":{},\"holders\":[{}],\"waiters\":{},\"oldest_wait_ms\":{},\"lease_limit\":{},\"pending\":{},\"waiting_nodes\":[{}]}}",
-                json_string(&lock.path),
-                json_string(lock.kind.as_str()),
-                holders.join(","),
-                lock.waiters.len(),
-                json_opt(lock.oldest_wait.map(|d| d.as_millis())),
-                json_opt(lock.lease_limit),
-                json_opt(lock.pending.as_deref().map(json_string)),
-                waiting.join(",")
-            )
-        })
-        .collect();
-    format!("[{}]", objects.join(","))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::json_string;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_string("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
-    }
 }

@@ -173,18 +173,21 @@ impl Resolved {
 /// `HOSTNAME:PID` (`localhost:PID` if the host name cannot be read): the data of our lock nodes
 /// and `elect`'s default participant id.
 pub(crate) fn host_and_pid() -> String {
-    let mut name = [0u8; 256];
-    // SAFETY: gethostname writes at most `name.len()` bytes into the buffer we own.
-    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
-    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-    let host = if read && end > 0 { String::from_utf8_lossy(&name[..end]).into_owned() } else { "localhost".into() };
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() { "localhost".to_string() } else { host };
     format!("{host}:{}", std::process::id())
 }
 
-/// Seconds, fractions allowed, as a Duration (clap value parser).
+/// A duration (clap value parser): seconds, fractions allowed (`90`, `0.5`), or with units as
+/// humantime reads them (`90s`, `15m`, `1h 30m`, `500ms`, `2days`).
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let seconds: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is not a non-negative number of seconds"))
+    let trimmed = text.trim();
+    if let Ok(seconds) = trimmed.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("{text:?} is not a non-negative number of seconds"));
+    }
+    humantime::parse_duration(trimmed)
+        .map_err(|e| format!("{text:?} is not a duration (seconds, or e.g. 90s, 15m, 1h 30m): {e}"))
 }
 
 /// A session timeout: seconds, at most what ZooKeeper can carry (2^31 ms, about 24.8 days).

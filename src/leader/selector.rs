@@ -12,15 +12,16 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
 
-use super::driver::StandardLockDriver;
-use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
-use super::internals::{deadline_after, Basis, Wait};
-use super::leader_latch::LatchState;
+use super::latch::LatchState;
 use super::leadership::{
     held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
-use super::mutex::InterProcessMutex;
+use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorKind, Result};
+use crate::locks::driver::StandardLockDriver;
+use crate::locks::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+use crate::locks::internals::{Basis, Wait};
+use crate::locks::mutex::InterProcessMutex;
 use crate::{CuratorClient, OpResult};
 
 /// Curator's `LeaderSelector` lock name: its mutex nodes are `<path>/_c_<uuid>-lock-<seq>`.
@@ -132,7 +133,7 @@ impl LeaderSelector {
         let id = id.into();
         client.check_data_size("id", path, id.len())?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
-        let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Selector, path);
+        let labels = client.lock_labels(crate::metrics::Recipe::Selector, path);
         let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data, labels)?;
         let work: Box<Work> = Box::new(move |leadership| Box::pin(work(leadership)));
         let inner = Inner {
@@ -233,10 +234,16 @@ impl LeaderSelector {
     /// already queued or leading.
     ///
     /// # Errors
-    /// [`Error::Closed`] naming the path if the selector is not started, or closed.
+    /// [`Error::InvalidArgument`] (`selector state`) if the selector was never started;
+    /// [`Error::Closed`] naming the path once it is closed.
     pub fn requeue(&self) -> Result<bool> {
-        if *self.inner.state.borrow() != LatchState::Started {
-            return Err(Error::Closed { path: self.path().to_string() });
+        let state = *self.inner.state.borrow();
+        match state {
+            LatchState::Started => {}
+            LatchState::Latent => {
+                return Err(Error::invalid_argument("selector state", "Latent", "requeue needs a started selector"))
+            }
+            _ => return Err(Error::Closed { path: self.path().to_string() }),
         }
         Ok(!self.inner.queued.send_replace(true))
     }

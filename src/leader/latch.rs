@@ -7,14 +7,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::driver::StandardLockDriver;
-use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
-use super::internals::{deadline_after, Basis, Wait};
 use super::leadership::{
     read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
-use super::mutex::InterProcessMutex;
+use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorKind, Result};
+use crate::locks::driver::StandardLockDriver;
+use crate::locks::hold::{FencingToken, GuardedWrite, Hold, HoldState};
+use crate::locks::internals::{Basis, Wait};
+use crate::locks::mutex::InterProcessMutex;
 use crate::{CuratorClient, OpResult};
 
 /// Curator's `LeaderLatch` lock name: nodes are `<path>/_c_<uuid>-latch-<seq>`.
@@ -98,7 +99,7 @@ impl LeaderLatch {
         let id = id.into();
         client.check_data_size("id", path, id.len())?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
-        let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Latch, path);
+        let labels = client.lock_labels(crate::metrics::Recipe::Latch, path);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()), labels)?;
         let inner = Inner {
             mutex,

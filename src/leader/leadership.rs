@@ -9,10 +9,10 @@ use std::task::{Context, Poll};
 
 use tokio::sync::{mpsc, watch};
 
-use super::driver::LockDriver;
-use super::hold::{Hold, HoldState};
-use super::mutex::InterProcessMutex;
 use crate::error::{ErrorCode, Result};
+use crate::locks::driver::LockDriver;
+use crate::locks::hold::{Hold, HoldState};
+use crate::locks::mutex::InterProcessMutex;
 
 /// Where a participant of an election stands.
 ///
