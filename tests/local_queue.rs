@@ -1992,13 +1992,7 @@ fn the_tokens_text_compares_as_its_value() {
     assert_eq!(FencingToken::new(123, 0).to_string(), "123", "a node's first holder: the plain zxid");
     for a in &tokens {
         for b in &tokens {
-            assert_eq!(
-                decimal_cmp(&a.to_string(), &b.to_string()),
-                a.cmp(b),
-                "{a:?} is {} but {b:?} is {}",
-                a,
-                b
-            );
+            assert_eq!(decimal_cmp(&a.to_string(), &b.to_string()), a.cmp(b), "{a:?} is {} but {b:?} is {}", a, b);
         }
     }
     // The same order through `sort -n` (exact for long numbers), from a shuffled list.

@@ -208,10 +208,9 @@ impl<D: LockDriver> InterProcessMutex<D> {
     async fn attempt_guarded(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         // The futures a queued waiter never polls are boxed: a future is as large as its largest
         // branch, and 10,000 waiting tasks each hold one (7.7 kB unboxed, 256 bytes boxed).
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if !self.shared.node_per_task.load(Ordering::SeqCst) => runtime,
-            _ => return Box::pin(self.attempt(wait, Basis::None)).await,
-        };
+        if tokio::runtime::Handle::try_current().is_err() || self.shared.node_per_task.load(Ordering::SeqCst) {
+            return Box::pin(self.attempt(wait, Basis::None)).await;
+        }
         let revocable = self.shared.revocable.load(Ordering::SeqCst);
         let data = self.node_data(revocable).to_vec();
         let internals = &self.shared.internals;
@@ -219,8 +218,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         let key =
             (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
         let shared = self.shared.shares_turns.load(Ordering::SeqCst);
-        let queue =
-            self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
+        let queue = self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable));
         measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), Box::pin(queue.acquire(wait)))
             .await
     }
