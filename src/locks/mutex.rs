@@ -76,7 +76,10 @@ use crate::CuratorClient;
 ///   When the node is lost, its waiters move on at once, without waiting for the holder to notice.
 /// * **Cancel safety and deadlines are unchanged**: a cancelled or timed-out waiter leaves its
 ///   turn; the last waiter of a turn still waiting for its node stops the attempt, and the node is
-///   deleted.
+///   deleted (handed to the delete queue before the call returns, as for a node of one's own).
+/// * **No runtime of its own**: a turn's node is acquired on the runtime of one of its waiters, and
+///   again on another's if that runtime shuts down meanwhile; guards may be taken, moved and
+///   dropped across runtimes (or dropped with none).
 /// * Read locks: the readers of one turn share its read node and hold it together. Later readers
 ///   gather in the next turn, whose read node is queued as soon as the previous one is granted
 ///   (granted at once unless a writer is ahead), so a writer queued behind a turn is not starved by
