@@ -446,3 +446,33 @@ async fn guarded_writes_name_the_real_failure_and_strip_the_namespace() {
     guard.release().await.unwrap();
     assert!(support::sorted_children(&obs, &parent).await.is_empty());
 }
+
+/// A hold watched first on a runtime that has been shut down since (its monitor went with it) is
+/// still watched when watched again on another runtime: the deletion of its node by someone else
+/// makes it `Lost`, and `lost()` resolves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_watched_on_a_runtime_shut_down_since_is_watched_again_elsewhere() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("hold-monitor-runtime");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap().with_node_per_task();
+    let guard = mutex.lock().await.unwrap();
+    let r2 = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let hold = guard.hold().clone();
+    let watching = r2.spawn(async move {
+        let state = hold.watch_state();
+        let now = *state.borrow();
+        now
+    });
+    assert_eq!(watching.await.unwrap(), HoldState::Held);
+    r2.shutdown_background();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let node = guard.node_path().to_string();
+    obs.delete(&node, None).await.expect("delete the held node");
+    tokio::time::timeout(PROMPT, guard.lost()).await.expect("the hold sees its node deleted");
+    assert_eq!(guard.hold_state(), HoldState::Lost);
+    drop(guard);
+}

@@ -1799,3 +1799,222 @@ async fn a_grant_to_a_dropped_waiter_is_handed_on() {
     support::join("W2", HANG, w2).await;
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Runtimes: the queue runs its tasks where its waiters run
+// ---------------------------------------------------------------------------------------------
+
+/// A runtime of its own for a test step (shut down with `shutdown_background`, which may be
+/// called inside another runtime).
+fn other_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime")
+}
+
+/// The local queue is not tied to the runtime of its first `lock()`: a guard taken on a runtime
+/// that has been shut down since, then dropped on a plain thread (no runtime at all: Drop never
+/// panics), hands the lock on to a waiter of another runtime, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_outliving_its_runtime_hands_the_lock_to_a_waiter_of_another_runtime() {
+    let (server, clients) = setup(1).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("lq-runtime-gone");
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let r2 = other_runtime();
+    let on_r2 = r2.spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "the first lock(), on R2").await }
+    });
+    let guard = support::join("the guard on R2", HANG, on_r2).await;
+    r2.shutdown_background();
+    let waiter = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "the waiter of another runtime").await.release().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "the waiter got the lock while the guard held it");
+    std::thread::spawn(move || drop(guard)).join().expect("dropping the guard on a plain thread");
+    support::join("the waiter of another runtime", HANG, waiter).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// A turn whose node is being acquired by a task of a runtime that is shut down meanwhile (the
+/// runtime of the turn's first waiter, and of the queue's first `lock()`) does not stay
+/// "started": its other waiter moves on and gets the lock once the remote holder lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_move_on_when_the_runtime_acquiring_their_turn_shuts_down() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-driver-gone");
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let r3 = other_runtime();
+    let first = r3.spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "the first lock(), on R3").await }
+    });
+    let first = support::join("the first holder, on R3", HANG, first).await;
+    // A remote contender queues behind it and holds until told.
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let remote_task = tokio::spawn(async move {
+        let guard = lock(&remote, "the remote contender").await;
+        held_tx.send(()).unwrap();
+        let _ = go_rx.await;
+        guard.release().await.unwrap();
+    });
+    support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
+    // A (on R3), then B (here) gather in the next turn.
+    let a = r3.spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "A, on R3").await.release().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let b = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { lock(&mutex, "B").await.release().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first_node = support::node_name(first.node_path()).to_string();
+    first.release().await.unwrap();
+    tokio::time::timeout(HANG, held_rx).await.expect("the remote contender holds").unwrap();
+    // The turn of A and B is being acquired: its node waits behind the remote holder's.
+    support::eventually(HANG, "the turn's node is in line", || async {
+        let nodes = nodes_of(&obs, &path, session).await;
+        !nodes.is_empty() && !nodes.contains(&first_node)
+    })
+    .await;
+    r3.shutdown_background();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(a.is_finished(), "A's task ended with its runtime");
+    go_tx.send(()).unwrap();
+    support::join("B, whose turn's acquirer was on R3", HANG, b).await;
+    support::join("the remote contender", HANG, remote_task).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// The nodes of `session` under `path`, looked up from a thread and runtime of their own while
+/// the calling thread is blocked: on a current-thread runtime nothing of the caller's client moves
+/// meanwhile.
+fn nodes_of_while_blocked(connect: &str, path: &str, session: i64) -> Vec<String> {
+    let (connect, path) = (connect.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(async {
+            let zk = support::observer(&connect).await;
+            nodes_of(&zk, &path, session).await
+        })
+    })
+    .join()
+    .expect("the look-up thread")
+}
+
+/// A waiter that times out while its turn's node is being acquired (the turn started when the
+/// local holder let go; its node waits behind a remote holder) answers "not acquired" only once
+/// that node's delete is handed over: at the answer, the node is gone or its delete is pending.
+/// Checked at once on a current-thread runtime (the answer is not followed by a yield), with the
+/// runtime blocked during the look-up.
+#[tokio::test(flavor = "current_thread")]
+async fn a_timed_out_waiter_returns_after_its_turns_node_delete_is_handed_over() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-timeout-delete");
+    let local = clients[0].clone();
+    let session = local.session_id();
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let holder = lock(&mutex, "the local holder").await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let remote_task = tokio::spawn(async move {
+        let guard = lock(&remote, "the remote contender").await;
+        let _ = go_rx.await;
+        guard.release().await.unwrap();
+    });
+    support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
+    let holder_node = support::node_name(holder.node_path()).to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        holder.release().await.unwrap();
+    });
+    let seen = tokio::spawn({
+        let (obs, path) = (obs.clone(), path.clone());
+        async move {
+            support::eventually(HANG, "the waiter's turn's node is in line", || async {
+                let nodes = nodes_of(&obs, &path, session).await;
+                !nodes.is_empty() && !nodes.contains(&holder_node)
+            })
+            .await;
+        }
+    });
+    let answer = mutex.try_lock_for(Duration::from_millis(1500)).await.unwrap();
+    let pending = local.pending_background_deletes();
+    let left = nodes_of_while_blocked(&connect, &path, session);
+    assert!(answer.is_none(), "the waiter got the lock while the remote contender held it");
+    assert!(seen.is_finished(), "the waiter's turn never queued a node: the test proves nothing");
+    assert!(
+        left.is_empty() || pending > 0,
+        "\"not acquired\" while the turn's node {left:?} is still there and no delete is pending"
+    );
+    go_tx.send(()).unwrap();
+    support::join("the remote contender", HANG, remote_task).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The token's text form
+// ---------------------------------------------------------------------------------------------
+
+/// Compares two decimal numbers given as text exactly (integer part, then the fraction digit by
+/// digit), as `sort -n` or a decimal type does.
+fn decimal_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let split = |s: &str| -> (u128, String) {
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        assert!(frac.len() <= 40, "{s}: fraction too long for this check");
+        (int.parse().unwrap_or_else(|e| panic!("{s}: not a decimal: {e}")), format!("{frac:0<40}"))
+    };
+    split(a).cmp(&split(b))
+}
+
+/// The text form of a token compares, as a decimal number, as the token does (`123.10` used to be
+/// below `123.9`); a node's first holder still shows the plain zxid, below every later local
+/// holder of that node and above every holder of an older node. `sort -n` orders them too.
+#[test]
+fn the_tokens_text_compares_as_its_value() {
+    let epoch = 5i64 << 32;
+    let mut tokens = Vec::new();
+    for zxid in [9, 10, 123, 124, 999, 1000, epoch + 1, epoch + 10, i64::MAX - 1, i64::MAX] {
+        for handoff in [0, 1, 2, 9, 10, 11, 99, 100, 1_000_000, u32::MAX - 1, u32::MAX] {
+            tokens.push(FencingToken::new(zxid, handoff));
+        }
+    }
+    assert_eq!(FencingToken::new(123, 0).to_string(), "123", "a node's first holder: the plain zxid");
+    for a in &tokens {
+        for b in &tokens {
+            assert_eq!(decimal_cmp(&a.to_string(), &b.to_string()), a.cmp(b), "{a:?} is {} but {b:?} is {}", a, b);
+        }
+    }
+    // The same order through `sort -n` (exact for long numbers), from a shuffled list.
+    let mut shuffled = tokens.clone();
+    let mut rng = StdRng::seed_from_u64(8);
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.gen_range(0..=i));
+    }
+    let input: String = shuffled.iter().map(|t| format!("{t}\n")).collect();
+    let mut sort = std::process::Command::new("sort")
+        .arg("-n")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sort");
+    std::io::Write::write_all(&mut sort.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let sorted = sort.wait_with_output().expect("sort -n");
+    let expected: Vec<String> = tokens.iter().map(ToString::to_string).collect();
+    let mut expected_sorted = tokens.clone();
+    expected_sorted.sort();
+    let expected_sorted: Vec<String> = expected_sorted.iter().map(ToString::to_string).collect();
+    let got: Vec<String> = String::from_utf8(sorted.stdout).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(got, expected_sorted, "sort -n orders the texts as the tokens (all: {expected:?})");
+}

@@ -1354,21 +1354,21 @@ async fn repeated_cuts_during_local_hand_offs_stay_exclusive() {
 /// writer, local or remote, holds while the downgraded reader holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downgrade_with_the_next_local_turn_already_queued() {
-    downgrade_with_writers_queued_before(false, true).await;
+    downgrade_with_writers_queued_before(false).await;
 }
 
 /// The fencing token of a downgraded reader: its read node is created at the downgrade (a newer
-/// czxid) but sorts at its writer's place, so writers queued before the downgrade hold after it
-/// with smaller tokens. Not the local queue's doing: one node per task shows it too.
+/// czxid) but sorts at its writer's place, so writers queued before the downgrade hold after it;
+/// its token follows its writer's, below theirs. With one node per task (the guards of the other
+/// test share turns).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect (pre-existing, CURATOR-621 downgrade; one node per task, so not the turn rule's): a \
-            downgraded reader's token is larger than the tokens of writers queued before the \
-            downgrade, which hold after it"]
 async fn downgraded_reader_token_precedes_writers_queued_before_the_downgrade() {
-    downgrade_with_writers_queued_before(true, false).await;
+    downgrade_with_writers_queued_before(true).await;
 }
 
-async fn downgrade_with_writers_queued_before(node_per_task: bool, ignore_reader_token: bool) {
+/// Checks exclusion and that tokens increase in hold order: the writer, its downgraded reader
+/// (whose hold begins while the write hold ends), then the writers queued before the downgrade.
+async fn downgrade_with_writers_queued_before(node_per_task: bool) {
     let server = support::server().await;
     let connect = server.connect_string();
     let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
@@ -1414,8 +1414,13 @@ async fn downgrade_with_writers_queued_before(node_per_task: bool, ignore_reader
         assert_eq!(support::sorted_children(&zk, &path).await.len(), 2, "W3 queued a second node of ours");
     }
     let read = rw.read_lock().lock_while_writing(&first.guard).await.expect("downgrade");
-    // The overlap check alone (reader token 0) or with the reader's real token.
-    let reader_token = if ignore_reader_token { 0 } else { token(&read) };
+    let reader_token = token(&read);
+    assert!(
+        reader_token > token(&first.guard),
+        "the downgraded reader's token {} is not above its write hold's {}",
+        read.fencing_token(),
+        first.guard.fencing_token()
+    );
     let reading = log.start_shared("downgraded reader", reader_token);
     first.guard.release().await.unwrap();
     let releaser = {

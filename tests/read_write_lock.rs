@@ -172,6 +172,70 @@ async fn a_queued_writer_stays_behind_a_downgrade() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
+/// Fencing tokens follow hold order across a downgrade: the write hold, then its downgraded read
+/// hold (which begins as the write hold ends, at the writer's place in line), then a writer that
+/// queued before the downgrade and holds after the reader — though the read node is created after
+/// that writer's node. Curator-style and with guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_increase_in_hold_order_across_a_downgrade() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let other = support::client(&connect).await;
+    let path = support::unique_path("rw-downgrade-tokens");
+    let lock = InterProcessReadWriteLock::new(&client, &path).unwrap();
+    let queued_lock = InterProcessReadWriteLock::new(&other, &path).unwrap();
+    for guards in [false, true] {
+        let writer = if guards { Some(lock.write_lock().lock().await.unwrap()) } else { None };
+        if !guards {
+            lock.write_lock().acquire().await.unwrap();
+        }
+        let write_token = match &writer {
+            Some(writer) => writer.fencing_token(),
+            None => lock.write_lock().current_hold().unwrap().fencing_token(),
+        };
+        let queued = {
+            let queued_lock = queued_lock.clone();
+            tokio::spawn(async move {
+                let guard = queued_lock.write_lock().lock().await.unwrap();
+                let token = guard.fencing_token();
+                guard.release().await.unwrap();
+                token
+            })
+        };
+        support::eventually_queued(&obs, &path, 2, "the other writer queued").await;
+        let reader = match &writer {
+            Some(writer) => Some(lock.read_lock().lock_while_writing(writer).await.unwrap()),
+            None => {
+                assert!(lock.read_lock().acquire_timeout(Duration::from_secs(5)).await.unwrap());
+                None
+            }
+        };
+        let read_token = match &reader {
+            Some(reader) => reader.fencing_token(),
+            None => lock.read_lock().current_hold().unwrap().fencing_token(),
+        };
+        match writer {
+            Some(writer) => writer.release().await.unwrap(),
+            None => lock.write_lock().release().await.unwrap(),
+        }
+        match reader {
+            Some(reader) => reader.release().await.unwrap(),
+            None => lock.read_lock().release().await.unwrap(),
+        }
+        let queued_token = support::join("the queued writer", Duration::from_secs(10), queued).await;
+        assert!(read_token > write_token, "guards={guards}: reader {read_token} is not above its writer {write_token}");
+        assert!(
+            queued_token > read_token,
+            "guards={guards}: the writer queued before the downgrade holds after the reader with a smaller \
+             token ({queued_token} after {read_token})"
+        );
+    }
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
 /// Curator item 20: 8 clients × 25 iterations, ~20 % writes, Curator-style and guards mixed; the
 /// checker sees readers overlapping and no writer overlapping anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

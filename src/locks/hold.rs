@@ -47,9 +47,32 @@ pub enum HoldState {
 ///   first holder has 0, the next task it is handed to inside the process 1, and so on. The next
 ///   node granted has a larger zxid, so it comes after every local holder of this one.
 ///
+/// **A downgrade** (a writer taking the read lock, which it then holds at its writer's place in
+/// line) gets the write hold's token with the hand-off count one higher: its read hold begins
+/// while the write hold ends, and every holder after it — writers queued before or after the
+/// downgrade — has a node created after the write node, so a larger zxid. (The read node's own
+/// czxid, newer than the nodes of writers queued before the downgrade, is not part of the token.)
+///
 /// Getting the token costs nothing: no write, no round trip. A store that remembers the largest
 /// token it has seen for a resource and refuses smaller ones rejects a stale holder that still
-/// believes it holds the lock. Store both parts, or the single number [`as_u128`](Self::as_u128).
+/// believes it holds the lock. Store both parts, or the single number [`as_u128`](Self::as_u128),
+/// or the text form (below) compared as a decimal number.
+///
+/// # Text form
+/// [`Display`](std::fmt::Display) writes an exact decimal number that compares as the token does:
+/// the zxid, then — unless the hand-off count is 0 — a point and the hand-off count as exactly
+/// ten digits (`u32::MAX` has ten): `4294967311` for a node's first holder, `4294967311.0000000010`
+/// for its eleventh local holder. Compare texts as decimal numbers with an exact comparison (`sort
+/// -n`, a `NUMERIC`/`DECIMAL` column, a big-decimal type), not as strings (`"99" > "123"`) nor as
+/// floating-point numbers (a zxid has up to 19 digits). Zxids are never negative.
+///
+/// # Examples
+/// ```
+/// use zk_curator::FencingToken;
+/// assert_eq!(FencingToken::new(123, 0).to_string(), "123");
+/// assert_eq!(FencingToken::new(123, 9).to_string(), "123.0000000009");
+/// assert_eq!(FencingToken::new(123, 10).to_string(), "123.0000000010"); // above 123.0000000009
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken {
     zxid: i64,
@@ -62,13 +85,15 @@ impl FencingToken {
         Self { zxid, handoff }
     }
 
-    /// The zxid of the create of the holder's node. Local holders of one node share it: compare
-    /// whole tokens (or [`as_u128`](Self::as_u128)), not this part alone.
+    /// The zxid of the create of the holder's node (for a downgrade: of its write node). Local
+    /// holders of one node share it: compare whole tokens (or [`as_u128`](Self::as_u128)), not
+    /// this part alone.
     pub fn zxid(self) -> i64 {
         self.zxid
     }
 
-    /// How many local holders had the node before this holder (0 for the first).
+    /// How many local holders had the node before this holder (0 for the first; a downgrade
+    /// counts one past its write hold).
     pub fn handoff(self) -> u32 {
         self.handoff
     }
@@ -88,12 +113,13 @@ impl FencingToken {
 
 impl std::fmt::Display for FencingToken {
     /// The zxid alone for a node's first holder (as before local hand-offs existed), else
-    /// `ZXID.HANDOFF`.
+    /// `ZXID.HHHHHHHHHH`: the hand-off count as a ten-digit fraction, so that the text compares
+    /// as a decimal number as the token does (see [the text form](FencingToken#text-form)).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.handoff == 0 {
             write!(f, "{}", self.zxid)
         } else {
-            write!(f, "{}.{}", self.zxid, self.handoff)
+            write!(f, "{}.{:010}", self.zxid, self.handoff)
         }
     }
 }
@@ -114,8 +140,9 @@ pub struct Hold {
     client: CuratorClient,
     node: CreatedNode,
     fixed: String,
-    /// The hand-off count of the token (0 unless handed on inside the process).
-    handoff: u32,
+    /// Its fencing token: the node's `(czxid, 0)`; for a local holder the hand-off count is its
+    /// place among the node's holders; a downgrade's follows its write hold's.
+    token: FencingToken,
     released: AtomicBool,
     /// Shared by every local holder of one node: a deletion seen by one is seen by all.
     node_deleted: Arc<AtomicBool>,
@@ -140,6 +167,32 @@ impl Hold {
         data: &[u8],
         meter: HoldMeter,
     ) -> Arc<Hold> {
+        let token = FencingToken::new(node.czxid, 0);
+        Self::with_token(client, node, fixed, data, meter, token)
+    }
+
+    /// A hold of a downgrade's read node, which stands in `writer`'s place in line: its token is
+    /// the write hold's, one hand-off further (see [`FencingToken`]).
+    pub(crate) fn in_place_of(
+        writer: &Hold,
+        client: &CuratorClient,
+        node: CreatedNode,
+        fixed: String,
+        data: &[u8],
+        meter: HoldMeter,
+    ) -> Arc<Hold> {
+        let token = FencingToken::new(writer.token.zxid, writer.token.handoff.saturating_add(1));
+        Self::with_token(client, node, fixed, data, meter, token)
+    }
+
+    fn with_token(
+        client: &CuratorClient,
+        node: CreatedNode,
+        fixed: String,
+        data: &[u8],
+        meter: HoldMeter,
+        token: FencingToken,
+    ) -> Arc<Hold> {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(data.to_vec());
         let session_keep = client.session_keep(node.session);
@@ -148,7 +201,7 @@ impl Hold {
             client: client.clone(),
             node,
             fixed,
-            handoff: 0,
+            token,
             released: AtomicBool::new(false),
             node_deleted: Arc::new(AtomicBool::new(false)),
             local: None,
@@ -169,7 +222,7 @@ impl Hold {
             client: node.client.clone(),
             node: node.node.clone(),
             fixed: node.fixed.clone(),
-            handoff,
+            token: FencingToken::new(node.token.zxid, node.token.handoff.saturating_add(handoff)),
             released: AtomicBool::new(false),
             node_deleted: node.node_deleted.clone(),
             local: Some(link),
@@ -200,7 +253,7 @@ impl Hold {
 
     /// The fencing token of this hold.
     pub fn fencing_token(&self) -> FencingToken {
-        FencingToken::new(self.node.czxid, self.handoff)
+        self.token
     }
 
     /// The session the lock node belongs to.
@@ -392,9 +445,18 @@ impl Hold {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Started by the first watcher inside a runtime.
+            self.monitor_started.store(false, Ordering::SeqCst);
             return;
         };
-        runtime.spawn(monitor(Arc::downgrade(self), self.client.status(), self.state.subscribe()));
+        // A monitor dropped with its runtime (shut down, also before it ran) lets the next watcher
+        // start another one, on its own runtime.
+        let mut restart = MonitorRestart(Arc::downgrade(self));
+        let monitor = monitor(Arc::downgrade(self), self.client.status(), self.state.subscribe());
+        runtime.spawn(async move {
+            monitor.await;
+            restart.disarm();
+        });
     }
 
     pub(crate) fn mark_released(&self) {
@@ -513,6 +575,24 @@ impl Drop for Hold {
     /// was never released) still ends its metrics, with what is known now.
     fn drop(&mut self) {
         self.meter.end(|| self.loss_cause());
+    }
+}
+
+/// Clears a hold's `monitor_started` when its monitor task is dropped before it ended.
+struct MonitorRestart(Weak<Hold>);
+
+impl MonitorRestart {
+    /// The monitor ended: nothing to restart.
+    fn disarm(&mut self) {
+        self.0 = Weak::new();
+    }
+}
+
+impl Drop for MonitorRestart {
+    fn drop(&mut self) {
+        if let Some(hold) = self.0.upgrade() {
+            hold.monitor_started.store(false, Ordering::SeqCst);
+        }
     }
 }
 

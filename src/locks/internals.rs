@@ -115,7 +115,8 @@ pub(crate) enum Basis<'a> {
     /// The attempt stands alone.
     None,
     /// A downgrade: the caller holds this node of the same lock path, and the new node takes its
-    /// place in line (the driver sees it as [`Contender::caller_holds`]).
+    /// place in line (the driver sees it as [`Contender::caller_holds`]); its fencing token
+    /// follows this hold's ([`Hold::in_place_of`]).
     InQueue(&'a Hold),
     /// The caller holds this other lock while it waits (a semaphore's internal mutex).
     Elsewhere(&'a Hold),
@@ -382,7 +383,15 @@ impl<D: LockDriver> LockInternals<D> {
                             } else {
                                 crate::metrics::HoldMeter::unrecorded()
                             };
-                            return Ok(Some(Hold::new(&self.client, node, fixed_node, data, meter)));
+                            return Ok(Some(match basis {
+                                // A downgrade's token follows its write hold's (hold order).
+                                Basis::InQueue(writer) => {
+                                    Hold::in_place_of(writer, &self.client, node, fixed_node, data, meter)
+                                }
+                                Basis::None | Basis::Elsewhere(_) => {
+                                    Hold::new(&self.client, node, fixed_node, data, meter)
+                                }
+                            }));
                         }
                         Grant::SessionChanged => break Ok(WaitOutcome::SessionChanged),
                         Grant::DeadlinePassed => break Ok(WaitOutcome::DeadlinePassed),

@@ -24,13 +24,26 @@
 //!   closed and its waiters move to the next turn, a node of its own. A watcher started for a turn
 //!   with waiters moves them as soon as the node is lost, without waiting for the holder.
 //! * **Cancellation.** A waiter that is dropped or times out leaves its turn; the last one out of
-//!   a turn being acquired stops the acquisition, whose node is then deleted (cancel safety of
-//!   [`LockInternals`]).
+//!   a turn being acquired stops the acquisition at once: the attempt (its node, or its create in
+//!   flight) is dropped by the leaving waiter itself, so the node's delete is handed over before
+//!   the waiter returns (cancel safety of [`LockInternals`]).
+//! * **Runtimes.** The queue belongs to no runtime. Its tasks (a turn's acquisition, the watcher
+//!   of a turn's node) run on the runtime of a waiter that needs them — the turn's first waiter
+//!   whose runtime is not known to be shut down — and are spawned after the queue's lock is
+//!   released. A task dropped unfinished (its runtime shut down, before it ran or while it ran)
+//!   reports it: an acquisition's attempt is dropped (its node deleted in the background) and the
+//!   turn is acquired again on another waiter's runtime; a watcher is started again. A turn none
+//!   of whose waiters can run it waits for them to leave (their runtime drops them), then the next
+//!   turn starts.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
+use tokio::runtime::Handle;
 use tokio::sync::{oneshot, Notify};
 use tracing::debug;
 
@@ -43,6 +56,9 @@ use crate::error::{Error, Result};
 /// What a waiter is told: its hold, "not acquired" (a single attempt that failed), or an error.
 type Granted = Result<Option<Arc<Hold>>>;
 
+/// A turn's attempt at its node, owned by its [`Acquisition`].
+type Attempt = Pin<Box<dyn Future<Output = Result<Option<Arc<Hold>>>> + Send>>;
+
 /// The local queue of one lock of one client (see the module documentation).
 pub(crate) struct LocalQueue<D: LockDriver> {
     internals: Arc<LockInternals<D>>,
@@ -51,8 +67,6 @@ pub(crate) struct LocalQueue<D: LockDriver> {
     shared: bool,
     /// Each local holder watches the node's data from its grant (Curator's revocable locks).
     revocable: bool,
-    /// Where acquisitions and watchers run, also when a guard is dropped outside the runtime.
-    runtime: tokio::runtime::Handle,
     me: Weak<LocalQueue<D>>,
     state: parking_lot::Mutex<State>,
 }
@@ -62,6 +76,20 @@ struct State {
     /// Oldest first: granted turns, then at most one being acquired, then the collecting one.
     turns: VecDeque<Turn>,
     next_id: u64,
+    /// Tasks to spawn once the lock is released: spawning on a runtime that is shut down drops
+    /// the task at once, and its drop reports back under this lock.
+    spawns: VecDeque<Task>,
+    /// A thread is spawning `spawns`: tasks queued meanwhile are left to it.
+    spawning: bool,
+}
+
+/// A task of the queue, for the turn of this id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Task {
+    /// Acquires the turn's node.
+    Acquire(u64),
+    /// Closes the turn once its node is lost.
+    Watch(u64),
 }
 
 struct Turn {
@@ -80,30 +108,27 @@ struct Turn {
     closed: bool,
     /// A task closes the turn once its node is lost.
     watched: bool,
-    /// Tells the acquirer to give up, once no waiter is left while the node is being acquired.
-    cancel: Arc<Notify>,
+    /// The acquisition of its node by a spawned task, while it runs. (A turn started by its only
+    /// waiter is acquired inside that waiter's future; one whose waiters' runtimes are all shut
+    /// down has none.)
+    acquisition: Option<Arc<Acquisition>>,
 }
 
 struct Waiter {
     id: u64,
     tx: oneshot::Sender<Granted>,
+    /// The runtime the waiter runs on; `None` once a task spawned there was dropped unfinished.
+    runtime: Option<Handle>,
 }
 
 impl<D: LockDriver> LocalQueue<D> {
-    /// A queue making its nodes through `internals` with `data`, running its tasks on `runtime`.
-    pub(crate) fn new(
-        internals: Arc<LockInternals<D>>,
-        data: Vec<u8>,
-        shared: bool,
-        revocable: bool,
-        runtime: tokio::runtime::Handle,
-    ) -> Arc<Self> {
+    /// A queue making its nodes through `internals` with `data`.
+    pub(crate) fn new(internals: Arc<LockInternals<D>>, data: Vec<u8>, shared: bool, revocable: bool) -> Arc<Self> {
         Arc::new_cyclic(|me| LocalQueue {
             internals,
             data,
             shared,
             revocable,
-            runtime,
             me: me.clone(),
             state: parking_lot::Mutex::new(State::default()),
         })
@@ -111,6 +136,109 @@ impl<D: LockDriver> LocalQueue<D> {
 
     fn path(&self) -> &str {
         self.internals.base_path()
+    }
+
+    /// The state, under the queue's lock; the tasks queued meanwhile are spawned once it is
+    /// released.
+    fn lock(&self) -> Locked<'_, D> {
+        Locked { queue: self, state: Some(self.state.lock()) }
+    }
+
+    /// Spawns the queued tasks, one after the other, each outside the lock (see [`State::spawns`]).
+    fn spawn_queued(&self) {
+        let mut state = self.state.lock();
+        if state.spawning {
+            return;
+        }
+        state.spawning = true;
+        while let Some(task) = state.spawns.pop_front() {
+            let Some(spawn) = self.prepare(&mut state, task) else { continue };
+            drop(state);
+            spawn();
+            state = self.state.lock();
+        }
+        state.spawning = false;
+    }
+
+    /// Readies `task` for a waiter's runtime: `None` if it is no longer needed, or no waiter that
+    /// needs it has a runtime left.
+    fn prepare(&self, state: &mut State, task: Task) -> Option<Box<dyn FnOnce()>> {
+        let (Task::Acquire(turn_id) | Task::Watch(turn_id)) = task;
+        let at = state.turns.iter().position(|turn| turn.id == turn_id)?;
+        // Who needs it: the turn's waiters (an acquisition), or those of the turn and of the later
+        // turns, which wait behind its node (a watcher).
+        let needing = match task {
+            Task::Acquire(_) => 1,
+            Task::Watch(_) => state.turns.len() - at,
+        };
+        let runtime = state
+            .turns
+            .iter()
+            .skip(at)
+            .take(needing)
+            .flat_map(|turn| turn.waiters.iter())
+            .find_map(|waiter| waiter.runtime.clone().map(|runtime| (waiter.id, runtime)));
+        let turn = &mut state.turns[at];
+        match task {
+            Task::Acquire(_) => {
+                if !turn.started || turn.node.is_some() || turn.acquisition.is_some() {
+                    return None;
+                }
+                // None: the turn waits, started, for its waiters to leave (see `remove_waiter`).
+                let (waiter, runtime) = runtime?;
+                let queue = self.me.upgrade()?;
+                let (internals, data) = (self.internals.clone(), self.data.clone());
+                let attempt = Box::pin(async move { internals.attempt_shared_node(Wait::Forever, &data).await });
+                let acquisition = Arc::new(Acquisition::new(attempt));
+                turn.acquisition = Some(acquisition.clone());
+                let report = TaskReport { queue: self.me.clone(), task, waiter, done: false };
+                Some(Box::new(move || {
+                    drop(runtime.spawn(acquire_turn(queue, turn_id, acquisition, report)));
+                }))
+            }
+            Task::Watch(_) => {
+                let node = turn.node.clone().filter(|_| turn.watched && !turn.closed)?;
+                let Some((waiter, runtime)) = runtime else {
+                    // Nobody left who can wait for it; the next waiter starts another.
+                    turn.watched = false;
+                    return None;
+                };
+                let (queue, report) =
+                    (self.me.clone(), TaskReport { queue: self.me.clone(), task, waiter, done: false });
+                Some(Box::new(move || {
+                    drop(runtime.spawn(watch_turn(queue, turn_id, node, report)));
+                }))
+            }
+        }
+    }
+
+    /// A task spawned on `waiter`'s runtime was dropped unfinished: that runtime is shut down. The
+    /// task is done again elsewhere if still needed.
+    fn task_dropped(&self, task: Task, waiter: u64) {
+        let acquisition = {
+            let mut state = self.lock();
+            if let Some(waiter) =
+                state.turns.iter_mut().flat_map(|turn| turn.waiters.iter_mut()).find(|w| w.id == waiter)
+            {
+                waiter.runtime = None;
+            }
+            let (Task::Acquire(turn_id) | Task::Watch(turn_id)) = task;
+            let Some(turn) = state.turns.iter_mut().find(|turn| turn.id == turn_id) else { return };
+            if let Task::Watch(_) = task {
+                turn.watched = false;
+                self.watch_turns(&mut state);
+                return;
+            }
+            turn.acquisition.take()
+        };
+        if let Task::Acquire(turn_id) = task {
+            debug!(path = %self.path(), "a local turn's acquisition was dropped with its runtime: acquiring it again");
+            // Its attempt goes now (its node to the delete queue); its waiters get another.
+            if let Some(acquisition) = acquisition {
+                acquisition.stop();
+            }
+            self.acquired(turn_id, None);
+        }
     }
 
     /// Waits for a hold through the local queue: `Ok(None)` when `wait` ended first (for one
@@ -121,8 +249,9 @@ impl<D: LockDriver> LocalQueue<D> {
     /// on; the last waiter of a turn being acquired stops the acquisition (its node is deleted).
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         let one_attempt = wait == Wait::OneAttempt;
+        let runtime = Handle::try_current().ok();
         let (id, rx, driving) = {
-            let mut state = self.state.lock();
+            let mut state = self.lock();
             // A turn whose node is lost (or closed) holds nothing: only ZooKeeper can tell.
             let busy =
                 |turn: &Turn| !turn.waiters.is_empty() || (turn.started && turn.node.is_none()) || self.hands_on(turn);
@@ -133,11 +262,13 @@ impl<D: LockDriver> LocalQueue<D> {
             let id = state.next_id;
             state.next_id += 1;
             let (tx, rx) = oneshot::channel();
-            let waiter = Waiter { id, tx };
+            let waiter = Waiter { id, tx, runtime };
             let free = one_attempt || !self.blocked(&state);
             let driving = match state.turns.back_mut().filter(|turn| !one_attempt && !turn.started) {
                 Some(turn) => {
                     turn.waiters.push_back(waiter);
+                    self.pump(&mut state);
+                    self.watch_turns(&mut state);
                     None
                 }
                 // One attempt always has a node of its own, at once.
@@ -149,7 +280,7 @@ impl<D: LockDriver> LocalQueue<D> {
                 }
                 None => {
                     self.new_turn(&mut state, VecDeque::from([waiter]));
-                    self.watch_blocking_turn(&mut state);
+                    self.watch_turns(&mut state);
                     None
                 }
             };
@@ -172,10 +303,14 @@ impl<D: LockDriver> LocalQueue<D> {
             Some(deadline) => match tokio::time::timeout_at(deadline.into(), rx).await {
                 Ok(received) => received,
                 Err(_) => {
-                    let (granted, stopped_acquisition) = pending.leave();
-                    if stopped_acquisition {
-                        // As a timed-out attempt of one's own: the caller normally finds no node.
-                        self.internals.client().wait_background_deletes(Instant::now() + CLEANUP_SLACK).await;
+                    let (granted, stopped) = pending.leave();
+                    if let Some(acquisition) = stopped {
+                        // Its attempt was dropped by `leave` (its node's delete is queued), or it
+                        // has just ended and its outcome is being handed to the queue. As a
+                        // timed-out attempt of one's own: the caller normally finds no node.
+                        let limit = Instant::now() + CLEANUP_SLACK;
+                        acquisition.delivered(limit).await;
+                        self.internals.client().wait_background_deletes(limit).await;
                     }
                     return granted.unwrap_or(Ok(None));
                 }
@@ -200,7 +335,7 @@ impl<D: LockDriver> LocalQueue<D> {
             grants: 0,
             closed: false,
             watched: false,
-            cancel: Arc::new(Notify::new()),
+            acquisition: None,
         });
         state.turns.len() - 1
     }
@@ -213,7 +348,8 @@ impl<D: LockDriver> LocalQueue<D> {
             return;
         }
         if let Some(turn) = state.turns.iter_mut().find(|turn| !turn.started) {
-            self.start(turn, Wait::Forever);
+            turn.started = true;
+            state.spawns.push_back(Task::Acquire(turn.id));
         }
     }
 
@@ -228,43 +364,29 @@ impl<D: LockDriver> LocalQueue<D> {
         !self.shared && !turn.closed && turn.node.as_ref().is_some_and(|node| node.hold_state() != HoldState::Lost)
     }
 
-    /// Makes sure the turn that keeps the collecting turn waiting is watched, so that its loss
-    /// (session, deleted node) lets the waiters go on at once, not when its holder lets go.
-    fn watch_blocking_turn(&self, state: &mut State) {
-        let me = self.me.clone();
-        for turn in state.turns.iter_mut().filter(|turn| !turn.watched) {
-            if let Some(node) = turn.node.clone().filter(|_| !self.shared && !turn.closed) {
+    /// Makes sure every granted exclusive turn that someone waits for (its own waiters, or those
+    /// of a later turn) is watched, so that its loss (session, deleted node) lets them go on at
+    /// once, not when its holder lets go.
+    fn watch_turns(&self, state: &mut State) {
+        if self.shared {
+            return;
+        }
+        let mut waited_for = false;
+        for at in (0..state.turns.len()).rev() {
+            let turn = &mut state.turns[at];
+            waited_for |= !turn.waiters.is_empty();
+            if waited_for && !turn.watched && !turn.closed && turn.node.is_some() {
                 turn.watched = true;
-                Self::watch_turn(&self.runtime, me.clone(), turn.id, node);
+                state.spawns.push_back(Task::Watch(turn.id));
             }
         }
-    }
-
-    /// Starts acquiring `turn`'s node: it takes no newcomer from now on.
-    fn start(&self, turn: &mut Turn, wait: Wait) {
-        turn.started = true;
-        let cancel = Arc::new(Notify::new());
-        turn.cancel = cancel.clone();
-        self.spawn_acquirer(turn.id, wait, cancel);
-    }
-
-    fn spawn_acquirer(&self, turn: u64, wait: Wait, cancel: Arc<Notify>) {
-        let Some(queue) = self.me.upgrade() else { return };
-        self.runtime.spawn(async move {
-            let outcome = tokio::select! {
-                outcome = queue.internals.attempt_shared_node(wait, &queue.data) => Some(outcome),
-                // The attempt is dropped: its node is deleted in the background.
-                _ = cancel.notified() => None,
-            };
-            queue.acquired(turn, outcome);
-        });
     }
 
     /// The acquisition of `turn`'s node ended: `None` if it was stopped for want of waiters.
     fn acquired(&self, turn_id: u64, outcome: Option<Result<Option<Arc<Hold>>>>) {
         let mut release = None;
         {
-            let mut state = self.state.lock();
+            let mut state = self.lock();
             let Some(at) = state.turns.iter().position(|turn| turn.id == turn_id) else {
                 drop(state);
                 if let Some(Ok(Some(node))) = outcome {
@@ -273,15 +395,13 @@ impl<D: LockDriver> LocalQueue<D> {
                 return;
             };
             let turn = &mut state.turns[at];
+            turn.acquisition = None;
             match outcome {
                 Some(Ok(Some(node))) if !turn.waiters.is_empty() => {
                     debug!(path = %self.path(), node = %node.path(), waiters = turn.waiters.len(), "local turn granted");
                     turn.node = Some(node.clone());
                     if self.grant(turn) {
                         release = state.turns.remove(at).and_then(|turn| turn.node);
-                    } else if !self.shared && !turn.waiters.is_empty() {
-                        turn.watched = true;
-                        Self::watch_turn(&self.runtime, self.me.clone(), turn_id, node);
                     }
                 }
                 Some(Ok(Some(node))) => {
@@ -302,19 +422,19 @@ impl<D: LockDriver> LocalQueue<D> {
                     }
                     state.turns.remove(at);
                 }
+                None if turn.node.is_some() => {}
                 None if turn.waiters.is_empty() => {
                     state.turns.remove(at);
                 }
                 None => {
-                    // Cannot happen (a started turn takes no waiter); acquire for them all the same.
-                    self.start(turn, Wait::Forever);
+                    // Its acquisition was dropped with its runtime: acquire for its waiters on
+                    // another one.
+                    state.spawns.push_back(Task::Acquire(turn_id));
                 }
             }
             self.pump(&mut state);
-            if !self.shared && state.turns.iter().any(|turn| !turn.started) {
-                // Waiters gather behind a granted turn: they must learn of its loss at once.
-                self.watch_blocking_turn(&mut state);
-            }
+            // Waiters in or behind a granted turn must learn of its loss at once.
+            self.watch_turns(&mut state);
         }
         if let Some(node) = release {
             node.release_in_background();
@@ -334,8 +454,8 @@ impl<D: LockDriver> LocalQueue<D> {
             turn.holders += 1;
             if self.revocable {
                 // A request made while the node was held before is seen at once. The monitor runs
-                // on the queue's runtime: a guard dropped on a plain thread hands the node on here.
-                let _runtime = self.runtime.enter();
+                // on the waiter's runtime (this may run on a plain thread, where a guard was dropped).
+                let _runtime = waiter.runtime.as_ref().map(Handle::enter);
                 drop(hold.watch_data());
             }
             match waiter.tx.send(Ok(Some(hold))) {
@@ -348,16 +468,6 @@ impl<D: LockDriver> LocalQueue<D> {
             }
         }
         turn.holders == 0 && turn.waiters.is_empty()
-    }
-
-    /// Moves `turn`'s waiters on as soon as its node is lost, without waiting for its holder.
-    fn watch_turn(runtime: &tokio::runtime::Handle, queue: Weak<Self>, turn: u64, node: Arc<Hold>) {
-        runtime.spawn(async move {
-            node.lost().await;
-            if let Some(queue) = queue.upgrade() {
-                queue.close_turn(turn);
-            }
-        });
     }
 
     /// Closes the turn at `at` to further local grants: its waiters go ahead of the collecting
@@ -384,32 +494,41 @@ impl<D: LockDriver> LocalQueue<D> {
         self.pump(state);
     }
 
-    /// Takes waiter `id` out of its turn: true if it was still waiting, and whether it was the last
-    /// waiter of a turn being acquired (whose acquisition is then stopped).
-    fn remove_waiter(&self, id: u64) -> (bool, bool) {
-        let mut state = self.state.lock();
-        let found = state.turns.iter().enumerate().find_map(|(at, turn)| {
-            turn.waiters.iter().position(|waiter| waiter.id == id).map(|position| (at, position))
-        });
-        let Some((at, position)) = found else { return (false, false) };
-        let turn = &mut state.turns[at];
-        turn.waiters.remove(position);
-        if !turn.waiters.is_empty() || turn.node.is_some() {
-            return (true, false);
-        }
-        if turn.started {
-            // The acquirer gives up and deletes its node; `acquired` then drops the turn.
-            turn.cancel.notify_one();
-            return (true, true);
-        }
-        state.turns.remove(at);
-        (true, false)
+    /// Takes waiter `id` out of its turn: true if it was still waiting, and — if it was the last
+    /// waiter of a turn being acquired by a task — that acquisition, stopped now: its attempt is
+    /// dropped here, so its node's delete is queued before this returns.
+    fn remove_waiter(&self, id: u64) -> (bool, Option<Arc<Acquisition>>) {
+        let stopping = {
+            let mut state = self.lock();
+            let found = state.turns.iter().enumerate().find_map(|(at, turn)| {
+                turn.waiters.iter().position(|waiter| waiter.id == id).map(|position| (at, position))
+            });
+            let Some((at, position)) = found else { return (false, None) };
+            let turn = &mut state.turns[at];
+            turn.waiters.remove(position);
+            if !turn.waiters.is_empty() || turn.node.is_some() {
+                return (true, None);
+            }
+            match turn.acquisition.clone() {
+                // Its task then finds the attempt gone and tells `acquired`, which drops the turn.
+                Some(acquisition) if turn.started => acquisition,
+                _ => {
+                    // Not started, or started with no task running (acquired inside this waiter's
+                    // own future, which stops it; or not spawned yet, or by nobody).
+                    state.turns.remove(at);
+                    self.pump(&mut state);
+                    return (true, None);
+                }
+            }
+        };
+        stopping.stop();
+        (true, Some(stopping))
     }
 }
 
 impl<D: LockDriver> LocalTurns for LocalQueue<D> {
     fn leave(&self, turn_id: u64, data: &[u8]) -> Option<Arc<Hold>> {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         let at = state.turns.iter().position(|turn| turn.id == turn_id)?;
         let turn = &mut state.turns[at];
         turn.holders = turn.holders.saturating_sub(1);
@@ -430,7 +549,7 @@ impl<D: LockDriver> LocalTurns for LocalQueue<D> {
     }
 
     fn close_turn(&self, turn_id: u64) {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if let Some(at) = state.turns.iter().position(|turn| turn.id == turn_id) {
             self.close_at(&mut state, at);
         }
@@ -448,15 +567,15 @@ struct Pending<'a, D: LockDriver> {
 
 impl<D: LockDriver> Pending<'_, D> {
     /// Leaves the queue now: what it was told already, if anything (a grant racing the leave), and
-    /// whether leaving stopped an acquisition.
-    fn leave(&mut self) -> (Option<Granted>, bool) {
-        let Some(mut rx) = self.rx.take() else { return (None, false) };
+    /// the acquisition leaving stopped, if any.
+    fn leave(&mut self) -> (Option<Granted>, Option<Arc<Acquisition>>) {
+        let Some(mut rx) = self.rx.take() else { return (None, None) };
         let (waiting, stopped) = self.queue.remove_waiter(self.id);
         if waiting {
             return (None, stopped);
         }
         // Told under the queue's lock before we looked: the answer is in the channel.
-        (rx.try_recv().ok(), false)
+        (rx.try_recv().ok(), None)
     }
 }
 
@@ -471,5 +590,161 @@ impl<D: LockDriver> Drop for Pending<'_, D> {
             // now, goes, and the next one may start.
             self.queue.acquired(turn, None);
         }
+    }
+}
+
+/// The state under the queue's lock (see [`LocalQueue::lock`]).
+struct Locked<'a, D: LockDriver> {
+    queue: &'a LocalQueue<D>,
+    state: Option<parking_lot::MutexGuard<'a, State>>,
+}
+
+impl<D: LockDriver> std::ops::Deref for Locked<'_, D> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        self.state.as_ref().expect("held until dropped")
+    }
+}
+
+impl<D: LockDriver> std::ops::DerefMut for Locked<'_, D> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.state.as_mut().expect("held until dropped")
+    }
+}
+
+impl<D: LockDriver> Drop for Locked<'_, D> {
+    fn drop(&mut self) {
+        let spawn = self.state.as_ref().is_some_and(|state| !state.spawns.is_empty() && !state.spawning);
+        drop(self.state.take());
+        if spawn {
+            self.queue.spawn_queued();
+        }
+    }
+}
+
+/// A turn's attempt at its node: polled by the task that acquires it, and stopped — dropped, on
+/// the spot — by the waiter that leaves it last, whatever runtime that task is on (or if it never
+/// runs).
+struct Acquisition {
+    slot: parking_lot::Mutex<Slot>,
+    /// Told once an outcome was handed to the queue.
+    delivered: Notify,
+}
+
+enum Slot {
+    /// Running; the waker of its task's last poll.
+    Running(Attempt, Option<Waker>),
+    /// Ended: its task is handing the outcome to the queue.
+    Delivering,
+    /// Stopped, or its outcome handed to the queue.
+    Over,
+}
+
+impl Acquisition {
+    fn new(attempt: Attempt) -> Self {
+        Self { slot: parking_lot::Mutex::new(Slot::Running(attempt, None)), delivered: Notify::new() }
+    }
+
+    /// Polls the attempt to its end: `None` if it was stopped.
+    async fn run(&self) -> Option<Granted> {
+        std::future::poll_fn(|cx| {
+            let mut slot = self.slot.lock();
+            let Slot::Running(attempt, waker) = &mut *slot else { return Poll::Ready(None) };
+            match attempt.as_mut().poll(cx) {
+                Poll::Ready(outcome) => {
+                    *slot = Slot::Delivering;
+                    Poll::Ready(Some(outcome))
+                }
+                Poll::Pending => {
+                    if !waker.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+                        *waker = Some(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Drops the attempt if it still runs — its node, or its create in flight, goes to the delete
+    /// queue now — and wakes its task.
+    fn stop(&self) {
+        let stopped = {
+            let mut slot = self.slot.lock();
+            match std::mem::replace(&mut *slot, Slot::Over) {
+                Slot::Running(attempt, waker) => Some((attempt, waker)),
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        };
+        if let Some((attempt, waker)) = stopped {
+            drop(attempt);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Its task handed the outcome to the queue.
+    fn finish(&self) {
+        *self.slot.lock() = Slot::Over;
+        self.delivered.notify_waiters();
+    }
+
+    /// Waits, at most until `limit`, while an outcome is being handed to the queue (a stop that
+    /// came too late: the queue deletes a node nobody waits for).
+    async fn delivered(&self, limit: Instant) {
+        let notified = self.delivered.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if matches!(*self.slot.lock(), Slot::Delivering) {
+            let _ = tokio::time::timeout_at(limit.into(), notified).await;
+        }
+    }
+}
+
+/// Reports a queue task dropped unfinished — its runtime was shut down — to the queue.
+struct TaskReport<D: LockDriver> {
+    queue: Weak<LocalQueue<D>>,
+    task: Task,
+    /// The waiter whose runtime it was spawned on.
+    waiter: u64,
+    done: bool,
+}
+
+impl<D: LockDriver> Drop for TaskReport<D> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(queue) = self.queue.upgrade() {
+            queue.task_dropped(self.task, self.waiter);
+        }
+    }
+}
+
+/// The task acquiring a turn's node.
+async fn acquire_turn<D: LockDriver>(
+    queue: Arc<LocalQueue<D>>,
+    turn: u64,
+    acquisition: Arc<Acquisition>,
+    mut report: TaskReport<D>,
+) {
+    let outcome = acquisition.run().await;
+    report.done = true;
+    queue.acquired(turn, outcome);
+    acquisition.finish();
+}
+
+/// The task that moves a turn's waiters on as soon as its node is lost, without waiting for its
+/// holder.
+async fn watch_turn<D: LockDriver>(queue: Weak<LocalQueue<D>>, turn: u64, node: Arc<Hold>, mut report: TaskReport<D>) {
+    node.lost().await;
+    report.done = true;
+    if let Some(queue) = queue.upgrade() {
+        queue.close_turn(turn);
     }
 }

@@ -77,7 +77,10 @@ use crate::CuratorClient;
 ///   When the node is lost, its waiters move on at once, without waiting for the holder to notice.
 /// * **Cancel safety and deadlines are unchanged**: a cancelled or timed-out waiter leaves its
 ///   turn; the last waiter of a turn still waiting for its node stops the attempt, and the node is
-///   deleted.
+///   deleted (handed to the delete queue before the call returns, as for a node of one's own).
+/// * **No runtime of its own**: a turn's node is acquired on the runtime of one of its waiters, and
+///   again on another's if that runtime shuts down meanwhile; guards may be taken, moved and
+///   dropped across runtimes (or dropped with none).
 /// * Read locks: the readers of one turn share its read node and hold it together. Later readers
 ///   gather in the next turn, whose read node is queued as soon as the previous one is granted
 ///   (granted at once unless a writer is ahead), so a writer queued behind a turn is not starved by
@@ -211,10 +214,9 @@ impl<D: LockDriver> InterProcessMutex<D> {
     async fn attempt_guarded(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         // The futures a queued waiter never polls are boxed: a future is as large as its largest
         // branch, and 10,000 waiting tasks each hold one (7.7 kB unboxed, 256 bytes boxed).
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if !self.shared.node_per_task.load(Ordering::SeqCst) => runtime,
-            _ => return Box::pin(self.attempt(wait, Basis::None)).await,
-        };
+        if tokio::runtime::Handle::try_current().is_err() || self.shared.node_per_task.load(Ordering::SeqCst) {
+            return Box::pin(self.attempt(wait, Basis::None)).await;
+        }
         let revocable = self.shared.revocable.load(Ordering::SeqCst);
         let data = self.node_data(revocable).to_vec();
         let internals = &self.shared.internals;
@@ -222,8 +224,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         let key =
             (std::any::TypeId::of::<D>(), self.path().to_string(), lock_name.to_string(), data.clone(), revocable);
         let shared = self.shared.shares_turns.load(Ordering::SeqCst);
-        let queue =
-            self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable, runtime));
+        let queue = self.client().local_queue(key, || LocalQueue::new(internals.clone(), data, shared, revocable));
         measure_acquire(internals.labels(), lock_name, |hold: &Arc<Hold>| hold.path(), Box::pin(queue.acquire(wait)))
             .await
     }
