@@ -652,3 +652,52 @@ fn blocking_guard_dropped_on_another_thread_releases_and_runtime_calls_are_typed
     client.close().unwrap();
     drop(server);
 }
+
+/// A request the server could not read because of its paths (not only its data) is refused with
+/// a typed bad-argument error before anything is sent, never sent to make the server drop the
+/// connection: a create of the max data size under a long path (long through the namespace too),
+/// a transaction of many operations on long paths with little data, and a read of an absurdly
+/// long path. The connection stays up and the session is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_packet_limit_through_its_paths_is_refused_before_anything_is_sent() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let namespace = format!("ns-{}", "n".repeat(3000));
+    let client = support::namespaced_client(&connect, &namespace).await;
+    let base = support::unique_path("long-paths");
+    client.create(&base).creating_parents_if_needed().await.expect("base");
+    let session = client.session();
+    let mut states = client.connection_states();
+    assert_eq!(states.try_recv(), Some(zk_curator::ConnectionState::Connected));
+    let t = Duration::from_secs(5);
+    let bad = |r: zk_curator::Result<String>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::BadArgument, "{what}: a typed bad-argument error, got {e:?}");
+    };
+
+    // The max data size, under a path that with the namespace is over 4 KiB.
+    let long = format!("{base}/{}", "l".repeat(2000));
+    bad(client.create(&long).data(vec![1u8; MAX_DATA]).timeout(t).await, "create of the max data size, long path");
+    let e = client.set_data(&base, vec![1u8; MAX_DATA]).timeout(t).await;
+    e.expect("the max data size under a short path still fits");
+    // 300 creates of 4,000-byte paths and no data: 1.2 MB of paths in one request.
+    let mut tx = Transaction::new();
+    for i in 0..300 {
+        tx = tx.create(&format!("{base}/{i}-{}", "p".repeat(4000)), b"", CreateMode::Persistent);
+    }
+    let r = client.commit(tx).timeout(t).await;
+    assert_eq!(r.expect_err("a transaction over the packet limit").kind(), ErrorKind::BadArgument);
+    // A read of a path of 1.1 MB.
+    let absurd = format!("/{}", "a".repeat(1100 * 1024));
+    let r = client.get_data(&absurd).timeout(t).await;
+    assert_eq!(r.expect_err("an absurd path").kind(), ErrorKind::BadArgument);
+    let r = client.exists(&absurd).timeout(t).await;
+    assert_eq!(r.expect_err("an absurd path").kind(), ErrorKind::BadArgument);
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(support::queued_states(&mut states).is_empty(), "the connection stayed up");
+    assert_eq!(client.session(), session, "the same session");
+    client.delete(&base).deleting_children_if_needed().await.unwrap();
+    client.close().await;
+}

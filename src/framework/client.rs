@@ -231,8 +231,24 @@ impl CuratorClient {
     /// Refuses `len` bytes of node data (the argument `name`: `"data"`, a latch's `"id"`) for
     /// `path` when over [`max_data_size`](Self::max_data_size): the one check every entry point
     /// that sends data makes, before sending anything.
+    /// The (namespace-fixed) path counts too: data and path together must fit in one request
+    /// the server reads.
     pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
-        super::builder::check_data_size(self.max_data_size(), name, path, len)
+        let rest = self.inner.config.namespace.fix(path).len().saturating_add(super::builder::OPERATION_OVERHEAD);
+        super::builder::check_request_size(self.max_data_size(), name, path, len, rest)
+    }
+
+    /// Refuses a path that (namespace included) does not fit into one request the server reads
+    /// (the client's max data size + 4 KiB): sent, it would make the server drop the connection.
+    pub(crate) fn check_path_size(&self, path: &str, fixed: &str) -> Result<()> {
+        let limit = self.max_data_size().saturating_add(super::builder::REST_OF_REQUEST);
+        if fixed.len().saturating_add(super::builder::OPERATION_OVERHEAD) <= limit {
+            return Ok(());
+        }
+        Err(Error::InvalidPath {
+            path: path.to_string(),
+            reason: "too long for one request (with the namespace, over the client's max data size + 4 KiB)",
+        })
     }
 
     /// The underlying handle of the current session ([`raw::client`](crate::raw::client)).

@@ -349,7 +349,9 @@ impl<'a> Op<'a> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.path.clone() });
         }
-        Ok((self.client.fix_path(&self.path), deadline_of(self.timeout)))
+        let fixed = self.client.fix_path(&self.path);
+        self.client.check_path_size(&self.path, &fixed)?;
+        Ok((fixed, deadline_of(self.timeout)))
     }
 }
 
@@ -1269,17 +1271,16 @@ impl Transaction {
     /// names the operation that goes over).
     pub(crate) fn prepare(&self, client: &CuratorClient) -> Result<PreparedTransaction> {
         let mut ops = Vec::with_capacity(self.ops.len());
-        let mut data_size = 0usize;
+        let (mut data_size, mut rest_size) = (0usize, 0usize);
         for op in &self.ops {
             paths::validate_path(op.path())?;
+            let fixed = client.fix_path(op.path());
             if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
                 data_size = data_size.saturating_add(data.len());
-                if data_size > client.max_data_size() {
-                    let what = format!("{} (the transaction's data up to this operation)", op.path());
-                    client.check_data_size("data", &what, data_size)?;
-                }
             }
-            let fixed = client.fix_path(op.path());
+            rest_size = rest_size.saturating_add(fixed.len()).saturating_add(super::builder::OPERATION_OVERHEAD);
+            let what = format!("{} (the transaction up to this operation)", op.path());
+            super::builder::check_request_size(client.max_data_size(), "data", &what, data_size, rest_size)?;
             let acls = match op {
                 TxOp::Create { mode, path, .. } => {
                     mode.validate()?;
