@@ -701,3 +701,61 @@ async fn a_request_over_the_packet_limit_through_its_paths_is_refused_before_any
     client.delete(&base).deleting_children_if_needed().await.unwrap();
     client.close().await;
 }
+
+/// The background queue finishes the subtree the call was deleting, not one created later at the
+/// same path: a guaranteed recursive delete cut off mid-walk, whose path is then deleted and
+/// re-created (with a child) by someone else while our link is down, leaves the new node and its
+/// child alone once the link heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guaranteed_recursive_delete_never_deletes_a_subtree_re_created_at_its_path_after_the_call() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let zk = support::observer(&connect).await;
+    let base = support::unique_path("gdel-recreated");
+    let tree = format!("{base}/tree");
+    client.create(&tree).creating_parents_if_needed().await.unwrap();
+    let mut tx = Transaction::new();
+    for i in 0..400 {
+        tx = tx.create(&format!("{tree}/n{i}"), b"", CreateMode::Persistent);
+    }
+    client.commit(tx).await.unwrap();
+
+    let c = client.clone();
+    let t = tree.clone();
+    let call = tokio::spawn(async move {
+        c.delete(&t).deleting_children_if_needed().guaranteed().timeout(Duration::from_secs(2)).await
+    });
+    // Cut the link once the walk has begun deleting.
+    support::eventually(Duration::from_secs(10), "the walk began", || async {
+        support::sorted_children(&zk, &tree).await.len() < 390
+    })
+    .await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    let r = support::join("the cut-off delete", Duration::from_secs(10), call).await;
+    assert!(r.is_err(), "cut off mid-walk: {r:?}");
+    assert!(client.pending_background_deletes() >= 1, "the subtree was handed to the queue");
+
+    // Someone else, with a working link, deletes what is left and makes a new node at the path.
+    let left = support::sorted_children(&zk, &tree).await;
+    for child in &left {
+        zk.delete(&format!("{tree}/{child}"), None).await.unwrap();
+    }
+    zk.delete(&tree, None).await.unwrap();
+    let acls = zookeeper_client::Acls::anyone_all();
+    let opts = zookeeper_client::CreateMode::Persistent.with_acls(acls);
+    zk.create(&tree, b"theirs", &opts).await.unwrap();
+    zk.create(&format!("{tree}/theirs"), b"theirs", &opts).await.unwrap();
+
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(Duration::from_secs(15), "the queue is done", || async {
+        client.pending_background_deletes() == 0
+    })
+    .await;
+    assert!(support::exists(&zk, &format!("{tree}/theirs")).await, "the new node's child is left alone");
+    assert_eq!(zk.get_data(&tree).await.unwrap().0, b"theirs".to_vec(), "the new node is left alone");
+    client.delete(&base).deleting_children_if_needed().await.unwrap();
+    client.close().await;
+}

@@ -7,6 +7,7 @@
 //! file ties them together and offers the recipes a few narrow methods.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -542,8 +543,22 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
-            DeleteTarget::Tree(fixed) => {
+            DeleteTarget::Tree { path: fixed, czxid } => {
                 let path = self.unfix_path(&fixed).to_string();
+                // Only the node the delete was for: one re-created at the path since (by
+                // anyone) is not ours to delete, nor is anything under it.
+                let f = fixed.as_str();
+                let stat =
+                    retry_loop(sessions, policy, &path, None, |zk| async move { zk.check_stat(f).await }).await?;
+                let Some(stat) = stat else { return Ok(()) };
+                match czxid.compare_exchange(0, stat.czxid, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(_) => {}
+                    Err(ours) if ours == stat.czxid => {}
+                    Err(ours) => {
+                        debug!(%path, ours, theirs = stat.czxid, "re-created since the delete was queued: left alone");
+                        return Ok(());
+                    }
+                }
                 let mut rounds = 0;
                 loop {
                     self.delete_children(&path, &fixed, None, true).await?;
