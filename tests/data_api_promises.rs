@@ -652,3 +652,110 @@ fn blocking_guard_dropped_on_another_thread_releases_and_runtime_calls_are_typed
     client.close().unwrap();
     drop(server);
 }
+
+/// A request the server could not read because of its paths (not only its data) is refused with
+/// a typed bad-argument error before anything is sent, never sent to make the server drop the
+/// connection: a create of the max data size under a long path (long through the namespace too),
+/// a transaction of many operations on long paths with little data, and a read of an absurdly
+/// long path. The connection stays up and the session is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_packet_limit_through_its_paths_is_refused_before_anything_is_sent() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let namespace = format!("ns-{}", "n".repeat(3000));
+    let client = support::namespaced_client(&connect, &namespace).await;
+    let base = support::unique_path("long-paths");
+    client.create(&base).creating_parents_if_needed().await.expect("base");
+    let session = client.session();
+    let mut states = client.connection_states();
+    assert_eq!(states.try_recv(), Some(zk_curator::ConnectionState::Connected));
+    let t = Duration::from_secs(5);
+    let bad = |r: zk_curator::Result<String>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::BadArgument, "{what}: a typed bad-argument error, got {e:?}");
+    };
+
+    // The max data size, under a path that with the namespace is over 4 KiB.
+    let long = format!("{base}/{}", "l".repeat(2000));
+    bad(client.create(&long).data(vec![1u8; MAX_DATA]).timeout(t).await, "create of the max data size, long path");
+    let e = client.set_data(&base, vec![1u8; MAX_DATA]).timeout(t).await;
+    e.expect("the max data size under a short path still fits");
+    // 300 creates of 4,000-byte paths and no data: 1.2 MB of paths in one request.
+    let mut tx = Transaction::new();
+    for i in 0..300 {
+        tx = tx.create(&format!("{base}/{i}-{}", "p".repeat(4000)), b"", CreateMode::Persistent);
+    }
+    let r = client.commit(tx).timeout(t).await;
+    assert_eq!(r.expect_err("a transaction over the packet limit").kind(), ErrorKind::BadArgument);
+    // A read of a path of 1.1 MB.
+    let absurd = format!("/{}", "a".repeat(1100 * 1024));
+    let r = client.get_data(&absurd).timeout(t).await;
+    assert_eq!(r.expect_err("an absurd path").kind(), ErrorKind::BadArgument);
+    let r = client.exists(&absurd).timeout(t).await;
+    assert_eq!(r.expect_err("an absurd path").kind(), ErrorKind::BadArgument);
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(support::queued_states(&mut states).is_empty(), "the connection stayed up");
+    assert_eq!(client.session(), session, "the same session");
+    client.delete(&base).deleting_children_if_needed().await.unwrap();
+    client.close().await;
+}
+
+/// The background queue finishes the subtree the call was deleting, not one created later at the
+/// same path: a guaranteed recursive delete cut off mid-walk, whose path is then deleted and
+/// re-created (with a child) by someone else while our link is down, leaves the new node and its
+/// child alone once the link heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guaranteed_recursive_delete_never_deletes_a_subtree_re_created_at_its_path_after_the_call() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let zk = support::observer(&connect).await;
+    let base = support::unique_path("gdel-recreated");
+    let tree = format!("{base}/tree");
+    client.create(&tree).creating_parents_if_needed().await.unwrap();
+    let mut tx = Transaction::new();
+    for i in 0..400 {
+        tx = tx.create(&format!("{tree}/n{i}"), b"", CreateMode::Persistent);
+    }
+    client.commit(tx).await.unwrap();
+
+    let c = client.clone();
+    let t = tree.clone();
+    let call = tokio::spawn(async move {
+        c.delete(&t).deleting_children_if_needed().guaranteed().timeout(Duration::from_secs(2)).await
+    });
+    // Cut the link once the walk has begun deleting.
+    support::eventually(Duration::from_secs(10), "the walk began", || async {
+        support::sorted_children(&zk, &tree).await.len() < 390
+    })
+    .await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    let r = support::join("the cut-off delete", Duration::from_secs(10), call).await;
+    assert!(r.is_err(), "cut off mid-walk: {r:?}");
+    assert!(client.pending_background_deletes() >= 1, "the subtree was handed to the queue");
+
+    // Someone else, with a working link, deletes what is left and makes a new node at the path.
+    let left = support::sorted_children(&zk, &tree).await;
+    for child in &left {
+        zk.delete(&format!("{tree}/{child}"), None).await.unwrap();
+    }
+    zk.delete(&tree, None).await.unwrap();
+    let acls = zookeeper_client::Acls::anyone_all();
+    let opts = zookeeper_client::CreateMode::Persistent.with_acls(acls);
+    zk.create(&tree, b"theirs", &opts).await.unwrap();
+    zk.create(&format!("{tree}/theirs"), b"theirs", &opts).await.unwrap();
+
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(Duration::from_secs(15), "the queue is done", || async {
+        client.pending_background_deletes() == 0
+    })
+    .await;
+    assert!(support::exists(&zk, &format!("{tree}/theirs")).await, "the new node's child is left alone");
+    assert_eq!(zk.get_data(&tree).await.unwrap().0, b"theirs".to_vec(), "the new node is left alone");
+    client.delete(&base).deleting_children_if_needed().await.unwrap();
+    client.close().await;
+}

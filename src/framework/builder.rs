@@ -185,9 +185,15 @@ impl CuratorClientBuilder {
     /// over it. Sent, such a request would make the server drop the connection: every hold of the
     /// client would go `Suspended`, and the caller would get a retryable error.
     ///
+    /// The rest of a request — its paths (namespace included), headers, and in a transaction the
+    /// other operations — gets 4 KiB − 1 byte besides the data, counting 256 bytes per operation
+    /// for headers and a default ACL: data and paths together over `max_data_size` + 4 KiB − 1 are
+    /// refused as well ([`Error::InvalidArgument`]), and so is a path alone over it
+    /// ([`Error::InvalidPath`]), by every call of the data API.
+    ///
     /// Default [`DEFAULT_MAX_DATA_SIZE`] (1 MiB − 4 KiB), for a server with the default
     /// `jute.maxbuffer`. For a server configured with a larger `jute.maxbuffer`, set it to that
-    /// value less 4 KiB (more with long paths or large ACLs). Must be positive.
+    /// value less 4 KiB (more with large ACLs). Must be positive.
     pub fn max_data_size(mut self, bytes: usize) -> Self {
         self.max_data_size = bytes;
         self
@@ -410,6 +416,39 @@ pub(crate) fn check_data_size(max: usize, name: &'static str, what: &str, len: u
         name,
         format!("{len} bytes for {what} (at most {max})"),
         "larger than the client's max data size (a ZooKeeper server drops the connection of a request over its jute.maxbuffer)",
+    ))
+}
+
+/// What a request may carry besides [`max_data_size`](CuratorClientBuilder::max_data_size) bytes
+/// of data: 4 KiB − 1 byte, so that with the default max data size a request is at most the
+/// server's default `jute.maxbuffer`.
+pub(crate) const REST_OF_REQUEST: usize = 4095;
+
+/// What each operation of a request takes besides its data and its (namespace-fixed) path, as
+/// counted against [`REST_OF_REQUEST`]: header, length fields, flags, the name a sequential or
+/// protected create adds to its path, a default ACL.
+pub(crate) const OPERATION_OVERHEAD: usize = 256;
+
+/// The check of a whole request: `data_len` bytes of data (checked by [`check_data_size`]) and
+/// `rest_len` bytes of paths and overhead together must be at most `max` + [`REST_OF_REQUEST`]
+/// — a long path (or namespace), or a transaction of many operations, takes room the data
+/// cannot have.
+pub(crate) fn check_request_size(
+    max: usize,
+    name: &'static str,
+    what: &str,
+    data_len: usize,
+    rest_len: usize,
+) -> Result<()> {
+    check_data_size(max, name, what, data_len)?;
+    let limit = max.saturating_add(REST_OF_REQUEST);
+    if data_len.saturating_add(rest_len) <= limit {
+        return Ok(());
+    }
+    Err(Error::invalid_argument(
+        name,
+        format!("{data_len} bytes for {what} with {rest_len} bytes of paths and headers (at most {limit} together)"),
+        "a request larger than the client's max data size + 4 KiB (a ZooKeeper server drops the connection of a request over its jute.maxbuffer)",
     ))
 }
 

@@ -7,6 +7,7 @@
 //! file ties them together and offers the recipes a few narrow methods.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -232,8 +233,24 @@ impl CuratorClient {
     /// Refuses `len` bytes of node data (the argument `name`: `"data"`, a latch's `"id"`) for
     /// `path` when over [`max_data_size`](Self::max_data_size): the one check every entry point
     /// that sends data makes, before sending anything.
+    /// The (namespace-fixed) path counts too: data and path together must fit in one request
+    /// the server reads.
     pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
-        super::builder::check_data_size(self.max_data_size(), name, path, len)
+        let rest = self.inner.config.namespace.fix(path).len().saturating_add(super::builder::OPERATION_OVERHEAD);
+        super::builder::check_request_size(self.max_data_size(), name, path, len, rest)
+    }
+
+    /// Refuses a path that (namespace included) does not fit into one request the server reads
+    /// (the client's max data size + 4 KiB): sent, it would make the server drop the connection.
+    pub(crate) fn check_path_size(&self, path: &str, fixed: &str) -> Result<()> {
+        let limit = self.max_data_size().saturating_add(super::builder::REST_OF_REQUEST);
+        if fixed.len().saturating_add(super::builder::OPERATION_OVERHEAD) <= limit {
+            return Ok(());
+        }
+        Err(Error::InvalidPath {
+            path: path.to_string(),
+            reason: "too long for one request (with the namespace, over the client's max data size + 4 KiB)",
+        })
     }
 
     /// The underlying handle of the current session ([`raw::client`](crate::raw::client)).
@@ -530,8 +547,22 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
-            DeleteTarget::Tree(fixed) => {
+            DeleteTarget::Tree { path: fixed, czxid } => {
                 let path = self.unfix_path(&fixed).to_string();
+                // Only the node the delete was for: one re-created at the path since (by
+                // anyone) is not ours to delete, nor is anything under it.
+                let f = fixed.as_str();
+                let stat =
+                    retry_loop(sessions, policy, &path, None, |zk| async move { zk.check_stat(f).await }).await?;
+                let Some(stat) = stat else { return Ok(()) };
+                match czxid.compare_exchange(0, stat.czxid, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(_) => {}
+                    Err(ours) if ours == stat.czxid => {}
+                    Err(ours) => {
+                        debug!(%path, ours, theirs = stat.czxid, "re-created since the delete was queued: left alone");
+                        return Ok(());
+                    }
+                }
                 let mut rounds = 0;
                 loop {
                     self.delete_children(&path, &fixed, None, true).await?;

@@ -7,6 +7,7 @@
 //! is handed a function that performs one attempt, so this module depends on no other.
 
 use std::future::Future;
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,16 +18,27 @@ use super::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What to delete (namespace-fixed paths).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) enum DeleteTarget {
     /// Delete this path.
     Node(String),
     /// Delete this path and every descendant, children first (a guaranteed
-    /// `deleting_children_if_needed()` delete whose foreground attempt did not finish).
-    Tree(String),
+    /// `deleting_children_if_needed()` delete whose foreground attempt did not finish) — only
+    /// while the node at the path is the one the delete was for: `czxid` is its creation zxid,
+    /// as the call saw it or, when the call never reached the server, as the queue first finds
+    /// it (0: not known yet; shared by the job's attempts). A node re-created at the path is
+    /// someone else's and is left alone.
+    Tree { path: String, czxid: Arc<AtomicI64> },
     /// Delete every child of `parent` whose name starts with `prefix` (a protected create's
     /// `_c_<uuid>-`): the create's outcome is unknown.
     Protected { parent: String, prefix: String },
+}
+
+impl DeleteTarget {
+    /// The subtree at `path`, of the node created at `czxid` (None: the call never saw it).
+    pub(crate) fn tree(path: String, czxid: Option<i64>) -> DeleteTarget {
+        DeleteTarget::Tree { path, czxid: Arc::new(AtomicI64::new(czxid.unwrap_or(0))) }
+    }
 }
 
 pub(crate) struct DeleteJob {
@@ -108,6 +120,11 @@ impl DeleteOnDrop<'_> {
     /// The node is in good hands (handed to a holder, or known not to exist).
     pub(crate) fn disarm(&mut self) {
         self.target = None;
+    }
+
+    /// Replaces the target queued on drop (re-arming a disarmed guard).
+    pub(crate) fn retarget(&mut self, target: DeleteTarget) {
+        self.target = Some(target);
     }
 
     /// Queues the delete now, and returns its outcome (None when disarmed).

@@ -349,7 +349,9 @@ impl<'a> Op<'a> {
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.path.clone() });
         }
-        Ok((self.client.fix_path(&self.path), deadline_of(self.timeout)))
+        let fixed = self.client.fix_path(&self.path);
+        self.client.check_path_size(&self.path, &fixed)?;
+        Ok((fixed, deadline_of(self.timeout)))
     }
 }
 
@@ -822,7 +824,9 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
 /// the node is gone) and the foreground error is still returned. With
 /// `deleting_children_if_needed()` too, that holds from the first child on: a call that fails
 /// (or is dropped) while emptying the node hands the whole subtree over, and the queue deletes
-/// what is left of it, children first, once the connection is back.
+/// what is left of it, children first, once the connection is back — of the node the call found
+/// at the path (by its creation zxid; of the one the queue first finds there if the call never
+/// reached the server): a node re-created at the path meanwhile, by anyone, is left alone.
 ///
 /// # Cancel safety
 /// With `guaranteed()`, cancel safe (a dropped call is queued in the background); otherwise a
@@ -879,30 +883,12 @@ impl<'a> DeleteBuilder<'a> {
                 "a guaranteed delete cannot take a version: its background retries could delete a newer node",
             ));
         }
+        if self.children && self.guaranteed {
+            return delete_tree_guaranteed(client, path, fixed, deadline, self.quietly).await;
+        }
         // A CONTAINER node is reaped by the server once its last child is gone: after emptying
         // it, its absence is the delete's success, not NoNode.
-        let emptied = if !self.children {
-            false
-        } else if self.guaranteed {
-            // Guaranteed from the first child on: when emptying the node fails for lack of a
-            // connection (or this future is dropped during it), the background queue takes the
-            // whole subtree over, children first.
-            let mut fallback = client.delete_on_drop(DeleteTarget::Tree(fixed.clone()));
-            match client.delete_children(path, &fixed, deadline, false).await {
-                Ok(emptied) => {
-                    fallback.disarm();
-                    emptied
-                }
-                // `fallback` queues the subtree as it drops.
-                Err(e) if hands_over(&e) => return Err(e),
-                Err(e) => {
-                    fallback.disarm();
-                    return Err(e);
-                }
-            }
-        } else {
-            client.delete_children(path, &fixed, deadline, false).await?
-        };
+        let emptied = self.children && client.delete_children(path, &fixed, deadline, false).await?;
         let result = if self.guaranteed {
             // The delete is guaranteed from here on: when the existence check below fails for
             // lack of a connection (or this future is dropped during it), the background queue
@@ -936,6 +922,56 @@ impl<'a> DeleteBuilder<'a> {
         match result {
             Err(e) if (self.quietly || emptied) && e.is(ErrorCode::NoNode) => Ok(()),
             other => other,
+        }
+    }
+}
+
+/// A guaranteed recursive delete: guaranteed from the first request on. When it fails for lack
+/// of a connection (or its deadline), or is dropped, the background queue takes the subtree over,
+/// children first — the subtree of the node the call found at `path` (by its creation zxid), never
+/// one re-created there since.
+async fn delete_tree_guaranteed(
+    client: &CuratorClient,
+    path: &str,
+    fixed: String,
+    deadline: Option<Instant>,
+    quietly: bool,
+) -> Result<()> {
+    // Until the call has seen the node, the queue deletes the one it first finds at the path.
+    let mut fallback = client.delete_on_drop(DeleteTarget::tree(fixed.clone(), None));
+    let f = fixed.as_str();
+    let stat = match client.with_retry(path, deadline, |zk| async move { zk.check_stat(f).await }).await {
+        Ok(stat) => stat,
+        // `fallback` queues the subtree as it drops.
+        Err(e) if hands_over(&e) => return Err(e),
+        Err(e) => {
+            fallback.disarm();
+            return Err(e);
+        }
+    };
+    let Some(stat) = stat else {
+        fallback.disarm();
+        return if quietly { Ok(()) } else { Err(Error::code_on(path, ErrorCode::NoNode)) };
+    };
+    fallback.retarget(DeleteTarget::tree(fixed.clone(), Some(stat.czxid)));
+    let result = match client.delete_children(path, f, deadline, false).await {
+        Ok(_) => client.with_retry(path, deadline, |zk| async move { zk.delete(f, None).await }).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        // Gone: deleted by us, reaped by the server (an emptied CONTAINER), or by someone else.
+        Ok(()) => {
+            fallback.disarm();
+            Ok(())
+        }
+        Err(e) if e.is(ErrorCode::NoNode) => {
+            fallback.disarm();
+            Ok(())
+        }
+        Err(e) if hands_over(&e) => Err(e),
+        Err(e) => {
+            fallback.disarm();
+            Err(e)
         }
     }
 }
@@ -1269,17 +1305,16 @@ impl Transaction {
     /// names the operation that goes over).
     pub(crate) fn prepare(&self, client: &CuratorClient) -> Result<PreparedTransaction> {
         let mut ops = Vec::with_capacity(self.ops.len());
-        let mut data_size = 0usize;
+        let (mut data_size, mut rest_size) = (0usize, 0usize);
         for op in &self.ops {
             paths::validate_path(op.path())?;
+            let fixed = client.fix_path(op.path());
             if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
                 data_size = data_size.saturating_add(data.len());
-                if data_size > client.max_data_size() {
-                    let what = format!("{} (the transaction's data up to this operation)", op.path());
-                    client.check_data_size("data", &what, data_size)?;
-                }
             }
-            let fixed = client.fix_path(op.path());
+            rest_size = rest_size.saturating_add(fixed.len()).saturating_add(super::builder::OPERATION_OVERHEAD);
+            let what = format!("{} (the transaction up to this operation)", op.path());
+            super::builder::check_request_size(client.max_data_size(), "data", &what, data_size, rest_size)?;
             let acls = match op {
                 TxOp::Create { mode, path, .. } => {
                     mode.validate()?;
