@@ -939,3 +939,85 @@ fn election_calls_inside_a_runtime_are_typed_errors() {
     let left = zk.eventually_no_children(&sel_path, Duration::from_secs(5));
     assert!(left.is_empty(), "a selector dropped in a task left its node: {left:?}");
 }
+
+/// Threads of this process now.
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map(|dir| dir.count()).unwrap_or(0)
+}
+
+/// A selector dropped from inside its own work closes in the background once the work returned;
+/// a panicking work ends its term and the next participant leads; and selectors made and dropped
+/// (unstarted, leading, queued) leave no thread behind.
+#[test]
+fn selectors_dropped_from_their_work_or_panicking_leave_no_node_and_no_thread() {
+    let zk = Zk::start();
+    let client = zk.client();
+    let baseline = thread_count();
+
+    // Dropped from its own work thread.
+    let path = support::unique_path("blocking-selector-self-drop");
+    let slot: Arc<parking_lot::Mutex<Option<blocking::LeaderSelector>>> = Arc::default();
+    let (returned, returns) = mpsc::channel::<()>();
+    let returned = parking_lot::Mutex::new(returned);
+    let in_work = slot.clone();
+    let selector =
+        blocking::LeaderSelector::new(&client, &path, "self-drop", move |leadership: blocking::Leadership| {
+            drop(in_work.lock().take());
+            leadership.cancelled();
+            let _ = returned.lock().send(());
+        })
+        .unwrap();
+    selector.start().unwrap();
+    *slot.lock() = Some(selector);
+    assert_eq!(returns.recv_timeout(Duration::from_secs(10)), Ok(()), "the work was told to stop");
+    assert!(zk.eventually_no_children(&path, Duration::from_secs(10)).is_empty(), "the node is deleted");
+
+    // A panicking work gives leadership up to the next participant.
+    let path = support::unique_path("blocking-selector-panic");
+    let (started, starts) = mpsc::channel::<&'static str>();
+    let started = Arc::new(parking_lot::Mutex::new(started));
+    let panicking = {
+        let started = started.clone();
+        blocking::LeaderSelector::new(&client, &path, "panics", move |_| {
+            let _ = started.lock().send("panics");
+            panic!("the work panics");
+        })
+        .unwrap()
+    };
+    panicking.start().unwrap();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("panics"));
+    let other = zk.client();
+    let next = {
+        let started = started.clone();
+        blocking::LeaderSelector::new(&other, &path, "next", move |leadership: blocking::Leadership| {
+            let _ = started.lock().send("next");
+            leadership.cancelled();
+        })
+        .unwrap()
+    };
+    next.start().unwrap();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("next"), "the next participant leads");
+    assert!(panicking.close().is_ok());
+    next.close().unwrap();
+    drop((panicking, next, other));
+
+    // Many selectors made and dropped: their runtime threads end.
+    let path = support::unique_path("blocking-selector-threads");
+    for round in 0..20 {
+        let selector = blocking::LeaderSelector::new(&client, &path, "many", |leadership: blocking::Leadership| {
+            leadership.cancelled();
+        })
+        .unwrap();
+        if round % 2 == 0 {
+            selector.start().unwrap();
+        }
+        drop(selector);
+    }
+    assert!(zk.eventually_no_children(&path, Duration::from_secs(20)).is_empty(), "dropped selectors' nodes go");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while thread_count() > baseline && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(thread_count() <= baseline, "threads left behind: {} now, {baseline} before", thread_count());
+    client.close().unwrap();
+}

@@ -1060,3 +1060,27 @@ async fn earliest_expiry_is_kept_for_a_given_up_session() {
         assert_eq!(client.earliest_expiry(second), None, "reconnected: no bound");
     }
 }
+
+/// `close()` polled once (while a background delete is pending, so that it cannot finish at once)
+/// and dropped: the client is closed at that poll, and the rest of the close goes on in the
+/// background — the session ends, and with it the node of a guard that still lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_close_still_ends_the_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("cancelled-close");
+    let guard = InterProcessMutex::new(&client, &path).unwrap().lock().await.unwrap();
+    let node = guard.node_path().to_string();
+    let _pending = client.delete_in_background(&format!("{path}-missing")).unwrap();
+    assert!(client.close().now_or_never().is_none(), "close finished at its first poll");
+    assert!(client.is_closed());
+    support::eventually(Duration::from_secs(10), "the cancelled close ended the session", || async {
+        !support::exists(&obs, &node).await
+    })
+    .await;
+    assert!(!client.is_connected());
+    drop(guard);
+}

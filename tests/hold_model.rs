@@ -225,6 +225,60 @@ async fn no_grant_from_a_dead_session() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
 }
 
+/// A lost hold keeps its session (and so its node) while it lives, also once the link healed
+/// after LOST — but not for ever: closing the client ends the kept session at once, and a hold
+/// nobody ever lets go of (a forgotten guard) frees its node once the server could have expired
+/// the session anyway. Two clients behind one proxy lose their sessions together; one closes, the
+/// other forgets its guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_lost_session_ends_on_client_close_or_at_the_earliest_expiry() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let timeout = Duration::from_secs(8);
+    let closing = support::client_with_timeouts(&proxy.connect_string(), timeout, Duration::from_secs(5)).await;
+    let forgetting = support::client_with_timeouts(&proxy.connect_string(), timeout, Duration::from_secs(5)).await;
+    let path = support::unique_path("kept-session");
+    let closing_guard = InterProcessMutex::new(&closing, &format!("{path}-c")).unwrap().lock().await.unwrap();
+    let forgotten_guard = InterProcessMutex::new(&forgetting, &format!("{path}-f")).unwrap().lock().await.unwrap();
+    let (closing_node, forgotten_node) =
+        (closing_guard.node_path().to_string(), forgotten_guard.node_path().to_string());
+    let (closing_session, forgotten_session) = (closing.session(), forgetting.session());
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    support::eventually(Duration::from_secs(20), "both clients give their sessions up", || async {
+        closing_guard.hold_state() == HoldState::Lost && forgotten_guard.hold_state() == HoldState::Lost
+    })
+    .await;
+    let expiry = forgetting.earliest_expiry(forgotten_session).expect("a given-up session has an expiry bound");
+    proxy.set_mode(ProxyMode::Pass);
+    support::session_replaced(&closing, closing_session.id).await;
+    support::session_replaced(&forgetting, forgotten_session.id).await;
+    if Instant::now() + Duration::from_millis(500) < expiry {
+        assert!(support::exists(&obs, &closing_node).await, "a lost hold's node is kept while the hold lives");
+        assert!(support::exists(&obs, &forgotten_node).await, "a lost hold's node is kept while the hold lives");
+    }
+
+    // Closing the client ends the session its lost hold keeps, although the guard lives.
+    closing.close().await;
+    support::eventually(PROMPT, "closing the client frees its lost hold's node", || async {
+        !support::exists(&obs, &closing_node).await
+    })
+    .await;
+    drop(closing_guard);
+
+    // A guard nobody drops does not keep the node past the server's earliest expiry.
+    std::mem::forget(forgotten_guard);
+    let left = expiry.saturating_duration_since(Instant::now());
+    support::eventually(left + Duration::from_secs(10), "a forgotten lost hold's node goes at the expiry", || async {
+        !support::exists(&obs, &forgotten_node).await
+    })
+    .await;
+    assert!(Instant::now() >= expiry, "the forgotten lost hold's node went before the earliest expiry");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. strict deadlines
 // ---------------------------------------------------------------------------------------------

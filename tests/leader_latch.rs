@@ -563,3 +563,35 @@ async fn a_cancelled_close_hands_leadership_on_on_a_current_thread_runtime() {
 async fn a_cancelled_close_hands_leadership_on_on_a_multi_thread_runtime() {
     a_cancelled_close_hands_leadership_on_while_the_latch_lives().await;
 }
+
+/// A leader started on a runtime of its own: `close()` polled once and dropped, the latch dropped,
+/// then that runtime shut down (before the delete ran, and while it is in flight) — the node is
+/// still deleted, by the client's runtime, which lives on.
+#[test]
+fn a_cancelled_close_then_a_shut_down_runtime_still_frees_the_node() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (server, client) = rt.block_on(async {
+        let server = support::server().await;
+        let client = support::client(&server.connect_string()).await;
+        (server, client)
+    });
+    let connect = server.connect_string();
+    for run_after_close in [Duration::ZERO, Duration::from_millis(1), Duration::from_millis(20)] {
+        let path = support::unique_path("latch-runtime-gone");
+        let own = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let latch = own.block_on(async {
+            let latch = LeaderLatch::new(&client, &path, "short-lived").unwrap();
+            latch.start().unwrap();
+            assert!(latch.await_leadership_timeout(WITHIN).await.unwrap());
+            assert!(futures::FutureExt::now_or_never(latch.close()).is_none());
+            tokio::time::sleep(run_after_close).await;
+            latch
+        });
+        drop(latch);
+        drop(own);
+        let left = rt.block_on(support::eventually_no_children(&connect, &path, WITHIN));
+        assert!(left.is_empty(), "{run_after_close:?}: the leader's node outlived its runtime: {left:?}");
+    }
+    rt.block_on(client.close());
+    drop(server);
+}

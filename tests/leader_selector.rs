@@ -648,3 +648,87 @@ async fn a_cancelled_close_then_drop_frees_the_node_only_after_the_work_stopped(
     );
     next.close().await.unwrap();
 }
+
+/// A leader on a runtime of its own whose work stops slowly (it blocks its worker between awaits):
+/// `close()` polled once and dropped, the selector dropped, then that runtime shut down while the
+/// term waits for the work — the node is still deleted (the client's runtime lives on), and only
+/// once the work was dropped: the next leader's work starts after that.
+#[test]
+fn a_cancelled_close_then_a_shut_down_runtime_frees_the_node_after_the_work() {
+    /// Records the instant the work's future is dropped.
+    struct Dropped(Arc<parking_lot::Mutex<Option<Instant>>>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            *self.0.lock() = Some(Instant::now());
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (server, first_client, next_client) = rt.block_on(async {
+        let server = support::server().await;
+        let first = support::client(&server.connect_string()).await;
+        let next = support::client(&server.connect_string()).await;
+        (server, first, next)
+    });
+    let path = support::unique_path("selector-runtime-gone");
+    let own = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dropped = Arc::new(parking_lot::Mutex::new(None));
+    let first = {
+        let dropped = dropped.clone();
+        LeaderSelector::new(&first_client, &path, "first", move |_: Leadership| {
+            let dropped = Dropped(dropped.clone());
+            async move {
+                let _dropped = dropped;
+                loop {
+                    // Busy between awaits: a cancel takes effect only at the next one.
+                    std::thread::sleep(Duration::from_millis(300));
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+        .unwrap()
+    };
+    {
+        let _entered = own.enter();
+        first.start().unwrap();
+    }
+    let since = Instant::now();
+    while !first.has_leadership() {
+        assert!(since.elapsed() < WITHIN, "the first selector never led");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = Arc::new(parking_lot::Mutex::new(None));
+    let next = {
+        let started = started.clone();
+        LeaderSelector::new(&next_client, &path, "next", move |_: Leadership| {
+            *started.lock() = Some(Instant::now());
+            std::future::pending::<()>()
+        })
+        .unwrap()
+    };
+    rt.block_on(async {
+        next.start().unwrap();
+        let obs = support::observer(&server.connect_string()).await;
+        support::eventually_queued(&obs, &path, 2, "the next selector queued").await;
+    });
+    own.block_on(async {
+        assert!(futures::FutureExt::now_or_never(first.close()).is_none(), "close finished at its first poll");
+        // The selector's task reacts on the free worker: the term waits for the work now.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    });
+    drop(first);
+    own.shutdown_timeout(WITHIN);
+    rt.block_on(async {
+        support::eventually(WITHIN, "the next selector leads (the first's node is deleted)", || async {
+            started.lock().is_some()
+        })
+        .await;
+    });
+    let (dropped, started) = (dropped.lock().expect("the work was dropped"), started.lock().unwrap());
+    assert!(dropped <= started, "the next leader's work started {:?} before the old work stopped", dropped - started);
+    rt.block_on(async {
+        next.close().await.unwrap();
+        first_client.close().await;
+        next_client.close().await;
+    });
+    drop(server);
+}

@@ -385,12 +385,18 @@ impl CuratorClient {
     /// acquires stop with that error. A session replacement still in flight is closed too.
     ///
     /// # Cancel safety
-    /// Cancel safe: the client is marked closed at the first poll.
+    /// Cancel safe: the client is marked closed at the first poll, and a close dropped before it
+    /// finished goes on in the background (on the runtime it was dropped on; without one, or once
+    /// that runtime shuts down, the sessions end at once, without waiting for pending deletes).
     pub async fn close(&self) {
         if !self.inner.sessions.begin_close() {
             return;
         }
-        self.inner.deletes.wait_idle(crate::deadline::deadline_after(self.inner.config.max_close_wait)).await;
+        let deadline = crate::deadline::deadline_after(self.inner.config.max_close_wait);
+        let mut rest = CloseRest { client: Some(self.clone()), deadline, in_background: false };
+        self.inner.deletes.wait_idle(deadline).await;
+        // From here on the sessions end at the first poll of `finish_close`.
+        rest.client = None;
         self.inner.sessions.finish_close().await;
         info!("zk-curator client closed");
     }
@@ -596,6 +602,37 @@ impl CuratorClient {
                     delete(paths::join(&parent, child)).await?;
                 }
                 Ok(())
+            }
+        }
+    }
+}
+
+/// The rest of a [`CuratorClient::close`] dropped before it ended the sessions: when dropped
+/// still armed, it goes on in the background on the current runtime — or, without one (or when
+/// that background task is itself dropped, e.g. with its runtime), ends the sessions at once.
+struct CloseRest {
+    client: Option<CuratorClient>,
+    deadline: Instant,
+    /// Set for the background task's own guard: it never spawns again.
+    in_background: bool,
+}
+
+impl Drop for CloseRest {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else { return };
+        let deadline = self.deadline;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !self.in_background => {
+                drop(runtime.spawn(async move {
+                    let mut rest = CloseRest { client: Some(client.clone()), deadline, in_background: true };
+                    client.inner.deletes.wait_idle(deadline).await;
+                    rest.client = None;
+                    client.inner.sessions.finish_close().await;
+                    info!("zk-curator client closed (in the background)");
+                }));
+            }
+            _ => {
+                drop(client.inner.sessions.end_now());
             }
         }
     }

@@ -278,6 +278,15 @@ impl Sessions {
         }
         let mut retired = self.retired.lock();
         retired.retain(|w| w.strong_count() > 0);
+        // Closing marks the client closed before it takes the retired keeps (under this lock): a
+        // keep retired by a replacement racing the close is let go of here instead.
+        if self.status.borrow().closed {
+            drop(retired);
+            if let Some(keep) = weak.upgrade() {
+                keep.let_go();
+            }
+            return;
+        }
         retired.push(weak);
     }
 
@@ -339,9 +348,24 @@ impl Sessions {
         !self.closing.swap(true, Ordering::SeqCst)
     }
 
-    /// Ends the current session and the supervision. A replacement that finishes afterwards
-    /// finds the client closing and closes itself (see [`replace_session`]).
+    /// Ends the current session and the supervision, and waits (up to 2 s) until the current
+    /// session's handle saw it closed. A replacement that finishes afterwards finds the client
+    /// closing and closes itself (see [`replace_session`]).
     pub(crate) async fn finish_close(&self) {
+        if let Some(mut watcher) = self.end_now() {
+            // The session task sends CloseSession once the last handle is gone.
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while !watcher.changed().await.is_terminated() {}
+            })
+            .await;
+        }
+    }
+
+    /// The part of [`finish_close`](Self::finish_close) that needs no waiting (nor a runtime):
+    /// marks the client closed, lets go of every session of ours — the current one and those lost
+    /// holds still keep — and stops the supervision. Idempotent. Returns a watcher of the current
+    /// session's handle, if there was one.
+    pub(crate) fn end_now(&self) -> Option<zk::StateWatcher> {
         self.status.send_modify(|s| {
             s.closed = true;
             s.connected = false;
@@ -359,18 +383,15 @@ impl Sessions {
                 keep.let_go();
             }
         }
-        if let Some(zk) = zk {
-            let mut watcher = zk.state_watcher();
+        let watcher = zk.map(|zk| {
+            let watcher = zk.state_watcher();
             drop(zk);
-            // The session task sends CloseSession once the last handle is gone.
-            let _ = tokio::time::timeout(Duration::from_secs(2), async {
-                while !watcher.changed().await.is_terminated() {}
-            })
-            .await;
-        }
+            watcher
+        });
         if let Some(supervisor) = self.supervisor.lock().take() {
             supervisor.abort();
         }
+        watcher
     }
 
     /// Waits until the client is connected, then returns the current handle and its session.

@@ -373,8 +373,8 @@ impl LeaderSelector {
 impl Drop for LeaderSelector {
     fn drop(&mut self) {
         // The task cancels the work and deletes the node once the work has stopped — also when a
-        // cancelled `close` took it. Without a runtime it is gone already, and `Finished` deleted
-        // the node of a term it left behind.
+        // cancelled `close` took it. Without a runtime it is gone already, and the `TermNode` of a
+        // term it left behind deleted the node once the work was gone too.
         let mode = *self.inner.close_mode.lock();
         self.inner.stop(mode);
         drop(self.inner.task.lock().take());
@@ -483,16 +483,45 @@ impl Leadership {
     }
 }
 
-/// Marks the background task finished when dropped; a term's node the task had no time to
-/// delete (it was dropped with its runtime, and the work with it) is deleted in the background.
+/// Marks the background task finished when dropped. (A term's node the task had no time to
+/// delete — it was dropped with its runtime — is deleted by its [`TermNode`].)
 struct Finished(Arc<Inner>);
 
 impl Drop for Finished {
     fn drop(&mut self) {
-        if let Some(hold) = self.0.hold.send_replace(None) {
-            hold.release_in_background();
-        }
         self.0.finished.send_replace(true);
+    }
+}
+
+/// A term's node, shared by the selector's task and the work's: deleted in the background when the
+/// last of them is dropped while still armed — both dropped before the term ended, e.g. with
+/// their runtime — so never before the work is gone. Disarmed once the task saw the work stop
+/// (it releases the node itself then).
+struct TermNode {
+    hold: Arc<Hold>,
+    armed: AtomicBool,
+}
+
+impl Drop for TermNode {
+    fn drop(&mut self) {
+        if self.armed.load(Ordering::SeqCst) {
+            debug!(node = %self.hold.path(), "the term's tasks were dropped: deleting its node in the background");
+            self.hold.release_in_background();
+        }
+    }
+}
+
+/// The work's future with its share of the term's node: dropped, the work goes first.
+struct WithNode {
+    work: Pin<Box<dyn Future<Output = ()> + Send>>,
+    _node: Arc<TermNode>,
+}
+
+impl Future for WithNode {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.work.as_mut().poll(cx)
     }
 }
 
@@ -551,7 +580,13 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
                 }
             }
         };
-        let end = lead(&inner, &hold, &stopped).await;
+        // Shared by this task and the work's: should both be dropped before the term ended (with
+        // their runtime), the last one deletes the node in the background — after the work is gone.
+        let node = Arc::new(TermNode { hold: hold.clone(), armed: AtomicBool::new(true) });
+        let end = lead(&inner, &hold, node.clone(), &stopped).await;
+        // The work has stopped (`lead` waited for it): the node is released below.
+        node.armed.store(false, Ordering::SeqCst);
+        drop(node);
         debug!(node = %hold.path(), ?end, "leadership term ended");
         inner.hold.send_if_modified(|current| match current {
             Some(h) if Arc::ptr_eq(h, &hold) => {
@@ -585,7 +620,7 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
 
 /// One term: runs the work as its own task until it returns, or leadership is lost (or
 /// suspended, if so configured), interrupted or closed — then cancels it and waits for it to stop.
-async fn lead<S, F>(inner: &Arc<Inner>, hold: &Arc<Hold>, stopped: &S) -> TermEnd
+async fn lead<S, F>(inner: &Arc<Inner>, hold: &Arc<Hold>, node: Arc<TermNode>, stopped: &S) -> TermEnd
 where
     S: Fn() -> F,
     F: Future<Output = ()>,
@@ -599,7 +634,8 @@ where
     // The work function is called inside the work's task too: a panic while making the future is
     // a panicking work (the term ends), not a panic of the selector's task.
     let call = inner.clone();
-    let mut work = AbortOnDrop(runtime.spawn(async move { (call.work)(leadership).await }));
+    let mut work =
+        AbortOnDrop(runtime.spawn(async move { WithNode { work: (call.work)(leadership), _node: node }.await }));
     // Listeners hear of it before `has_leadership` can say so: a stream made then, or a
     // NotifyLeader close, never trails it.
     if inner.started() {
