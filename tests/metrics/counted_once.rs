@@ -2,9 +2,8 @@
 //! to exactly 0 after cancelled (at every await point), timed-out and failed acquires of every
 //! recipe; every acquire records exactly one wait sample; every hold ends exactly once (re-entrant
 //! pairs, release racing an expiry); odd path labels. Each test uses its own paths.
-#![cfg(feature = "metrics")]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +22,7 @@ const HOLD: &str = "zk_curator_hold_seconds";
 const LOST: &str = "zk_curator_holds_lost_total";
 const WAITERS: &str = "zk_curator_waiters";
 
-use support::metrics_capture::*;
+use crate::capture::*;
 
 /// The number of wait samples of `recipe` on `path`, whatever their outcome.
 fn waits(recipe: &str, path: &str) -> usize {

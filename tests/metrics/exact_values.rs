@@ -5,9 +5,8 @@
 //! state changes of an expiry and of a partition, the label of each recipe, and the path label
 //! mapped or left out. Each test uses its own lock paths, so tests that
 //! share the recorder (one process under `cargo test`) do not see each other's series.
-#![cfg(feature = "metrics")]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,7 +26,7 @@ const LOST: &str = "zk_curator_holds_lost_total";
 const WAITERS: &str = "zk_curator_waiters";
 const STATES: &str = "zk_curator_connection_state_changes_total";
 
-use support::metrics_capture::*;
+use crate::capture::*;
 
 /// Asserts that every sample of `name` with these labels is a plausible duration in seconds.
 fn assert_durations(name: &str, pairs: &[(&str, &str)]) {

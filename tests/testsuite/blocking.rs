@@ -8,14 +8,14 @@
 //! runtime of the test's own only starts and stops the ZooKeeper server and looks at the tree
 //! through an observer session.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::exclusion::HoldLog;
+use crate::support::exclusion::HoldLog;
 use zk_curator::blocking::{
     self, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
     InterProcessSemaphoreV2,

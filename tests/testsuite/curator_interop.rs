@@ -16,7 +16,7 @@
 //! Needs `javac`/`java` (`apt-get install default-jdk-headless`) and the Curator jars
 //! (`apt-get install libcurator-recipes-java zookeeper`).
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ use zk_curator::{
 };
 use zookeeper_client as zk;
 
-use support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
+use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
 
 // ---------------------------------------------------------------------------------------------
 // The Java peer's commands used here

@@ -4,7 +4,7 @@
 //! jars (`apt-get install zookeeper`); with `ZK_CONNECT` set the tests that need to own the
 //! server process are skipped.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

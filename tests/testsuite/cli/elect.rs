@@ -1,14 +1,13 @@
 //! `zk-curator elect PATH -- COMMAND` against a real ZooKeeper (and a real 3-node ensemble):
 //! real processes, their commands logging `start ID TERM PID` / `stop ID TERM PID` lines to a
 //! shared file.
-#![cfg(feature = "cli")]
 
-mod support;
+use crate::support;
 
+use crate::support::curator_hold::CuratorHold;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
-use support::curator_hold::CuratorHold;
 
 use tokio::process::{Child, Command};
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingCluster};

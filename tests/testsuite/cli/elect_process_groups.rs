@@ -1,7 +1,6 @@
 //! Adversarial review of `zk-curator elect`: real processes against a real ZooKeeper.
-#![cfg(feature = "cli")]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};

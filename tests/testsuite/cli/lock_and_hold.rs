@@ -1,7 +1,6 @@
 //! The `zk-curator` command line tool against a real ZooKeeper.
-#![cfg(feature = "cli")]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

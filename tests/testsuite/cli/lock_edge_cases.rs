@@ -1,7 +1,6 @@
 //! Review of the `zk-curator` CLI: edge cases found wanting (each test failed before its fix).
-#![cfg(feature = "cli")]
 
-mod support;
+use crate::support;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Review of the data API, own public types and blocking facade (issue 16): tries to break each
 //! promise against a real server.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //!
 //! Each test starts its own server, so the tests group related properties to keep the file fast.
 
-mod support;
+use crate::support;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;

@@ -2,7 +2,7 @@
 //! connection states across restarts / expiry / partitions, the retry loop, container parents,
 //! protected creates under connection faults, guaranteed deletes and close.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};

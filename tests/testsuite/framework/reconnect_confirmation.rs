@@ -1,8 +1,7 @@
 //! Adversarial review of the session's reconnect confirmation (`supervise()` in
 //! src/framework/session.rs): RECONNECTED only once a request is answered on the new connection.
-#![cfg(feature = "testing")]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

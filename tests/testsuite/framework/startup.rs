@@ -2,7 +2,7 @@
 //! ZooKeeper is down, it connects when the server comes up, and recipe calls made meanwhile wait
 //! for the session within their deadlines.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

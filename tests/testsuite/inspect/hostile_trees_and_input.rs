@@ -1,7 +1,7 @@
 //! Adversarial review of `inspect` (issue 18): tricky layouts, ACL-restricted lock nodes, limits,
 //! churn, hostile node data in `--json`, absurd CLI input — against a real ZooKeeper.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! holders and waiters — against a real ZooKeeper and real Curator processes; and the
 //! `zk-curator inspect` command.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::time::Duration;

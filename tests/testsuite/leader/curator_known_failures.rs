@@ -15,7 +15,7 @@
 //! known) increase in start order. `checker_rejects_overlapping_leaders` shows it fails on a bad
 //! history.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,12 +2,12 @@
 //! data as Curator's, participants, timed waits, session expiry, an operator's delete, and a real
 //! Curator `LeaderLatch` on the same path.
 
-mod support;
+use crate::support;
 
+use crate::support::curator_hold::CuratorHold;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::curator_hold::CuratorHold;
 
 use zk_curator::{HoldState, LatchState, LeaderLatch, Participant};
 

@@ -3,12 +3,12 @@
 //! on suspension, node names and data as Curator's, and a real Curator `LeaderSelector` on the same
 //! path.
 
-mod support;
+use crate::support;
 
+use crate::support::curator_hold::CuratorHold;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::curator_hold::CuratorHold;
 
 use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{

@@ -2,7 +2,7 @@
 //! modes / guarded writes, against a real ZooKeeper: lost holds, sessions replaced mid-call,
 //! cancelled futures, silent links and flapping, absurd input, stream semantics.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

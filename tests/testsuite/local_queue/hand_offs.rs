@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo nextest run --all-features --test local_queue_review`.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,8 +19,8 @@ use zk_curator::{
     SessionIdentity, WriteLockGuard,
 };
 
-use support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
-use support::exclusion::{HoldLog, Interval};
+use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
+use crate::support::exclusion::{HoldLog, Interval};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -1020,109 +1020,6 @@ async fn local_turns_and_real_curator_stay_exclusive() {
     log.assert_exclusive("local turns and real Curator");
     let _ = peer.cmd("quit").await;
     support::eventually_no_children(&connect, &path, WITHIN).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// metrics
-// ---------------------------------------------------------------------------------------------
-
-#[cfg(feature = "metrics")]
-mod metrics_gauge {
-    use super::*;
-    use metrics::{Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata};
-    use metrics::{SharedString, Unit};
-    use std::collections::{BTreeMap, HashMap};
-    use std::sync::{LazyLock, Once};
-
-    type Series = (String, BTreeMap<String, String>);
-
-    #[derive(Default)]
-    struct GaugeCell(parking_lot::Mutex<f64>);
-    impl GaugeFn for GaugeCell {
-        fn increment(&self, value: f64) {
-            *self.0.lock() += value;
-        }
-        fn decrement(&self, value: f64) {
-            *self.0.lock() -= value;
-        }
-        fn set(&self, value: f64) {
-            *self.0.lock() = value;
-        }
-    }
-    struct Nothing;
-    impl CounterFn for Nothing {
-        fn increment(&self, _: u64) {}
-        fn absolute(&self, _: u64) {}
-    }
-    impl HistogramFn for Nothing {
-        fn record(&self, _: f64) {}
-    }
-
-    static GAUGES: LazyLock<parking_lot::Mutex<HashMap<Series, Arc<GaugeCell>>>> = LazyLock::new(Default::default);
-
-    struct Recorder;
-    impl metrics::Recorder for Recorder {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::from_arc(Arc::new(Nothing))
-        }
-        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-            let labels = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
-            Gauge::from_arc(GAUGES.lock().entry((key.name().to_string(), labels)).or_default().clone())
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::from_arc(Arc::new(Nothing))
-        }
-    }
-
-    fn waiters(path: &str) -> f64 {
-        let labels: BTreeMap<String, String> =
-            [("recipe", "mutex"), ("path", path)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        GAUGES.lock().get(&("zk_curator_waiters".to_string(), labels)).map_or(0.0, |g| *g.0.lock())
-    }
-
-    /// The waiters gauge returns to 0 after local waiters are cancelled and time out at every
-    /// point, and counts each local waiter once while it waits.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn waiters_gauge_returns_to_zero_after_local_cancellations() {
-        static INSTALL: Once = Once::new();
-        INSTALL.call_once(|| metrics::set_global_recorder(Recorder).expect("no other global recorder"));
-        let server = support::server().await;
-        let connect = server.connect_string();
-        let (local, remote) = (support::client(&connect).await, support::client(&connect).await);
-        let path = support::unique_path("lq-metrics");
-        let mutex = InterProcessMutex::new(&local, &path).unwrap();
-        let blocker = remote_holds(&remote, &path).await;
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let waiters_tasks: Vec<_> = (0..5).map(|i| spawn_locker(&local, &mutex, format!("W{i}"), tx.clone())).collect();
-        support::eventually(WITHIN, "five local waiters counted", || async { waiters(&path) == 5.0 }).await;
-        let timed: Vec<_> = (0..3)
-            .map(|i| {
-                let mutex = mutex.clone();
-                tokio::spawn(async move { mutex.try_lock_for(Duration::from_millis(100 + 50 * i)).await })
-            })
-            .collect();
-        for t in timed {
-            assert!(support::join("timed", WITHIN, t).await.unwrap().is_none());
-        }
-        for t in &waiters_tasks[..2] {
-            t.abort();
-        }
-        support::eventually(WITHIN, "aborted waiters leave the gauge", || async { waiters(&path) == 3.0 }).await;
-        blocker.release().await.unwrap();
-        let g = recv(&mut rx, "a local waiter").await;
-        for t in &waiters_tasks[2..] {
-            t.abort();
-        }
-        drop(g);
-        support::eventually(WITHIN, "the gauge is back at 0", || async { waiters(&path) == 0.0 }).await;
-        support::eventually_no_children(&connect, &path, WITHIN).await;
-        let g = mutex.lock().await.unwrap();
-        g.release().await.unwrap();
-        assert_eq!(waiters(&path), 0.0);
-    }
 }
 
 /// A waiter handed the node by a synchronous hand-off (a guard dropped) and dropped itself before

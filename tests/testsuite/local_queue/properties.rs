@@ -30,7 +30,7 @@
 //! newcomers joining a turn whose node is already in line, a downgrade not closing its turn); each
 //! made the matching test here fail.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ use zk_curator::{
 };
 use zookeeper_client as zk;
 
-use support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
+use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
 
 /// Hang guard for one acquire or one scenario step (never a performance bound).
 const HANG: Duration = Duration::from_secs(30);

@@ -17,7 +17,7 @@
 //! `a_turn_node_deleted_with_its_predecessor_is_not_granted` in tests/local_queue.rs), and no
 //! break was found that makes `driver_session_expiry_behind_a_remote_holder` fail (a hang guard).
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
 use zk_curator::{CuratorClient, HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard};
 
-use support::exclusion::HoldLog;
+use crate::support::exclusion::HoldLog;
 
 /// Hang guard for one acquire (never a performance bound).
 const HANG: Duration = Duration::from_secs(30);

@@ -13,7 +13,7 @@
 //! the tests can count how many cancelled acquires had created a node and how many of those nodes
 //! were at the head of the queue (i.e. had won the lock) when they were abandoned.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! curator-protocol.md §5 items 1-12) ported to zk-curator, against a real ZooKeeper server
 //! (one `TestingServer` per test), plus the Rust-specific release / guard / argument semantics.
 
-mod support;
+use crate::support;
 
-use support::exclusion::HoldLog;
+use crate::support::exclusion::HoldLog;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -12,16 +12,16 @@
 //! session expires; and bad input across the API. After every scenario no node is left under the
 //! lock path.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::exclusion::{check_exclusion, HoldLog, Interval};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::exclusion::{check_exclusion, HoldLog, Interval};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::oneshot;
 use zk_curator::raw as zkc;

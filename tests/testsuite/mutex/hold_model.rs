@@ -6,7 +6,7 @@
 //! (a moved guard re-entered, a lost hold was re-entered, a stale grant came back `Lost`, a timed
 //! call waited for the 15 s connection timeout).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

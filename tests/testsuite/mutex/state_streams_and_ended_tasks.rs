@@ -2,7 +2,7 @@
 //! Curator-style hold whose task ended without its release is never reachable by another task,
 //! and is released and reported once its lock instance is dropped.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! Secured ensembles against a real ZooKeeper: digest authorization that survives session
 //! replacement, prompt typed errors without it, ACL providers, and errors that never show a secret.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! passes, on the first session and on a replacement after a server-side expiry; a wrong password
 //! is a prompt typed error naming no secret; the options never show in `Debug`.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

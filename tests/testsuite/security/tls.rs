@@ -1,9 +1,8 @@
 //! TLS against a real ZooKeeper 3.8 serving a `secureClientPort` (Netty) with certificates this
 //! test makes itself (rcgen): locks work over TLS with client certificates, and a client that does
 //! not trust the server's certificate fails with a clear error.
-#![cfg(feature = "tls")]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -21,17 +21,17 @@
 //! Each checker is shown to fail on bad histories below; seeds are printed (`SIBLING_SEED=<n>`
 //! replays the Rust side).
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::support::curator_peer::{compiled_peer, CuratorPeer};
+use crate::support::exclusion::{check_exclusion, HoldLog, Interval};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::curator_peer::{compiled_peer, CuratorPeer};
-use support::exclusion::{check_exclusion, HoldLog, Interval};
 use tokio::sync::{oneshot, Notify};
 use zk_curator::raw as zkc;
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};

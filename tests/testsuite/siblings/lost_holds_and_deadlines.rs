@@ -3,7 +3,7 @@
 //! whose session is replaced starts over instead of stalling everyone; giving back what a timed
 //! call took never breaks its deadline; absurd input gets a typed error, never a panic.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! Tests that fail on e03a35d are named in the review report; the others are the attempts that
 //! held up, kept as regression tests.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,12 +3,12 @@
 //! lock trait, and random cancellation. Exclusion is checked by the shared checker (readers may
 //! overlap each other, never a writer).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::exclusion::HoldLog;
 use rand::{Rng, SeedableRng};
-use support::exclusion::HoldLog;
 use zk_curator::testing::expire_session;
 use zk_curator::{
     ErrorKind, HoldState, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, Revoker, READ_LOCK_NAME,

@@ -4,7 +4,7 @@
 //! a counter that does not trust the library (never more than max leases), all-or-nothing, and no
 //! orphan node.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

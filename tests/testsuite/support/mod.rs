@@ -1,12 +1,9 @@
 //! Shared helpers for the integration tests: a real ZooKeeper per test binary, clients, node checks,
 //! polling and task joins.
-#![allow(dead_code)]
 
 pub mod curator_hold;
 pub mod curator_peer;
 pub mod exclusion;
-#[cfg(feature = "metrics")]
-pub mod metrics_capture;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
