@@ -1,4 +1,4 @@
-//! Adversarial review of the `metrics` feature against a real ZooKeeper: the waiter gauge returns
+//! The `metrics` feature's counts under stress, against a real ZooKeeper: the waiter gauge returns
 //! to exactly 0 after cancelled (at every await point), timed-out and failed acquires of every
 //! recipe; every acquire records exactly one wait sample; every hold ends exactly once (re-entrant
 //! pairs, release racing an expiry); odd path labels. Each test uses its own paths.

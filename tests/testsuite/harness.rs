@@ -1,6 +1,6 @@
 //! Integration tests of the `zk_curator::testing` harness against real ZooKeeper JVMs.
 //!
-//! Run with `cargo test --features testing --test testing_harness`. Needs Java and the ZooKeeper
+//! Run with `cargo nextest run --all-features --test testsuite harness::`. Needs Java and the ZooKeeper
 //! jars (`apt-get install zookeeper`); with `ZK_CONNECT` set the tests that need to own the
 //! server process are skipped.
 

@@ -250,6 +250,6 @@ fn this_file_uses_only_the_public_api() {
         concat!("mod", " "),
     ];
     for word in forbidden {
-        assert!(!source.contains(word), "tests/public_api.rs mentions {word:?}");
+        assert!(!source.contains(word), "public_api.rs mentions {word:?}");
     }
 }

@@ -1,4 +1,5 @@
-//! Adversarial review of `zk-curator elect`: real processes against a real ZooKeeper.
+//! `zk-curator elect` and its command's process group (a background process, a group ignoring
+//! SIGTERM) and absurd input: real processes against a real ZooKeeper.
 
 use crate::support;
 

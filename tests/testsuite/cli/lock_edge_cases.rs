@@ -1,4 +1,5 @@
-//! Review of the `zk-curator` CLI: edge cases found wanting (each test failed before its fix).
+//! `zk-curator lock` and `participants` at the edges: foreign children of a lock path, a root lock
+//! path or a zero session timeout (usage errors), a leader that survives SIGKILL.
 
 use crate::support;
 

@@ -1,5 +1,7 @@
-//! Review of the data API, own public types and blocking facade (issue 16): tries to break each
-//! promise against a real server.
+//! The data API, its own public types and the blocking facade under bad input and faults: absurd
+//! arguments, data over the server's limit, big trees, timed and untimed calls on a paused or
+//! silent link, guaranteed deletes, watches across session ends, close and dropped runtimes, and
+//! namespaces — each promise tried to break against a real server.
 
 use crate::support;
 
@@ -123,7 +125,7 @@ fn node(path: &str) -> String {
 /// Data over jute.maxbuffer (1 MiB): the server drops the connection on such a request, as it
 /// does for the Java client (no client-side limit: the server's limit is configurable). What must
 /// hold: the call ends (bounded by the retry policy), with a typed error naming the path, no node
-/// is made, and the session survives. (Known gap, see the review report: the error is a
+/// is made, and the session survives. (Known gap: the error is a
 /// retryable ConnectionLoss rather than a BadArgument naming the data.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_over_jute_maxbuffer_fails_bounded_and_typed() {

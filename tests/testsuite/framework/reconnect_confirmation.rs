@@ -1,4 +1,4 @@
-//! Adversarial review of the session's reconnect confirmation (`supervise()` in
+//! The session's reconnect confirmation (`supervise()` in
 //! src/framework/session.rs): RECONNECTED only once a request is answered on the new connection.
 
 use crate::support;

@@ -1,4 +1,4 @@
-//! Adversarial review of `inspect` (issue 18): tricky layouts, ACL-restricted lock nodes, limits,
+//! `inspect` on trees and input made to break it: tricky layouts, ACL-restricted lock nodes, limits,
 //! churn, hostile node data in `--json`, absurd CLI input — against a real ZooKeeper.
 
 use crate::support;
@@ -311,7 +311,7 @@ async fn absurd_input_and_no_server() {
     assert!(started.elapsed() < Duration::from_secs(40), "hung: {:?}", started.elapsed());
 }
 
-/// Known blind spot (not fixed; see the review report): a *persistent* child whose name looks like
+/// Known blind spot (not fixed): a *persistent* child whose name looks like
 /// a lock node (`job-lock-0000000001`, e.g. made by a `create -s` of the user's own) is taken for an
 /// ephemeral lock node, so it is never listed: a lock below it is missed, and the walk does not
 /// say it is incomplete (`truncated` stays false). Knowing it is persistent would cost one request

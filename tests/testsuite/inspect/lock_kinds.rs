@@ -578,7 +578,7 @@ mod cli {
 }
 
 /// The time a walk of a wide tree takes (2 000 paths, 200 held mutexes): printed, not asserted.
-/// `cargo nextest run --all-features --test inspect --run-ignored only --no-capture wide`
+/// `cargo nextest run --all-features --test testsuite --run-ignored only --no-capture wide_tree_walk_time`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement"]
 async fn wide_tree_walk_time() {

@@ -1,4 +1,4 @@
-//! Curator's known leader-election failures, reproduced against our `LeaderLatch` (issue 17):
+//! Curator's known leader-election failures, reproduced against our `LeaderLatch`:
 //! each test names the property it checks and the Curator issue it comes from.
 //!
 //! Leadership is observed from outside the library, in the test process:
@@ -45,7 +45,7 @@ struct LeadInterval {
     /// `RELEASED` line is printed after its node is deleted (the next leader may start before we
     /// read it), or the test removed the node from outside (an operator's delete, a server-side
     /// expiry): the old and the new leader learn it from two different connections, and
-    /// ZooKeeper cannot order those notifications (see `OVERLAP_BOUND` in tests/leader_latch.rs).
+    /// ZooKeeper cannot order those notifications (see `OVERLAP_BOUND` in leader/latch.rs).
     soft_end: Option<Duration>,
 }
 
@@ -760,7 +760,7 @@ async fn flapping_connection_creates_no_node_storm() {
 
 /// How long an old leader whose node was deleted from outside may still report leadership after
 /// the next one started: the two learn of the delete from two connections, in no order ZooKeeper
-/// guarantees (see `OVERLAP_BOUND` in tests/leader_latch.rs). A hang guard, not a timing claim.
+/// guarantees (see `OVERLAP_BOUND` in leader/latch.rs). A hang guard, not a timing claim.
 const EXTERNAL_DELETE_SLACK: Duration = Duration::from_secs(2);
 
 /// Every interval of a leadership (a participant's node: who and token) that the test removed
@@ -778,7 +778,7 @@ fn soften_external_removals(intervals: &mut [LeadInterval], removed: &[(String, 
 /// failover) and kept leading. Here, five times: the old leader stops reporting leadership
 /// (`lost()` resolves), queues again with a new node, the other participant leads, and fencing
 /// tokens increase. Overlap is measured and reported; it is tolerated only at an external delete
-/// and only within the hang guard above (tests/leader_latch.rs covers the single step-down).
+/// and only within the hang guard above (leader/latch.rs covers the single step-down).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_leader_node_fails_over_without_two_leaders() {
     support::init_tracing();

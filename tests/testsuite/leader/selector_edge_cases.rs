@@ -1,5 +1,5 @@
-//! Adversarial review of `LeaderSelector`, the leadership state stream and the latch's new close
-//! modes / guarded writes, against a real ZooKeeper: lost holds, sessions replaced mid-call,
+//! `LeaderSelector`, the leadership state stream and the latch's close modes and guarded writes
+//! at the edges, against a real ZooKeeper: lost holds, sessions replaced mid-call,
 //! cancelled futures, silent links and flapping, absurd input, stream semantics.
 
 use crate::support;

@@ -1,9 +1,11 @@
-//! Adversarial review of the local queue (lock cohorting, issue 19): guards of one client on one
-//! lock path share one node per turn and hand it on inside the process. Every scenario runs
-//! against a real ZooKeeper; exclusion is checked with the one checker (tests/support/exclusion.rs)
-//! on whole tokens (`FencingToken::as_u128`).
+//! The local queue's hand-offs under stress (guards of one client on one lock path share one node
+//! per turn and hand it on inside the process): revocation and operator deletes during a hand-off,
+//! session expiry and cut connections, cancellation storms, guards dropped on plain threads or
+//! after their runtime ended, downgrades, reader turns against remote writers, Curator-style holds
+//! and a real Curator on the same path. Every scenario runs against a real ZooKeeper; exclusion is
+//! checked with the one checker (`support::exclusion`) on whole tokens (`FencingToken::as_u128`).
 //!
-//! Run: `cargo nextest run --all-features --test local_queue_review`.
+//! Run: `cargo nextest run --all-features --test testsuite local_queue::hand_offs`.
 
 use crate::support;
 

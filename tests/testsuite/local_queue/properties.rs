@@ -1,4 +1,4 @@
-//! Issue 19: the per-process local queue (lock cohorting) of guard-style acquires, against a real
+//! The per-process local queue (lock cohorting) of guard-style acquires, against a real
 //! ZooKeeper and a real Apache Curator.
 //!
 //! All guard waiters of one client on one lock path queue in-process behind ONE ZooKeeper node; a

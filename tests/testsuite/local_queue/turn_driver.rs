@@ -1,4 +1,4 @@
-//! Second adversarial review of the local queue's final design (issue 19): the inline driver
+//! The local queue's turns and their driver, tried to break: the inline driver
 //! (`Pending.driving`), the turn rule / pump under random interleavings with session expiry, the
 //! watcher of a blocking turn, the own-session predecessor relist in the internals, and reader
 //! turns with writers of another client.
@@ -14,7 +14,7 @@
 //! turn (a remote writer starves); a wait behind a node of our own session never ending (the
 //! Curator-style hand-off hangs). Not caught here: skipping the own-session relist itself (the
 //! race needs the deletion event before the session's end is seen; the deterministic form is
-//! `a_turn_node_deleted_with_its_predecessor_is_not_granted` in tests/local_queue.rs), and no
+//! `a_turn_node_deleted_with_its_predecessor_is_not_granted` in local_queue/properties.rs), and no
 //! break was found that makes `driver_session_expiry_behind_a_remote_holder` fail (a hang guard).
 
 use crate::support;

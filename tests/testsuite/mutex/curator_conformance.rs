@@ -1,5 +1,4 @@
-//! Curator's own mutex tests (`TestInterProcessMutexBase` / `TestInterProcessMutex`, see
-//! curator-protocol.md §5 items 1-12) ported to zk-curator, against a real ZooKeeper server
+//! Curator's own mutex tests (`TestInterProcessMutexBase` / `TestInterProcessMutex`) ported to zk-curator, against a real ZooKeeper server
 //! (one `TestingServer` per test), plus the Rust-specific release / guard / argument semantics.
 
 use crate::support;
@@ -576,7 +575,7 @@ async fn persistent_lock_with_custom_driver() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Release semantics and arguments (Rust side of §3)
+// Release semantics and arguments (the Rust side)
 // ---------------------------------------------------------------------------------------------
 
 fn assert_send_static<T: Send + 'static>() {}

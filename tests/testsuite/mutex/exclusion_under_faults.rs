@@ -35,7 +35,7 @@ use zk_curator::{
 const SHORT_SESSION: Duration = Duration::from_secs(2);
 
 // =============================================================================================
-// The mutual-exclusion checker (tests/support/exclusion.rs) checks itself
+// The mutual-exclusion checker (support/exclusion.rs) checks itself
 // =============================================================================================
 
 #[test]

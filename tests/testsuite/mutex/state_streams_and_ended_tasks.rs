@@ -1,4 +1,4 @@
-//! Issue 16 §3 against a real ZooKeeper: the state streams are `futures::Stream`s, and a
+//! Rust conventions against a real ZooKeeper: the state streams are `futures::Stream`s, and a
 //! Curator-style hold whose task ended without its release is never reachable by another task,
 //! and is released and reported once its lock instance is dropped.
 

@@ -1,7 +1,7 @@
-//! Review of the issue-15 change (Basis, semaphore restart, deadlines of giving back, absurd
-//! input): attempts to break it against a real ZooKeeper. Each test states the promise it checks.
-//! Tests that fail on e03a35d are named in the review report; the others are the attempts that
-//! held up, kept as regression tests.
+//! The mutex's siblings at the edges, against a real ZooKeeper: a zero-timeout downgrade of a lost
+//! write hold with the server gone, a timed semaphore waiter restarting on a new session within its
+//! deadline, a cancelled multi-lock release, `Duration::MAX` everywhere, and a read-while-writing
+//! lock across clients. Each test states the promise it checks.
 
 use crate::support;
 

@@ -1,5 +1,5 @@
 //! `InterProcessReadWriteLock` against a real ZooKeeper: Curator's `TestInterProcessReadWriteLock`
-//! scenarios (reference §5, items 15–22), guards and the guard downgrade, revocation, the common
+//! scenarios, guards and the guard downgrade, revocation, the common
 //! lock trait, and random cancellation. Exclusion is checked by the shared checker (readers may
 //! overlap each other, never a writer).
 

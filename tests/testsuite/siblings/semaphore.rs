@@ -1,6 +1,6 @@
 //! `InterProcessSemaphoreV2`, `InterProcessSemaphoreMutex` and `InterProcessMultiLock` against a
 //! real ZooKeeper: Curator's `TestInterProcessSemaphore`, `TestInterProcessSemaphoreMutex` and
-//! `TestInterProcessMultiMutex` scenarios (reference §5), asserting the property each checks with
+//! `TestInterProcessMultiMutex` scenarios, asserting the property each checks with
 //! a counter that does not trust the library (never more than max leases), all-or-nothing, and no
 //! orphan node.
 
