@@ -87,7 +87,8 @@ pub use error::{Error, ErrorCode, ErrorKind, Result};
 pub use framework::acl::{Acl, Id, Permissions};
 pub use framework::acl_provider::{AclProvider, DefaultAclProvider};
 pub use framework::builder::{
-    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
+    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
+    DEFAULT_SESSION_TIMEOUT,
 };
 pub use framework::client::CuratorClient;
 pub use framework::guaranteed_delete::DeleteOutcome;

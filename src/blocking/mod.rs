@@ -2,7 +2,11 @@
 //! `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
-//! async counterpart and waits for it on the calling thread. The promises are the async API's:
+//! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],
+//! [`InterProcessReadWriteLock`], [`InterProcessSemaphoreV2`], [`InterProcessSemaphoreMutex`],
+//! [`InterProcessMultiLock`]) and the elections ([`LeaderLatch`], and [`LeaderSelector`], whose
+//! leadership work runs on a plain thread of its own and is told — [`Leadership::is_cancelled`] —
+//! when to stop). The promises are the async API's:
 //!
 //! * **Guards release on drop** — on any thread, also one that never saw a runtime: dropping a
 //!   [`MutexGuard`] or a [`Lease`] hands the delete to the client's background queue. `release()`
@@ -13,6 +17,10 @@
 //!   to the calling OS thread: the thread that acquired may acquire again (no round trip) and must
 //!   release as often; another thread's `release()` fails with [`Error::NotOwner`].
 //!   Guards belong to no thread: they move between threads, the hold with them.
+//! * **Leadership only while `Held`; the next leader after the last one's work** — a latch or
+//!   selector reports leadership only while its hold is `Held` on the current session; a
+//!   selector's node is deleted only after its work's thread has returned (also when leadership
+//!   is lost, interrupted or the selector closed or dropped).
 //!
 //! Call it from plain threads. A waiting call made inside a tokio runtime context (an async task,
 //! `block_on`, `spawn_blocking`, a `Handle::enter` guard) returns
@@ -35,6 +43,8 @@
 //! ```
 
 mod client;
+mod leader_latch;
+mod leader_selector;
 mod multi_lock;
 mod mutex;
 mod read_write;
@@ -49,6 +59,8 @@ use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
 pub use client::CuratorClient;
+pub use leader_latch::{LeaderLatch, LeadershipChanges};
+pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
@@ -91,7 +103,7 @@ impl Core {
         Fut: Future<Output = Result<crate::CuratorClient>>,
     {
         outside_runtime()?;
-        let runtime = RuntimeThread::start()?;
+        let runtime = RuntimeThread::start("zk-curator-blocking")?;
         // On an error, dropping `runtime` stops its thread (and drops the half-made session).
         let client = runtime.block_on(connect())??;
         Ok(Arc::new(Core { client, runtime }))
@@ -124,30 +136,34 @@ impl Drop for Core {
     /// The last handle is gone: the runtime thread closes the client (letting pending background
     /// deletes finish, bounded by `max_close_wait`) and stops. Never blocks, needs no runtime.
     fn drop(&mut self) {
-        self.runtime.stop(Some(self.client.clone()));
+        let client = self.client.clone();
+        self.runtime.stop(Some(Box::pin(async move { client.close().await })));
     }
 }
+
+/// What a [`RuntimeThread`] still runs when told to stop (closing a client, a selector).
+type LastWork = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A `current_thread` runtime driven by a thread of its own until [`stop`](Self::stop)ped.
 struct RuntimeThread {
     handle: tokio::runtime::Handle,
-    stop: parking_lot::Mutex<Option<oneshot::Sender<Option<crate::CuratorClient>>>>,
+    stop: parking_lot::Mutex<Option<oneshot::Sender<Option<LastWork>>>>,
 }
 
 impl RuntimeThread {
-    fn start() -> Result<RuntimeThread> {
+    fn start(name: &str) -> Result<RuntimeThread> {
         let failed = |e: std::io::Error| {
             Error::invalid_argument("runtime", e, "the blocking client could not start its runtime thread")
         };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(failed)?;
         let handle = runtime.handle().clone();
-        let (stop, stopped) = oneshot::channel::<Option<crate::CuratorClient>>();
+        let (stop, stopped) = oneshot::channel::<Option<LastWork>>();
         std::thread::Builder::new()
-            .name("zk-curator-blocking".to_string())
+            .name(name.to_string())
             .spawn(move || {
                 // Drives the runtime until the last handle is gone (or the sender is dropped).
-                if let Ok(Some(client)) = runtime.block_on(stopped) {
-                    runtime.block_on(client.close());
+                if let Ok(Some(last)) = runtime.block_on(stopped) {
+                    runtime.block_on(last);
                 }
                 // Dropping the runtime here, on its own thread, ends the remaining tasks.
             })
@@ -160,10 +176,10 @@ impl RuntimeThread {
         Ok(self.handle.block_on(current_thread().scope(future)))
     }
 
-    /// Tells the thread to close `client` (if any) and stop. Idempotent; never blocks.
-    fn stop(&self, client: Option<crate::CuratorClient>) {
+    /// Tells the thread to run `last` (if any) and stop. Idempotent; never blocks.
+    fn stop(&self, last: Option<LastWork>) {
         if let Some(stop) = self.stop.lock().take() {
-            let _ = stop.send(client);
+            let _ = stop.send(last);
         }
     }
 }

@@ -26,6 +26,14 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
+/// The default of [`CuratorClientBuilder::max_data_size`]: 1 MiB − 4 KiB = 1,044,480 bytes.
+///
+/// A ZooKeeper server reads no request packet larger than its `jute.maxbuffer`, by default
+/// `0xfffff` = 1,048,575 bytes (1 MiB − 1), and drops the connection of a client that sends one.
+/// Of that, 4 KiB − 1 byte is left for the rest of the request besides the data: the headers
+/// and length fields, the path, the ACL, and in a transaction the other operations.
+pub const DEFAULT_MAX_DATA_SIZE: usize = 1024 * 1024 - 4096;
+
 /// What the client needs besides the session: namespace, retries, node defaults.
 pub(crate) struct ClientConfig {
     pub namespace: Namespace,
@@ -34,6 +42,7 @@ pub(crate) struct ClientConfig {
     pub acl_provider: Arc<dyn AclProvider>,
     pub use_containers: bool,
     pub max_close_wait: Duration,
+    pub max_data_size: usize,
     #[cfg(feature = "metrics")]
     pub metrics_path_label: crate::metrics::PathLabel,
 }
@@ -85,6 +94,7 @@ pub struct CuratorClientBuilder {
     use_containers: bool,
     can_be_read_only: bool,
     max_close_wait: Duration,
+    max_data_size: usize,
     credentials: Vec<Credential>,
     #[cfg(feature = "tls")]
     tls: Option<Tls>,
@@ -116,6 +126,7 @@ impl CuratorClientBuilder {
             use_containers: true,
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
+            max_data_size: DEFAULT_MAX_DATA_SIZE,
             credentials: Vec::new(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -193,6 +204,23 @@ impl CuratorClientBuilder {
     /// How long [`CuratorClient::close`] waits for pending background deletes. Default 1 s.
     pub fn max_close_wait(mut self, wait: Duration) -> Self {
         self.max_close_wait = wait;
+        self
+    }
+
+    /// The largest node data this client sends, in bytes. Larger data is refused with
+    /// [`Error::InvalidArgument`] naming its size and path before anything is sent — by
+    /// `create().data(..)`, `set_data`, a [`Transaction`](crate::Transaction) (the sum of its
+    /// operations' data), and the constructors of recipes that write data into their nodes (lock,
+    /// read-write lock and semaphore `with_data`, latch and selector ids), and by
+    /// [`connect`](Self::connect) / [`start`](Self::start) for a [`default_data`](Self::default_data)
+    /// over it. Sent, such a request would make the server drop the connection: every hold of the
+    /// client would go `Suspended`, and the caller would get a retryable error.
+    ///
+    /// Default [`DEFAULT_MAX_DATA_SIZE`] (1 MiB − 4 KiB), for a server with the default
+    /// `jute.maxbuffer`. For a server configured with a larger `jute.maxbuffer`, set it to that
+    /// value less 4 KiB (more with long paths or large ACLs). Must be positive.
+    pub fn max_data_size(mut self, bytes: usize) -> Self {
+        self.max_data_size = bytes;
         self
     }
 
@@ -371,13 +399,19 @@ impl CuratorClientBuilder {
         if self.empty_acls {
             return Err(Error::invalid_argument("acls", "[]", "must not be empty"));
         }
+        if self.max_data_size == 0 {
+            return Err(Error::invalid_argument("max_data_size", 0, "must be positive"));
+        }
+        let default_data = self.default_data.unwrap_or_else(local_address_data);
+        check_data_size(self.max_data_size, "default_data", "every node of the client", default_data.len())?;
         let config = ClientConfig {
             namespace: Namespace::new(&self.namespace)?,
             retry_policy: self.retry_policy,
-            default_data: self.default_data.unwrap_or_else(local_address_data),
+            default_data,
             acl_provider: self.acl_provider.unwrap_or_else(|| Arc::new(DefaultAclProvider)),
             use_containers: self.use_containers,
             max_close_wait: self.max_close_wait,
+            max_data_size: self.max_data_size,
             #[cfg(feature = "metrics")]
             metrics_path_label: self.metrics_path_label,
         };
@@ -394,6 +428,20 @@ impl CuratorClientBuilder {
         };
         Ok((config, session))
     }
+}
+
+/// The one check of node data against a client's [`max_data_size`](CuratorClientBuilder::max_data_size):
+/// `len` bytes of the argument `name` for `what` (a path, or the name of the setting) must be at
+/// most `max`.
+pub(crate) fn check_data_size(max: usize, name: &'static str, what: &str, len: usize) -> Result<()> {
+    if len <= max {
+        return Ok(());
+    }
+    Err(Error::invalid_argument(
+        name,
+        format!("{len} bytes for {what} (at most {max})"),
+        "larger than the client's max data size (a ZooKeeper server drops the connection of a request over its jute.maxbuffer)",
+    ))
 }
 
 /// Curator's default node data: `InetAddress.getLocalHost().getHostAddress()` as ASCII.

@@ -222,6 +222,19 @@ impl CuratorClient {
         &self.inner.config.default_data
     }
 
+    /// The largest node data this client sends, in bytes (see
+    /// [`CuratorClientBuilder::max_data_size`]).
+    pub fn max_data_size(&self) -> usize {
+        self.inner.config.max_data_size
+    }
+
+    /// Refuses `len` bytes of node data (the argument `name`: `"data"`, a latch's `"id"`) for
+    /// `path` when over [`max_data_size`](Self::max_data_size): the one check every entry point
+    /// that sends data makes, before sending anything.
+    pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
+        super::builder::check_data_size(self.max_data_size(), name, path, len)
+    }
+
     /// The underlying handle of the current session ([`raw::client`](crate::raw::client)).
     pub(crate) fn raw_client(&self) -> Result<zk::Client> {
         if self.is_closed() {
@@ -231,6 +244,12 @@ impl CuratorClient {
             Some((zk, _)) => Ok(zk),
             None => Err(Error::code_on("", ErrorCode::ConnectionLoss)),
         }
+    }
+
+    /// A share in keeping `session` open while a hold granted on it lives (see
+    /// [`SessionKeep`](super::session::SessionKeep)); `None` once it is not the current session.
+    pub(crate) fn session_keep(&self, session: SessionIdentity) -> Option<Arc<super::session::SessionKeep>> {
+        self.inner.sessions.keep(session)
     }
 
     /// True once [`close`](Self::close) has begun.
@@ -266,6 +285,21 @@ impl CuratorClient {
         if self.is_closed() {
             return Err(Error::Closed { path: path.to_string() });
         }
+        retry_loop(&self.inner.sessions, self.retry_policy(), path, deadline, op).await
+    }
+
+    /// [`with_retry`](Self::with_retry) for the background queue: also runs once close() has
+    /// begun, so that close() can let pending deletes finish.
+    pub(crate) async fn with_retry_in_background<T, F, Fut>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        op: F,
+    ) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
         retry_loop(&self.inner.sessions, self.retry_policy(), path, deadline, op).await
     }
 
@@ -492,6 +526,20 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
+            DeleteTarget::Tree(fixed) => {
+                let path = self.unfix_path(&fixed).to_string();
+                let mut rounds = 0;
+                loop {
+                    self.delete_children(&path, &fixed, None, true).await?;
+                    match delete(fixed.clone()).await {
+                        // A child appeared after the walk: empty the node again.
+                        Err(e) if e.is(ErrorCode::NotEmpty) && rounds < super::operations::DELETE_CHILDREN_ROUNDS => {
+                            rounds += 1;
+                        }
+                        done => return done,
+                    }
+                }
+            }
             DeleteTarget::Protected { parent, prefix } => {
                 let path = self.unfix_path(&parent).to_string();
                 let p = parent.as_str();

@@ -1,6 +1,6 @@
-//! Guaranteed deletes: a background queue that keeps deleting a node until it is gone
-//! (Curator's `FailedDeleteManager` + `delete().guaranteed()`), and the clean-up of protected
-//! creates whose outcome was unknown (Curator's `FindAndDeleteProtectedNodeInBackground`).
+//! Guaranteed deletes: a background queue that keeps deleting a node (or a whole subtree) until
+//! it is gone (Curator's `FailedDeleteManager` + `delete().guaranteed()`), and the clean-up of
+//! protected creates whose outcome was unknown (Curator's `FindAndDeleteProtectedNodeInBackground`).
 //!
 //! Enqueuing never needs a runtime and never blocks, so `Drop` impls can use it anywhere
 //! ([`DeleteOnDrop`] is the one guard that does). The queue knows nothing of the client: the worker
@@ -21,6 +21,9 @@ use crate::error::{Error, ErrorKind, Result};
 pub(crate) enum DeleteTarget {
     /// Delete this path.
     Node(String),
+    /// Delete this path and every descendant, children first (a guaranteed
+    /// `deleting_children_if_needed()` delete whose foreground attempt did not finish).
+    Tree(String),
     /// Delete every child of `parent` whose name starts with `prefix` (a protected create's
     /// `_c_<uuid>-`): the create's outcome is unknown.
     Protected { parent: String, prefix: String },

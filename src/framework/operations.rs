@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorCode, ErrorKind, Result};
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Largest number of rounds a recursive delete makes when children keep appearing.
-const DELETE_CHILDREN_ROUNDS: u32 = 10;
+pub(super) const DELETE_CHILDREN_ROUNDS: u32 = 10;
 
 fn deadline_of(timeout: Option<Duration>) -> Option<Instant> {
     timeout.map(super::deadline_after)
@@ -173,7 +173,9 @@ impl CuratorClient {
     /// rather than a retry that could apply it twice.
     ///
     /// # Errors
-    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation (nothing sent);
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation, or data (all
+    ///   operations' together) over the client's
+    ///   [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (nothing sent);
     /// * [`Error::TransactionFailed`] naming the operation that failed and its code (nothing applied);
     /// * a retryable [`Error::ZooKeeper`] when the outcome is unknown; [`Error::Closed`];
     /// * [`Error::DeadlineExceeded`] past the timeout (nothing sent if it passed before sending;
@@ -218,23 +220,31 @@ impl CuratorClient {
     }
 
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
-    /// deleted at least one.
-    async fn delete_children(&self, path: &str, fixed: &str, deadline: Option<Instant>) -> Result<bool> {
+    /// deleted at least one. `background`: for the guaranteed-delete queue (runs while closing).
+    pub(super) async fn delete_children(
+        &self,
+        path: &str,
+        fixed: &str,
+        deadline: Option<Instant>,
+        background: bool,
+    ) -> Result<bool> {
         // Iterative depth-first walk: a stack of directories still to empty.
         let mut stack = vec![fixed.to_string()];
         let mut rounds = 0;
         let mut deleted_any = false;
         while let Some(dir) = stack.last().cloned() {
             let d = dir.as_str();
-            let children = match self.with_retry(path, deadline, |zk| async move { zk.list_children(d).await }).await {
-                Ok(children) => children,
-                Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
-                Err(e) => return Err(e),
-            };
+            let children =
+                match self.retry_as(background, path, deadline, |zk| async move { zk.list_children(d).await }).await {
+                    Ok(children) => children,
+                    Err(e) if e.is(ErrorCode::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
             if children.is_empty() {
                 stack.pop();
                 if dir != fixed {
-                    match self.with_retry(path, deadline, |zk| async move { zk.delete(d, None).await }).await {
+                    match self.retry_as(background, path, deadline, |zk| async move { zk.delete(d, None).await }).await
+                    {
                         Ok(()) => deleted_any = true,
                         Err(e) if e.is(ErrorCode::NoNode) => {}
                         Err(e) if e.is(ErrorCode::NotEmpty) && rounds < DELETE_CHILDREN_ROUNDS => {
@@ -250,6 +260,19 @@ impl CuratorClient {
             }
         }
         Ok(deleted_any)
+    }
+
+    /// [`with_retry`](Self::with_retry), or its background form for the guaranteed-delete queue.
+    async fn retry_as<T, F, Fut>(&self, background: bool, path: &str, deadline: Option<Instant>, op: F) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        if background {
+            self.with_retry_in_background(path, deadline, op).await
+        } else {
+            self.with_retry(path, deadline, op).await
+        }
     }
 }
 
@@ -353,8 +376,10 @@ enum Parents {
 /// A create of one node: [`CuratorClient::create`]. Await it for the created path.
 ///
 /// # Errors
-/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for a bad TTL or an
-///   empty ACL (nothing sent);
+/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for a bad TTL, an
+///   empty ACL, or data over the client's
+///   [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (naming its size and the
+///   path; nothing sent);
 /// * [`Error::ZooKeeper`] with [`ErrorCode::NodeExists`], [`ErrorCode::NoNode`] (a parent is
 ///   missing and parents were not asked for), [`ErrorCode::NoAuth`],
 ///   [`ErrorCode::NoChildrenForEphemerals`], …;
@@ -436,6 +461,7 @@ impl<'a> CreateBuilder<'a> {
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path, reason: "the root node always exists" });
         }
+        client.check_data_size("data", &self.path, self.data.len())?;
         if client.is_closed() {
             return Err(Error::Closed { path: self.path });
         }
@@ -735,9 +761,10 @@ impl GetChildrenWatchBuilder<'_> {
 /// [`ErrorCode::BadVersion`] (as in Curator): read again to tell.
 ///
 /// # Errors
-/// [`Error::InvalidPath`]; [`Error::ZooKeeper`] with [`ErrorCode::NoNode`],
-/// [`ErrorCode::BadVersion`], [`ErrorCode::NoAuth`], …; [`Error::DeadlineExceeded`];
-/// [`Error::Closed`].
+/// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for data over the client's
+/// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (naming its size and the path;
+/// nothing sent); [`Error::ZooKeeper`] with [`ErrorCode::NoNode`], [`ErrorCode::BadVersion`],
+/// [`ErrorCode::NoAuth`], …; [`Error::DeadlineExceeded`]; [`Error::Closed`].
 ///
 /// # Cancel safety
 /// Not cancel safe: a dropped call may still write.
@@ -759,6 +786,7 @@ impl<'a> SetDataBuilder<'a> {
 
     async fn run(self) -> Result<Stat> {
         let (fixed, deadline) = self.op.start()?;
+        self.op.client.check_data_size("data", &self.op.path, self.data.len())?;
         let (f, data, version) = (fixed.as_str(), self.data.as_slice(), self.version);
         let stat = self
             .op
@@ -790,8 +818,11 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
 /// * [`Error::DeadlineExceeded`]; [`Error::Closed`].
 ///
 /// With `guaranteed()`, a delete whose foreground attempt fails with a retryable or session
-/// error is handed to the client's background queue (which keeps trying until the node is
-/// gone) and the foreground error is still returned.
+/// error (or its deadline) is handed to the client's background queue (which keeps trying until
+/// the node is gone) and the foreground error is still returned. With
+/// `deleting_children_if_needed()` too, that holds from the first child on: a call that fails
+/// (or is dropped) while emptying the node hands the whole subtree over, and the queue deletes
+/// what is left of it, children first, once the connection is back.
 ///
 /// # Cancel safety
 /// With `guaranteed()`, cancel safe (a dropped call is queued in the background); otherwise a
@@ -818,7 +849,9 @@ impl<'a> DeleteBuilder<'a> {
         self
     }
 
-    /// Keeps trying in the background when the connection fails (Curator's `guaranteed()`).
+    /// Keeps trying in the background when the connection fails (Curator's `guaranteed()`); with
+    /// [`deleting_children_if_needed`](Self::deleting_children_if_needed), the background delete
+    /// finishes the whole subtree, children first.
     pub fn guaranteed(mut self) -> Self {
         self.guaranteed = true;
         self
@@ -848,7 +881,28 @@ impl<'a> DeleteBuilder<'a> {
         }
         // A CONTAINER node is reaped by the server once its last child is gone: after emptying
         // it, its absence is the delete's success, not NoNode.
-        let emptied = self.children && client.delete_children(path, &fixed, deadline).await?;
+        let emptied = if !self.children {
+            false
+        } else if self.guaranteed {
+            // Guaranteed from the first child on: when emptying the node fails for lack of a
+            // connection (or this future is dropped during it), the background queue takes the
+            // whole subtree over, children first.
+            let mut fallback = client.delete_on_drop(DeleteTarget::Tree(fixed.clone()));
+            match client.delete_children(path, &fixed, deadline, false).await {
+                Ok(emptied) => {
+                    fallback.disarm();
+                    emptied
+                }
+                // `fallback` queues the subtree as it drops.
+                Err(e) if hands_over(&e) => return Err(e),
+                Err(e) => {
+                    fallback.disarm();
+                    return Err(e);
+                }
+            }
+        } else {
+            client.delete_children(path, &fixed, deadline, false).await?
+        };
         let result = if self.guaranteed {
             // The delete is guaranteed from here on: when the existence check below fails for
             // lack of a connection (or this future is dropped during it), the background queue
@@ -1210,11 +1264,21 @@ impl Transaction {
         self
     }
 
-    /// Validates every operation and fixes its path for `client`.
+    /// Validates every operation and fixes its path for `client`. The data of all operations
+    /// travels in one request: their sum must be within the client's max data size (the error
+    /// names the operation that goes over).
     pub(crate) fn prepare(&self, client: &CuratorClient) -> Result<PreparedTransaction> {
         let mut ops = Vec::with_capacity(self.ops.len());
+        let mut data_size = 0usize;
         for op in &self.ops {
             paths::validate_path(op.path())?;
+            if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
+                data_size = data_size.saturating_add(data.len());
+                if data_size > client.max_data_size() {
+                    let what = format!("{} (the transaction's data up to this operation)", op.path());
+                    client.check_data_size("data", &what, data_size)?;
+                }
+            }
             let fixed = client.fix_path(op.path());
             let acls = match op {
                 TxOp::Create { mode, path, .. } => {

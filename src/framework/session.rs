@@ -141,6 +141,42 @@ pub(crate) struct SessionConfig {
 struct Slot {
     zk: Option<zk::Client>,
     session: SessionIdentity,
+    /// The current session's keep (see [`SessionKeep`]): the slot's share of it.
+    keep: Option<Arc<SessionKeep>>,
+}
+
+/// A share in keeping one session open: `zookeeper-client` closes a session (CloseSession, which
+/// deletes its ephemeral nodes) once the last handle on it is dropped, also after we gave it up
+/// (LOST) and replaced it — as soon as it reaches the server again. A hold keeps the keep of the
+/// session it was granted on, so nothing of ours ends that session, and frees the hold's node, while
+/// the hold lives: its holder was told it is lost and must have stopped first (the CLI drops its hold
+/// once the command's process group is gone; `LeaderSelector` once its work has stopped).
+///
+/// The session ends when the client lets go of it (replaced, or closed) and the last hold on it is
+/// dropped — or, for a session given up while suspended, at the earliest instant the server could
+/// have expired it on its own, whichever comes first: a lost hold kept for ever does not keep its
+/// node for ever.
+pub(crate) struct SessionKeep {
+    session: SessionIdentity,
+    zk: Mutex<Option<zk::Client>>,
+}
+
+impl std::fmt::Debug for SessionKeep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionKeep").field("session", &self.session).field("kept", &self.zk.lock().is_some()).finish()
+    }
+}
+
+impl SessionKeep {
+    fn new(session: SessionIdentity, zk: &zk::Client) -> Arc<SessionKeep> {
+        Arc::new(SessionKeep { session, zk: Mutex::new(Some(zk.clone())) })
+    }
+
+    /// Drops the kept handle: the session closes once no other handle is left.
+    fn let_go(&self) {
+        let zk = self.zk.lock().take();
+        drop(zk);
+    }
 }
 
 /// The session half of a client; see the module docs.
@@ -155,6 +191,8 @@ pub(crate) struct Sessions {
     publishing: Mutex<()>,
     closing: AtomicBool,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The keeps of replaced sessions still held by holds: closing the client lets go of them.
+    retired: Mutex<Vec<std::sync::Weak<SessionKeep>>>,
 }
 
 impl Sessions {
@@ -201,14 +239,16 @@ impl Sessions {
         let (status, _) =
             watch::channel(Status { state, connected, session, closed: false, expiry_bounds: ExpiryBounds::default() });
         let (events, _) = broadcast::channel(STATE_BUFFER);
+        let keep = zk.as_ref().map(|zk| SessionKeep::new(session, zk));
         Arc::new(Sessions {
             config,
-            slot: RwLock::new(Slot { zk, session }),
+            slot: RwLock::new(Slot { zk, session, keep }),
             status,
             events,
             publishing: Mutex::new(()),
             closing: AtomicBool::new(false),
             supervisor: Mutex::new(None),
+            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -220,6 +260,38 @@ impl Sessions {
 
     pub(crate) fn session(&self) -> SessionIdentity {
         self.slot.read().session
+    }
+
+    /// A share in keeping `session` open (see [`SessionKeep`]), while it is the current one.
+    pub(crate) fn keep(&self, session: SessionIdentity) -> Option<Arc<SessionKeep>> {
+        let slot = self.slot.read();
+        slot.keep.clone().filter(|_| slot.session == session)
+    }
+
+    /// Lets go of the current session's keep (replaced or closed). A session given up while
+    /// suspended is let go of by the holds still on it at `expiry` at the latest, when the server
+    /// can expire it anyway.
+    fn retire(&self, keep: Option<Arc<SessionKeep>>, expiry: Option<Instant>) {
+        let Some(keep) = keep else { return };
+        let weak = Arc::downgrade(&keep);
+        // Ours is the only share left: nobody holds the session; it closes now.
+        drop(keep);
+        if weak.strong_count() == 0 {
+            return;
+        }
+        if let (Some(at), Ok(runtime)) = (expiry, tokio::runtime::Handle::try_current()) {
+            let held = weak.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                if let Some(keep) = held.upgrade() {
+                    debug!(epoch = keep.session.epoch, "the server can expire the given-up session now: letting go");
+                    keep.let_go();
+                }
+            });
+        }
+        let mut retired = self.retired.lock();
+        retired.retain(|w| w.strong_count() > 0);
+        retired.push(weak);
     }
 
     pub(crate) fn status(&self) -> watch::Receiver<Status> {
@@ -287,7 +359,19 @@ impl Sessions {
             s.closed = true;
             s.connected = false;
         });
-        let zk = self.slot.write().zk.take();
+        let (zk, keep) = {
+            let mut slot = self.slot.write();
+            (slot.zk.take(), slot.keep.take())
+        };
+        // Closing ends every session of ours, also those lost holds still keep.
+        if let Some(keep) = keep {
+            keep.let_go();
+        }
+        for retired in std::mem::take(&mut *self.retired.lock()) {
+            if let Some(keep) = retired.upgrade() {
+                keep.let_go();
+            }
+        }
         if let Some(zk) = zk {
             let mut watcher = zk.state_watcher();
             drop(zk);
@@ -447,7 +531,14 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 let within = suspended_within(this.config.session_timeout, negotiated);
                 let bound = since.checked_add(negotiated.saturating_sub(within)).unwrap_or(since);
                 let session = this.session();
-                this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
+                if this.status.borrow().state == ConnectionState::ReadOnly {
+                    // Read-only again after a disconnect from a read-only server (which published
+                    // nothing: the LOST timer already ran): no second READ_ONLY in a row, as
+                    // Curator never repeats a state.
+                    this.status.send_modify(|s| s.expiry_bounds.suspended(session, bound));
+                } else {
+                    this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
+                }
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
             ended => {
@@ -491,9 +582,15 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
         if this.is_closing() {
             return None;
         }
-        // Drop our handle on the old session first: the session closes once in-flight users let go.
-        let old = this.slot.write().zk.take();
+        // Drop our handle on the old session first: the session closes once in-flight users, and
+        // the holds granted on it, let go (see `SessionKeep`).
+        let (old, keep) = {
+            let mut slot = this.slot.write();
+            (slot.zk.take(), slot.keep.take())
+        };
         drop(old);
+        let expiry = keep.as_ref().and_then(|keep| this.earliest_expiry(keep.session));
+        this.retire(keep, expiry);
         match open_session(&this.config).await {
             Ok(zk) => {
                 let watcher = zk.state_watcher();
@@ -508,6 +605,7 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
                     }
                     let session = SessionIdentity { epoch: slot.session.epoch + 1, id: zk.session_id().0 };
                     slot.session = session;
+                    slot.keep = Some(SessionKeep::new(session, &zk));
                     slot.zk = Some(zk);
                     session
                 };

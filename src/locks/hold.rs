@@ -14,7 +14,7 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::framework::session::Status;
+use crate::framework::session::{SessionKeep, Status};
 use crate::metrics::{HoldMeter, LossCause};
 use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
 
@@ -102,6 +102,13 @@ impl std::fmt::Display for FencingToken {
 ///
 /// Handed out only in [`HoldState::Held`], on the client's current session. Shared by a recipe's
 /// reentrancy entry or by the guard that owns it.
+///
+/// A hold keeps the session of its node open while it lives: once the client has given that
+/// session up (LOST) and opened a new one, nothing of ours ends the old session — and so frees the
+/// node to the next holder, should the link heal before the server expired it — until the last
+/// holder of the hold lets go of it, or the server could have expired the session anyway
+/// ([`CuratorClient::earliest_expiry`]), whichever is first. So drop a lost hold (its guard) once
+/// the work it protected has stopped, not before.
 #[derive(Debug)]
 pub struct Hold {
     client: CuratorClient,
@@ -119,6 +126,10 @@ pub struct Hold {
     monitor_started: AtomicBool,
     /// Hold time and loss metrics: ended when the hold is first seen `Lost`, or on drop.
     meter: HoldMeter,
+    /// Keeps the node's session open while the hold lives, also once the client gave the session
+    /// up and replaced it: nothing of ours ends it (and so frees the node) before the holder let
+    /// go of the hold, or the server could have expired it anyway (see `SessionKeep`).
+    session_keep: Option<Arc<SessionKeep>>,
 }
 
 impl Hold {
@@ -131,7 +142,9 @@ impl Hold {
     ) -> Arc<Hold> {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(data.to_vec());
+        let session_keep = client.session_keep(node.session);
         Arc::new(Hold {
+            session_keep,
             client: client.clone(),
             node,
             fixed,
@@ -152,6 +165,7 @@ impl Hold {
         let (state, _) = watch::channel(HoldState::Held);
         let (data, _) = watch::channel(node.data());
         Arc::new(Hold {
+            session_keep: node.session_keep.clone(),
             client: node.client.clone(),
             node: node.node.clone(),
             fixed: node.fixed.clone(),
@@ -448,7 +462,8 @@ impl Hold {
     ///
     /// # Errors
     /// * [`Error::LockLost`] when our node is gone (or our session ended) — nothing was written.
-    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation in `write`
+    /// * [`Error::InvalidPath`] / [`Error::InvalidArgument`] for a bad operation in `write`, or
+    ///   data over the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size)
     ///   (nothing sent).
     /// * [`Error::TransactionFailed`] when an op failed (naming its index, path and code;
     ///   nothing was written).

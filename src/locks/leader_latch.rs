@@ -11,7 +11,7 @@ use super::driver::StandardLockDriver;
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leadership::{
-    check_id, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -61,7 +61,12 @@ struct Inner {
     /// of the hold's state is also sent here (so waiters look again).
     hold: watch::Sender<Option<Arc<Hold>>>,
     state: watch::Sender<LatchState>,
-    task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The background task; it ends once closed, after deleting our node (its result is the
+    /// delete's).
+    task: parking_lot::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>,
+    /// False while the background task runs: a `close` that finds the task taken by another call
+    /// (or by a cancelled one) waits for it.
+    finished: watch::Sender<bool>,
     /// Leadership as listeners see it.
     signal: LeadershipSignal,
     /// Why the last attempt to queue failed; `None` once an attempt leads.
@@ -87,10 +92,11 @@ impl LeaderLatch {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
-    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
+    /// [`Error::InvalidArgument`] naming its size and `path` if `id` is larger than the client's
+    /// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (by default 1 MiB - 4 KiB).
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
         let id = id.into();
-        check_id(&id)?;
+        client.check_data_size("id", path, id.len())?;
         let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
         let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Latch, path);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()), labels)?;
@@ -100,6 +106,7 @@ impl LeaderLatch {
             hold: watch::Sender::new(None),
             state: watch::Sender::new(LatchState::Latent),
             task: parking_lot::Mutex::new(None),
+            finished: watch::Sender::new(true),
             signal: LeadershipSignal::new(),
             queue_error: watch::Sender::new(None),
             close_mode: parking_lot::Mutex::new(CloseMode::Silent),
@@ -152,7 +159,10 @@ impl LeaderLatch {
         if !started {
             return Err(Error::invalid_argument("latch state", format!("{:?}", self.state()), "a latch starts once"));
         }
-        let task = runtime.spawn(run(self.inner.clone()));
+        self.inner.finished.send_replace(false);
+        // Made here, not in the task: a task dropped before it first ran still sets it.
+        let finished = Finished(self.inner.clone());
+        let task = runtime.spawn(run(self.inner.clone(), finished));
         *self.inner.task.lock() = Some(task);
         Ok(())
     }
@@ -167,7 +177,9 @@ impl LeaderLatch {
     ///
     /// # Cancel safety
     /// Cancel safe: the latch is closed at the first poll and the delete continues in the
-    /// background.
+    /// background (the node goes while the latch object still lives). A later (or concurrent)
+    /// `close` waits for it too (and returns `Ok` even if that delete failed: the node stays
+    /// queued for deletion).
     ///
     /// # Examples
     /// ```no_run
@@ -206,22 +218,18 @@ impl LeaderLatch {
         // Wake waiters: they see the latch closed.
         self.inner.hold.send_modify(|_| {});
         let task = self.inner.task.lock().take();
-        if let Some(task) = task {
-            // The task sees the state and drops its queued attempt (its node is deleted in the
-            // background); a leadership hold is handed back here, so that we can wait for it.
-            match task.await {
-                Ok(()) => {}
+        match task {
+            // The task sees the state, drops its queued attempt or deletes its leadership's node,
+            // and ends: also when this call is dropped meanwhile.
+            Some(task) => match task.await {
+                Ok(result) => result,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(_) => {}
-            }
-        }
-        let hold = self.inner.hold.send_replace(None);
-        match hold {
-            Some(hold) => hold.release().await,
+                Err(_) => Ok(()),
+            },
             None => {
-                // A queued attempt, dropped by the task, left its node to the background deletes.
-                let client = self.inner.mutex.client();
-                client.wait_background_deletes(deadline_after(client.connection_timeout())).await;
+                // Another close (maybe a cancelled one) took the task: wait until it has ended.
+                let mut finished = self.inner.finished.subscribe();
+                let _ = finished.wait_for(|finished| *finished).await;
                 Ok(())
             }
         }
@@ -462,18 +470,46 @@ impl Drop for LeaderLatch {
         self.inner.state.send_replace(LatchState::Closed);
         let mode = *self.inner.close_mode.lock();
         self.inner.signal.end(mode == CloseMode::NotifyLeader);
-        if let Some(task) = self.inner.task.lock().take() {
-            task.abort();
-        }
-        if let Some(hold) = self.inner.hold.send_replace(None) {
-            hold.release_in_background();
-        }
+        // The task sees the state and deletes our node in the background (a grant it was making
+        // meanwhile included); without a runtime the task is gone already, and `Finished` did it.
+        drop(self.inner.task.lock().take());
     }
 }
 
+/// Marks the background task finished when dropped (returned, panicked, aborted, or dropped with
+/// its runtime), deleting in the background a leadership's node the task had no time to delete.
+struct Finished(Arc<Inner>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        if let Some(hold) = self.0.hold.send_replace(None) {
+            hold.release_in_background();
+        }
+        self.0.finished.send_replace(true);
+    }
+}
+
+/// The background task: takes part until closed, then deletes our leadership's node (a queued
+/// attempt's node is deleted by the attempt's drop, in the background).
+async fn run(inner: Arc<Inner>, finished: Finished) -> Result<()> {
+    participate(&inner).await;
+    let hold = inner.hold.send_replace(None);
+    let released = match hold {
+        Some(hold) => hold.release().await,
+        None => {
+            // A queued attempt, dropped by the task, left its node to the background deletes.
+            let client = inner.mutex.client();
+            client.wait_background_deletes(deadline_after(client.connection_timeout())).await;
+            Ok(())
+        }
+    };
+    drop(finished);
+    released
+}
+
 /// The participant: queue (a mutex attempt without deadline), lead while the hold lasts, queue
-/// again after losing it, until closed.
-async fn run(inner: Arc<Inner>) {
+/// again after losing it, until closed (a leadership's hold is left in `inner.hold` then).
+async fn participate(inner: &Arc<Inner>) {
     let mut state = inner.state.subscribe();
     let stopped = |state: &mut watch::Receiver<LatchState>| {
         let mut state = state.clone();
@@ -524,7 +560,7 @@ async fn run(inner: Arc<Inner>) {
                 break;
             }
             tokio::select! {
-                // close() takes the hold and waits for its delete.
+                // `run` takes the hold and deletes its node.
                 _ = stopped(&mut state) => return,
                 changed = hold_state.changed() => {
                     // Waiters look again at every change.
@@ -543,8 +579,11 @@ async fn run(inner: Arc<Inner>) {
             }
             _ => false,
         });
-        // Lost: deleted by someone, or its session ended. Delete it in case it outlived that.
-        hold.release_in_background();
+        // Lost: deleted by someone, or its session ended. Not deleted here: the node (ephemeral)
+        // goes with its session, which nothing of ours ends before the last holder of the hold
+        // (e.g. `elect` until its command's group is gone) lets go of it — or the server could
+        // have expired the session anyway (see `Hold`'s session keep).
+        drop(hold);
         if inner.started() {
             inner.signal.set(LeadershipState::NotLeader);
         }

@@ -17,7 +17,7 @@ use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 use super::internals::{deadline_after, Basis, Wait};
 use super::leader_latch::LatchState;
 use super::leadership::{
-    check_id, held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
+    held, read_participants, CloseMode, LeadershipSignal, LeadershipState, LeadershipStream, Participant,
 };
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorKind, Result};
@@ -122,14 +122,15 @@ impl LeaderSelector {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
-    /// [`Error::InvalidArgument`] naming `id` if it is larger than a node can hold (1 MiB - 4 KiB).
+    /// [`Error::InvalidArgument`] naming its size and `path` if `id` is larger than the client's
+    /// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (by default 1 MiB - 4 KiB).
     pub fn new<F, Fut>(client: &CuratorClient, path: &str, id: impl Into<String>, work: F) -> Result<Self>
     where
         F: Fn(Leadership) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let id = id.into();
-        check_id(&id)?;
+        client.check_data_size("id", path, id.len())?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
         let labels = crate::metrics::LockLabels::new(client, crate::metrics::Recipe::Selector, path);
         let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data, labels)?;
@@ -214,10 +215,12 @@ impl LeaderSelector {
         self.inner.finished.send_replace(false);
         let span = info_span!("leader_selector", path = %self.path(), id = %self.inner.id);
         let inner = self.inner.clone();
+        // Set when the task ends, however it ends (returned, panicked, aborted, or dropped with its
+        // runtime — made here, so that also before it first ran).
+        let finished = Finished(inner.clone());
         let task = runtime.spawn(
             async move {
-                // Set when the task ends, however it ends (returned, panicked or aborted).
-                let _finished = Finished(inner.clone());
+                let _finished = finished;
                 run(inner).await
             }
             .instrument(span),
@@ -362,15 +365,12 @@ impl LeaderSelector {
 
 impl Drop for LeaderSelector {
     fn drop(&mut self) {
-        // The task cancels the work and deletes the node; without a runtime it is gone already,
-        // and the hold is released in the background.
+        // The task cancels the work and deletes the node once the work has stopped — also when a
+        // cancelled `close` took it. Without a runtime it is gone already, and `Finished` deleted
+        // the node of a term it left behind.
         let mode = *self.inner.close_mode.lock();
         self.inner.stop(mode);
-        if self.inner.task.lock().take().is_none() {
-            if let Some(hold) = self.inner.hold.send_replace(None) {
-                hold.release_in_background();
-            }
-        }
+        drop(self.inner.task.lock().take());
     }
 }
 
@@ -476,11 +476,15 @@ impl Leadership {
     }
 }
 
-/// Marks the background task finished when dropped.
+/// Marks the background task finished when dropped; a term's node the task had no time to
+/// delete (it was dropped with its runtime, and the work with it) is deleted in the background.
 struct Finished(Arc<Inner>);
 
 impl Drop for Finished {
     fn drop(&mut self) {
+        if let Some(hold) = self.0.hold.send_replace(None) {
+            hold.release_in_background();
+        }
         self.0.finished.send_replace(true);
     }
 }

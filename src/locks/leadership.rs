@@ -12,26 +12,7 @@ use tokio::sync::{mpsc, watch};
 use super::driver::LockDriver;
 use super::hold::{Hold, HoldState};
 use super::mutex::InterProcessMutex;
-use crate::error::{Error, ErrorCode, Result};
-
-/// The largest participant id accepted, in bytes. ZooKeeper refuses a request larger than its
-/// `jute.maxbuffer` (1 MiB less one byte by default) by closing the connection, so a node whose
-/// data is larger can never be created — and each attempt would suspend every recipe of the
-/// client. This leaves 4 KiB for the rest of the create request (path, ACL, headers).
-pub(crate) const MAX_ID_BYTES: usize = 1024 * 1024 - 4096;
-
-/// Refuses an id too large to be written into a node (see [`MAX_ID_BYTES`]).
-pub(crate) fn check_id(id: &str) -> Result<()> {
-    if id.len() <= MAX_ID_BYTES {
-        return Ok(());
-    }
-    let start: String = id.chars().take(32).collect();
-    Err(Error::invalid_argument(
-        "id",
-        format!("{start}... ({} bytes)", id.len()),
-        "larger than a ZooKeeper node can hold (at most 1 MiB - 4 KiB)",
-    ))
-}
+use crate::error::{ErrorCode, Result};
 
 /// Where a participant of an election stands.
 ///

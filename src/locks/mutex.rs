@@ -132,7 +132,8 @@ impl InterProcessMutex {
     /// Like [`new`](Self::new), writing `data` into the lock node instead of the default data.
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); [`Error::InvalidArgument`] naming its size and `path` if `data` is
+    /// larger than the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size).
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
         let labels = LockLabels::new(client, Recipe::Mutex, path);
         Self::build(client, path, StandardLockDriver::default(), Some(data.into()), labels)
@@ -157,6 +158,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
         labels: LockLabels,
     ) -> Result<Self> {
         let internals = Arc::new(LockInternals::new(client, path, driver, 1, labels)?);
+        client.check_data_size("data", path, data.as_ref().map_or(0, Vec::len))?;
         let shared = Shared {
             internals,
             holders: ReentrancyMap::default(),

@@ -170,7 +170,8 @@ impl InterProcessReadWriteLock {
     /// Like [`new`](Self::new), writing `data` into every node of this lock (Curator's `lockData`).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); [`Error::InvalidArgument`] naming its size and `path` if `data` is
+    /// larger than the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size).
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
         Self::build(client, path, Some(data.into()))
     }

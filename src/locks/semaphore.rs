@@ -103,7 +103,8 @@ impl InterProcessSemaphoreV2 {
     /// Like [`new`](Self::new), writing `data` into every lease node (Curator's node data).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); [`Error::InvalidArgument`] naming its size and `path` if `data` is
+    /// larger than the client's [`max_data_size`](crate::CuratorClientBuilder::max_data_size).
     pub fn with_data(client: &CuratorClient, path: &str, max_leases: usize, data: impl Into<Vec<u8>>) -> Result<Self> {
         Self::build(client, path, max_leases, Some(data.into()), Recipe::Semaphore)
     }
@@ -120,6 +121,7 @@ impl InterProcessSemaphoreV2 {
         if max_leases == 0 {
             return Err(Error::invalid_argument("max_leases", 0, "must be at least 1"));
         }
+        client.check_data_size("data", path, data.as_ref().map_or(0, Vec::len))?;
         // An acquire is measured as a whole (the internal mutex and the lease, see `acquire_one`),
         // and its hold is the lease: the internal mutex is traced only.
         let lock_path = paths::join(path, SEMAPHORE_LOCK_PARENT);

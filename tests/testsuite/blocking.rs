@@ -2,7 +2,9 @@
 //! test asserts one promise of the async API kept through the facade — mutual exclusion, guards
 //! released on drop on any thread, Curator-style re-entrancy per OS thread, strict deadlines with
 //! the server down, recovery after a restart, the read-write lock and the semaphores from threads,
-//! and a typed error (never a panic) for a blocking call made inside a tokio runtime.
+//! the blocking leader latch and selector (the selector's work on a plain thread, stopped before
+//! the next leader's starts and before its node goes), and a typed error (never a panic) for a
+//! blocking call made inside a tokio runtime.
 //!
 //! No test here is a `#[tokio::test]`: the blocking calls run on plain `#[test]` threads. A small
 //! runtime of the test's own only starts and stops the ZooKeeper server and looks at the tree
@@ -43,9 +45,17 @@ impl Zk {
     }
 
     fn start_with(owned: bool) -> Zk {
+        Self::start_builder(if owned { TestingServer::builder().owned() } else { TestingServer::builder() })
+    }
+
+    /// A server with a 200 ms tick (expiry is checked once per tick; sessions of 0.4 to 4 s).
+    fn fast_ticks() -> Zk {
+        Self::start_builder(TestingServer::builder().tick_time(Duration::from_millis(200)))
+    }
+
+    fn start_builder(builder: zk_curator::testing::TestingServerBuilder) -> Zk {
         support::init_tracing();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let builder = if owned { TestingServer::builder().owned() } else { TestingServer::builder() };
         let server = rt.block_on(support::server_with(builder));
         Zk { server, rt }
     }
@@ -123,6 +133,10 @@ fn the_facade_types_cross_threads() {
     send::<blocking::ReadLockGuard>();
     send::<blocking::WriteLockGuard>();
     send::<blocking::Lease>();
+    shared::<blocking::LeaderLatch>();
+    shared::<blocking::LeaderSelector>();
+    shared::<blocking::Leadership>();
+    send::<blocking::LeadershipChanges>();
 }
 
 /// Three threads, each on its own client (session), take the mutex 8 times each with guards: the
@@ -589,4 +603,339 @@ fn the_data_api_from_plain_threads() {
     assert!(matches!(err.kind(), ErrorKind::DeadlineExceeded | ErrorKind::Retryable), "{err:?} after {took:?}");
     zk.restart();
     assert!(client.exists(&node).unwrap().is_none());
+}
+
+// =============================================================================================
+// elections: the blocking LeaderLatch and LeaderSelector
+// =============================================================================================
+
+/// A blocking client with the given session timeout (connection timeout 2 s), connected to
+/// `connect`.
+fn short_client(connect: &str, session: Duration) -> blocking::CuratorClient {
+    let builder = zk_curator::CuratorClient::builder(connect)
+        .session_timeout(session)
+        .connection_timeout(Duration::from_secs(2))
+        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)));
+    let client = blocking::CuratorClient::from_builder(builder).expect("connect");
+    assert_eq!(client.async_client().negotiated_session_timeout(), session, "negotiated session timeout");
+    client
+}
+
+/// Two blocking latches on two clients: the first leads; the second, queued, is not leader and
+/// `await_leadership_timeout` returns `false` within its timeout; its change iterator says
+/// `NotLeader`. Once the first closes (its node deleted before `close` returns), the second leads,
+/// with a larger fencing token, and its iterator says `Leader`; closing it leaves nothing behind.
+#[test]
+fn a_blocking_latch_leads_and_the_next_leads_after_it_closes() {
+    let zk = Zk::start();
+    let (ca, cb) = (zk.client(), zk.client());
+    let path = support::unique_path("blocking-latch");
+    let a = blocking::LeaderLatch::new(&ca, &path, "a").unwrap();
+    let b = blocking::LeaderLatch::new(&cb, &path, "b").unwrap();
+    assert_eq!(a.state(), zk_curator::LatchState::Latent);
+    assert_eq!(b.await_leadership_timeout(Duration::from_millis(10)).unwrap_err().kind(), ErrorKind::Closed);
+    a.start().unwrap();
+    assert!(a.await_leadership_timeout(Duration::from_secs(10)).unwrap(), "the only participant leads");
+    assert!(a.has_leadership());
+    assert_eq!(a.leadership_state(), zk_curator::LeadershipState::Leader);
+    let a_token = a.fencing_token().expect("a leader has a token");
+    assert_eq!(a.start().unwrap_err().kind(), ErrorKind::BadArgument, "a latch starts once");
+
+    b.start().unwrap();
+    let mut b_changes = b.leadership_changes();
+    assert_eq!(b_changes.recv().unwrap(), Some(zk_curator::LeadershipState::NotLeader));
+    let timeout = Duration::from_millis(700);
+    let start = Instant::now();
+    assert!(!b.await_leadership_timeout(timeout).unwrap(), "b leads while a does");
+    let took = start.elapsed();
+    assert!(took <= timeout + SLACK, "await_leadership_timeout took {took:?} for a {timeout:?} timeout");
+    assert!(!b.has_leadership() && b.fencing_token().is_none());
+    let participants = b.participants().unwrap();
+    let ids: Vec<_> = participants.iter().map(|p| (p.id.as_str(), p.is_leader)).collect();
+    assert_eq!(ids, [("a", true), ("b", false)], "participants in line, the leader first");
+    assert_eq!(b.leader().unwrap().map(|p| p.id), Some("a".to_string()));
+    let nothing = b_changes.recv_timeout(Duration::from_millis(200)).unwrap_err();
+    assert_eq!(nothing.kind(), ErrorKind::DeadlineExceeded, "no change while a leads: {nothing}");
+
+    a.close().unwrap();
+    assert!(!a.has_leadership());
+    assert_eq!(zk.children(&path).len(), 1, "a's node was deleted before close returned");
+    assert!(b.await_leadership_timeout(Duration::from_secs(10)).unwrap(), "b leads after a closed");
+    assert!(b.fencing_token().unwrap() > a_token, "fencing tokens increase from leader to leader");
+    assert_eq!(b_changes.recv_timeout(Duration::from_secs(5)).unwrap(), Some(zk_curator::LeadershipState::Leader));
+    b.close().unwrap();
+    assert_eq!(b_changes.recv_timeout(Duration::from_secs(5)).unwrap(), None, "the iterator ends on close");
+    assert!(zk.children(&path).is_empty(), "nothing left behind");
+}
+
+/// A selector's work for one test: logs its term (start after it began, end just before it
+/// returns, `stop_after` after being told to stop) and reports the start on `started`.
+fn logged_work(
+    who: &'static str,
+    log: HoldLog,
+    started: mpsc::Sender<&'static str>,
+    stop_after: Duration,
+) -> impl Fn(blocking::Leadership) + Send + Sync + 'static {
+    let started = parking_lot::Mutex::new(started);
+    move |leadership: blocking::Leadership| {
+        let start = Instant::now();
+        let token = leadership.fencing_token().as_u128();
+        let _ = started.lock().send(who);
+        leadership.cancelled();
+        // Cleaning up after being told: still the leader's work until it returns.
+        thread::sleep(stop_after);
+        log.record(who, token, start, Instant::now(), false);
+    }
+}
+
+/// Three blocking selectors (three sessions) with auto-requeue take turns: their work runs on a
+/// plain thread (no runtime context; a blocking guarded write from it works), never two works at
+/// once (the shared exclusion checker, fencing tokens increasing), and closing them leaves nothing
+/// behind.
+#[test]
+fn selector_work_runs_on_plain_threads_and_never_twice_at_once() {
+    let zk = Zk::start();
+    let path = support::unique_path("blocking-selector");
+    let marker = support::unique_path("blocking-selector-marker");
+    let setup = zk.client();
+    setup.create(&marker, b"", zk_curator::CreateMode::Persistent).unwrap();
+    let log = HoldLog::default();
+    let terms = Arc::new(AtomicUsize::new(0));
+    let on_runtime = Arc::new(AtomicUsize::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..3).map(|_| zk.client()).collect();
+    let selectors: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(n, client)| {
+            let (log, terms, on_runtime, inside, overlaps, marker) =
+                (log.clone(), terms.clone(), on_runtime.clone(), inside.clone(), overlaps.clone(), marker.clone());
+            let who = format!("selector {n}");
+            let selector = blocking::LeaderSelector::new(client, &path, who.clone(), move |leadership| {
+                let holding = log.start(who.clone(), leadership.fencing_token().as_u128());
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    on_runtime.fetch_add(1, Ordering::SeqCst);
+                }
+                // A blocking call from the work's thread.
+                let write = zk_curator::GuardedWrite::new().set_data(&marker, who.as_bytes(), None);
+                leadership.guarded_write(write).expect("a guarded write from the work");
+                leadership.cancelled_timeout(Duration::from_millis(20));
+                inside.fetch_sub(1, Ordering::SeqCst);
+                holding.end();
+                terms.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+            selector.auto_requeue();
+            selector
+        })
+        .collect();
+    for selector in &selectors {
+        selector.start().unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while terms.load(Ordering::SeqCst) < 12 {
+        assert!(Instant::now() < deadline, "only {} terms in 60 s", terms.load(Ordering::SeqCst));
+        thread::sleep(Duration::from_millis(20));
+    }
+    for selector in &selectors {
+        selector.close().unwrap();
+    }
+    let intervals = log.assert_exclusive("3 blocking selectors");
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two works ran at once");
+    assert_eq!(on_runtime.load(Ordering::SeqCst), 0, "a work ran inside a tokio runtime context");
+    let who: std::collections::BTreeSet<_> = intervals.iter().map(|i| i.who.clone()).collect();
+    assert_eq!(who.len(), 3, "every selector led in turn: {who:?}");
+    assert!(zk.children(&path).is_empty(), "nothing left behind: {:?}", zk.children(&path));
+    setup.delete(&marker, None).unwrap();
+}
+
+/// `interrupt_leadership` and `close` wait for the work: a work that takes 300 ms to stop after
+/// being told keeps the node — the next selector's work starts only after it returned — and
+/// `close` returns only after the work returned and the node is gone.
+#[test]
+fn interrupt_and_close_wait_for_the_work_to_stop() {
+    let zk = Zk::start();
+    let (ca, cb) = (zk.client(), zk.client());
+    let path = support::unique_path("blocking-selector-close");
+    let log = HoldLog::default();
+    let (started, starts) = mpsc::channel();
+    let stop_after = Duration::from_millis(300);
+    let a = blocking::LeaderSelector::new(&ca, &path, "a", logged_work("a", log.clone(), started.clone(), stop_after))
+        .unwrap();
+    let b = blocking::LeaderSelector::new(&cb, &path, "b", logged_work("b", log.clone(), started, stop_after)).unwrap();
+    a.start().unwrap();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("a"));
+    assert!(a.has_leadership());
+    b.start().unwrap();
+    zk.rt.block_on(async {
+        support::eventually_queued(&support::observer(&zk.connect()).await, &path, 2, "b queued").await;
+    });
+
+    a.interrupt_leadership();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("b"), "b leads after a's interrupted term");
+    log.assert_exclusive("a interrupted, then b");
+    assert_eq!(log.intervals().len(), 1, "a's work returned before b's started");
+    assert!(!a.has_leadership() && b.has_leadership());
+
+    let closing = Instant::now();
+    b.close().unwrap();
+    let closed = Instant::now();
+    let intervals = log.assert_exclusive("b closed");
+    let b_end = intervals.iter().find(|i| i.who == "b").expect("b's work returned before close did").end;
+    assert!(b_end <= closed && closed - closing >= stop_after, "close returned before the work stopped");
+    assert_eq!(zk.children(&path), Vec::<String>::new(), "close returned before b's node was deleted");
+    a.close().unwrap();
+}
+
+/// A leader whose link goes silent (blackhole) until its session is given up: its work is told
+/// to stop, and returns (100 ms after being told), before the other selector's work starts —
+/// the other leads only once the server expired the silent session. The await of a latch behind
+/// the silent link returns within its timeout.
+#[test]
+fn a_lost_session_stops_the_work_before_another_leader_starts() {
+    let zk = Zk::fast_ticks();
+    let proxy = zk.rt.block_on(zk_curator::testing::FaultProxy::start(&zk.connect())).expect("proxy");
+    let session = Duration::from_secs(4);
+    let ca = short_client(&proxy.connect_string(), session);
+    let cb = short_client(&zk.connect(), session);
+    let path = support::unique_path("blocking-selector-lost");
+    let log = HoldLog::default();
+    let (started, starts) = mpsc::channel();
+    let stop_after = Duration::from_millis(100);
+    let a = blocking::LeaderSelector::new(&ca, &path, "a", logged_work("a", log.clone(), started.clone(), stop_after))
+        .unwrap();
+    let b = blocking::LeaderSelector::new(&cb, &path, "b", logged_work("b", log.clone(), started, stop_after)).unwrap();
+    a.start().unwrap();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("a"));
+    b.start().unwrap();
+    zk.rt.block_on(async {
+        support::eventually_queued(&support::observer(&zk.connect()).await, &path, 2, "b queued").await;
+    });
+    let latch = blocking::LeaderLatch::new(&ca, &support::unique_path("blocking-latch-silent"), "a").unwrap();
+    latch.start().unwrap();
+    assert!(latch.await_leadership_timeout(Duration::from_secs(10)).unwrap());
+    let other = blocking::LeaderLatch::new(&ca, latch.path(), "queued").unwrap();
+    other.start().unwrap();
+
+    // a has just heard from the server (worst case for its timer); then silence.
+    ca.exists("/").unwrap();
+    let silenced = Instant::now();
+    proxy.set_mode(zk_curator::testing::ProxyMode::Blackhole);
+    let timeout = Duration::from_millis(1500);
+    let ((waited, other), took) = within("await_leadership_timeout behind a silent link", timeout + SLACK, move || {
+        let waited = other.await_leadership_timeout(timeout);
+        (waited, other)
+    });
+    assert!(!waited.unwrap(), "a queued latch led behind a silent link");
+    assert!(took <= timeout + SLACK, "await_leadership_timeout took {took:?}");
+    assert_eq!(starts.recv_timeout(Duration::from_secs(30)), Ok("b"), "b leads after a's session is gone");
+    let b_started = Instant::now();
+    let intervals = log.assert_exclusive("a silenced, then b");
+    let a_end = intervals.iter().find(|i| i.who == "a").expect("a's work returned before b's started").end;
+    println!(
+        "a's work returned {:?} after the silence; b's work started {:?} after it",
+        a_end - silenced,
+        b_started - silenced
+    );
+    assert!(!a.has_leadership());
+
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
+    b.close().unwrap();
+    a.close().unwrap();
+    drop((latch, other));
+    let left = zk.eventually_no_children(&path, Duration::from_secs(10));
+    assert!(left.is_empty(), "nodes left behind: {left:?}");
+}
+
+/// Dropping a started selector whose work runs — on a plain thread with no runtime, together with
+/// its client — never panics; the work is told to stop, and its node is deleted only after the
+/// work returned (1 s after being told).
+#[test]
+fn a_dropped_selector_stops_its_work_before_its_node_goes() {
+    let zk = Zk::start();
+    let client = zk.client();
+    let path = support::unique_path("blocking-selector-drop");
+    let log = HoldLog::default();
+    let (started, starts) = mpsc::channel();
+    let stop_after = Duration::from_secs(1);
+    let selector =
+        blocking::LeaderSelector::new(&client, &path, "a", logged_work("a", log.clone(), started, stop_after)).unwrap();
+    selector.start().unwrap();
+    assert_eq!(starts.recv_timeout(Duration::from_secs(10)), Ok("a"));
+    thread::spawn(move || {
+        assert!(tokio::runtime::Handle::try_current().is_err());
+        drop((selector, client));
+    })
+    .join()
+    .expect("dropping a started selector must not panic");
+    let dropped = Instant::now();
+    assert_eq!(zk.children(&path).len(), 1, "the node stays while the work still runs");
+    let left = zk.eventually_no_children(&path, Duration::from_secs(10));
+    let gone = Instant::now();
+    assert!(left.is_empty(), "the dropped selector's node is still there: {left:?}");
+    let ended = log.intervals().first().expect("the work returned").end;
+    assert!(ended < gone && ended >= dropped, "the work returned {:?} after the drop", ended - dropped);
+}
+
+/// The election calls that wait, made inside a tokio runtime, return `InvalidArgument` naming
+/// `runtime` (those that do not wait work); a selector closed from its own work gets
+/// `WouldDeadlock` instead of waiting for itself; a started latch and a selector whose work runs,
+/// dropped inside a runtime's task, do not panic and leave nothing behind.
+#[test]
+fn election_calls_inside_a_runtime_are_typed_errors() {
+    let zk = Zk::start();
+    let client = zk.client();
+    let path = support::unique_path("blocking-latch-in-runtime");
+    let latch = blocking::LeaderLatch::new(&client, &path, "a").unwrap();
+    zk.rt.block_on(async { latch.start() }).expect("start does not wait: it works inside a runtime");
+    assert!(latch.await_leadership_timeout(Duration::from_secs(10)).unwrap());
+    let (timed, untimed, closed, read, changes) = zk.rt.block_on(async {
+        (
+            latch.await_leadership_timeout(Duration::from_millis(100)),
+            latch.await_leadership(),
+            latch.close(),
+            latch.participants(),
+            latch.leadership_changes().recv(),
+        )
+    });
+    assert_runtime_refused(timed, "await_leadership_timeout in block_on");
+    assert_runtime_refused(untimed, "await_leadership in block_on");
+    assert_runtime_refused(closed, "latch close in block_on");
+    assert_runtime_refused(read, "participants in block_on");
+    assert_runtime_refused(changes, "LeadershipChanges::recv in block_on");
+    assert!(latch.has_leadership(), "a refused close closes nothing");
+    zk.rt.block_on(async move { tokio::spawn(async move { drop(latch) }).await.unwrap() });
+    let left = zk.eventually_no_children(&path, Duration::from_secs(5));
+    assert!(left.is_empty(), "a latch dropped in a task left its node: {left:?}");
+
+    let sel_path = support::unique_path("blocking-selector-in-runtime");
+    let (tx, from_work) = mpsc::channel();
+    let me: Arc<std::sync::OnceLock<std::sync::Weak<blocking::LeaderSelector>>> = Arc::default();
+    let selector = Arc::new(
+        blocking::LeaderSelector::new(&client, &sel_path, "a", {
+            let (me, tx) = (me.clone(), parking_lot::Mutex::new(tx));
+            move |leadership: blocking::Leadership| {
+                let closed = me.get().and_then(|me| me.upgrade()).map(|selector| selector.close());
+                let _ = tx.lock().send(closed);
+                leadership.cancelled();
+            }
+        })
+        .unwrap(),
+    );
+    me.set(Arc::downgrade(&selector)).unwrap();
+    selector.start().unwrap();
+    match from_work.recv_timeout(Duration::from_secs(10)).expect("the work ran") {
+        Some(Err(Error::WouldDeadlock { .. })) => {}
+        other => panic!("close from the work itself: expected WouldDeadlock, got {other:?}"),
+    }
+    assert!(selector.has_leadership(), "a refused close closes nothing");
+    assert_runtime_refused(zk.rt.block_on(async { selector.close() }), "selector close in block_on");
+    let selector = Arc::into_inner(selector).expect("the only handle");
+    zk.rt.block_on(async move { tokio::spawn(async move { drop(selector) }).await.unwrap() });
+    let left = zk.eventually_no_children(&sel_path, Duration::from_secs(5));
+    assert!(left.is_empty(), "a selector dropped in a task left its node: {left:?}");
 }

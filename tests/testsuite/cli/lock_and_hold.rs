@@ -551,6 +551,85 @@ mod lock_command {
         group_is_dead_before_another_process_acquires("15").await;
     }
 
+    /// Two `lock`s on one path; the holder's link is blackholed until it reports the lock lost,
+    /// then healed at once (`heal`) or left dead. Every process of the holder's command ignores
+    /// SIGTERM and stamps the time every ~10 ms; the other `lock`'s command stamps when it starts.
+    /// The other command must start only after the holder's last stamp, whatever the link does
+    /// after LOST. Returns the gap (ms) between the two, for the numbers in docs/cli.md.
+    async fn next_holder_starts_after_the_lost_command(session_secs: &str, heal: bool) -> i128 {
+        let server = support::server().await;
+        let connect = server.connect_string();
+        let obs = support::observer(&connect).await;
+        let proxy = FaultProxy::start(&connect).await.unwrap();
+        let path = support::unique_path("cli-lock-heal");
+        let dir = scratch();
+        let (alive_log, next_log, says) =
+            (dir.path().join("alive"), dir.path().join("next"), dir.path().join("first.stderr"));
+        let leader = dir.path().join("leader");
+        let script = format!(
+            "echo $$ > {}; trap '' TERM; while :; do date +%s%N >> {}; sleep 0.01; done",
+            leader.display(),
+            alive_log.display()
+        );
+        let mut first =
+            lock_command(&proxy.connect_string(), &path, &["--session-timeout", session_secs], &["sh", "-c", &script]);
+        let mut first = first
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&says).unwrap())
+            .spawn()
+            .expect("spawn zk-curator lock");
+        wait_for_file(&alive_log, "the first command started").await;
+        let _cleanup = KillGroupOnDrop::of(std::fs::read_to_string(&leader).unwrap().trim());
+        let record = format!("date +%s%N >> {}", next_log.display());
+        let second = spawn(&connect, &path, &[], &["sh", "-c", &record]);
+        support::eventually_queued(&obs, &path, 2, "the second lock queued").await;
+
+        proxy.set_mode(ProxyMode::Blackhole);
+        let says_lost = || std::fs::read_to_string(&says).unwrap_or_default().contains(" lost (");
+        support::eventually(HANG, "the first lock reports the lock lost", || async { says_lost() }).await;
+        let lost = now_ns();
+        if heal {
+            proxy.set_mode(ProxyMode::Pass);
+        }
+        let status = tokio::time::timeout(HANG, first.wait()).await.expect("zk-curator lock hung").unwrap();
+        let first_says = std::fs::read_to_string(&says).unwrap_or_default();
+        assert_eq!(status.code(), Some(75), "{first_says}");
+        let second = finish(second).await;
+        assert!(second.status.success(), "{}", stderr(&second));
+        let stamps = |file: &Path| -> Vec<u128> {
+            std::fs::read_to_string(file).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect()
+        };
+        let last_alive = *stamps(&alive_log).iter().max().expect("stamps");
+        let next_started = *stamps(&next_log).iter().min().expect("the second command's stamp");
+        let gap_ms = (next_started as i128 - last_alive as i128) / 1_000_000;
+        eprintln!(
+            "session {session_secs}s, link {}: the first command's last stamp {} ms after LOST was reported; \
+             the next command started {} ms after LOST, {gap_ms} ms after the last stamp",
+            if heal { "healed at LOST" } else { "left dead" },
+            (last_alive as i128 - lost as i128) / 1_000_000,
+            (next_started as i128 - lost as i128) / 1_000_000,
+        );
+        assert!(
+            last_alive < next_started,
+            "the lost holder's command still ran {} ms after the next holder's command started: {first_says}",
+            -gap_ms
+        );
+        gap_ms
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_healed_after_lost_never_lets_the_next_holder_in_while_the_command_runs() {
+        next_holder_starts_after_the_lost_command("8", true).await;
+    }
+
+    /// The same with the link left dead: the next holder takes over once the server expired the
+    /// session (slow; run by hand for the takeover delay in docs/cli.md).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "slow; measures the takeover delay when the link stays dead"]
+    async fn with_the_link_left_dead_the_next_holder_takes_over_after_the_command() {
+        next_holder_starts_after_the_lost_command("8", false).await;
+    }
+
     /// A wait that ends while ZooKeeper is unreachable is not a conflict: 69, whether the first
     /// connection never came (`--nonblock`) or the connection went silent while waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -122,39 +122,71 @@ fn node(path: &str) -> String {
     support::node_name(path).to_string()
 }
 
-/// Data over jute.maxbuffer (1 MiB): the server drops the connection on such a request, as it
-/// does for the Java client (no client-side limit: the server's limit is configurable). What must
-/// hold: the call ends (bounded by the retry policy), with a typed error naming the path, no node
-/// is made, and the session survives. (Known gap: the error is a
-/// retryable ConnectionLoss rather than a BadArgument naming the data.)
+/// The default max data size: 1 MiB - 4 KiB (`zk_curator::DEFAULT_MAX_DATA_SIZE`).
+const MAX_DATA: usize = 1024 * 1024 - 4096;
+
+/// Asserts `r` is `InvalidArgument` for the data, naming its size and `path`.
+#[track_caller]
+fn assert_too_big<T: std::fmt::Debug>(r: zk_curator::Result<T>, what: &str, size: usize, path: &str) {
+    match r {
+        Err(Error::InvalidArgument { name: "data", value, .. }) => {
+            assert!(value.contains(&format!("{size} bytes")), "{what}: names the size {size}: {value}");
+            assert!(value.contains(path), "{what}: names the path {path}: {value}");
+        }
+        other => panic!("{what}: expected InvalidArgument for the data, got {other:?}"),
+    }
+}
+
+/// Data over the client's max data size (by default 1 MiB - 4 KiB: the server's default
+/// jute.maxbuffer less room for the rest of the request) is refused with `InvalidArgument`
+/// naming its size and path, before anything is sent: with the link up, the connection is never
+/// dropped (no SUSPENDED, the same session) and no node is made; with the link blackholed, the
+/// refusal comes instead of a connection error. Data of exactly the limit is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn data_over_jute_maxbuffer_fails_bounded_and_typed() {
+async fn data_over_the_max_data_size_is_refused_before_anything_is_sent() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let client = support::client(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
     let base = support::unique_path("big");
     client.create(&base).creating_parents_if_needed().await.expect("base");
-    let big = vec![7u8; 1024 * 1024 + 1];
+    let half = vec![7u8; MAX_DATA / 2 + 1];
     let session = client.session();
-    let c = format!("{base}/c");
-    let (r1, t1) = timed(client.create(&c).data(big.clone())).await;
-    let (r2, t2) = timed(client.set_data(&base, big.clone())).await;
-    let (r3, t3) = timed(client.commit(Transaction::new().set_data(&base, &big, None))).await;
-    let (r4, t4) = timed(client.create(&c).data(big.clone()).timeout(Duration::from_millis(500))).await;
-    for (r, t, what, path) in [(r1.map(|_| ()), t1, "create", &c), (r2.map(|_| ()), t2, "set_data", &base)] {
-        let e = r.expect_err(what);
-        println!("{what} of {} bytes: {e:?} after {t:?}", big.len());
-        assert!(e.code().is_some() && e.to_string().contains(path.as_str()), "{what}: typed, names the path: {e}");
-        assert!(t < Duration::from_secs(10), "{what} bounded by the policy: {t:?}");
+    let mut states = client.connection_states();
+    assert_eq!(states.try_recv(), Some(zk_curator::ConnectionState::Connected));
+    let (c, p) = (format!("{base}/c"), format!("{base}/p"));
+
+    // Just over the limit, and over the server's jute.maxbuffer (which would drop the connection).
+    for (blackholed, n) in [(false, MAX_DATA + 1), (false, 1024 * 1024 + 1), (true, MAX_DATA + 1)] {
+        if blackholed {
+            proxy.set_mode(ProxyMode::Blackhole);
+        }
+        let t = Duration::from_secs(2);
+        let big = vec![7u8; n];
+        assert_too_big(client.create(&c).data(big.clone()).timeout(t).await, "create", n, &c);
+        let sequential = client.create(&c).data(big.clone()).mode(CreateMode::EphemeralSequential).timeout(t);
+        assert_too_big(sequential.await, "sequential create", n, &c);
+        assert_too_big(client.create(&p).data(big.clone()).with_protection().timeout(t).await, "protected", n, &p);
+        assert_too_big(client.set_data(&base, big.clone()).timeout(t).await, "set_data", n, &base);
+        let one = Transaction::new().check(&base, 0).set_data(&base, &big, None);
+        assert_too_big(client.commit(one).timeout(t).await, "transaction", n, &base);
+        // Two operations under the limit each, over it together: the request carries both.
+        let two = Transaction::new().create(&c, &half, CreateMode::Persistent).set_data(&base, &half, None);
+        assert_too_big(client.commit(two).timeout(t).await, "transaction of two", 2 * half.len(), &base);
     }
-    assert!(r3.is_err() && t3 < Duration::from_secs(10), "{r3:?} {t3:?}");
-    assert!(r4.is_err() && t4 < Duration::from_millis(500) + SLACK, "{r4:?} {t4:?}");
-    assert!(client.block_until_connected(Duration::from_secs(5)).await);
-    assert_eq!(client.session(), session, "the session survived");
+    proxy.set_mode(ProxyMode::Pass);
+    // The blackhole was too short to suspend a 10 s session; nothing oversized ever reached the
+    // server, so the connection was never dropped.
+    assert!(support::queued_states(&mut states).is_empty(), "the connection stayed up");
+    assert_eq!(client.session(), session, "the same session");
     assert!(client.exists(&c).await.unwrap().is_none(), "no node");
-    // Just under the limit still works.
-    client.set_data(&base, vec![1u8; 1000 * 1024]).await.expect("1000 KiB is fine");
+    assert!(client.get_children(&base).await.unwrap().is_empty(), "no protected node either");
+    // Exactly the limit still fits into a request the server reads.
+    client.set_data(&base, vec![1u8; MAX_DATA]).await.expect("the max data size is accepted");
+    client.create(&c).data(vec![2u8; MAX_DATA]).await.expect("a create of the max data size");
+    assert_eq!(client.get_data(&c).await.unwrap().0.len(), MAX_DATA);
+    assert!(support::queued_states(&mut states).is_empty(), "the connection stayed up");
     client.delete(&base).deleting_children_if_needed().await.unwrap();
     client.close().await;
 }
@@ -318,6 +350,52 @@ async fn guaranteed_delete_keeps_trying_after_a_timeout_or_a_drop_while_blackhol
     }
     assert!(pending >= 3, "three deletes were queued, saw {pending}");
     client.delete(&base).deleting_children_if_needed().quietly().await.unwrap();
+    client.close().await;
+}
+
+/// A guaranteed recursive delete is guaranteed while it deletes the children too: one that times
+/// out (or is dropped) with the link blackholed leaves the whole subtree to the background
+/// queue, which deletes it, children first, once the link heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guaranteed_recursive_delete_cut_off_while_deleting_children_finishes_the_subtree_after_the_heal() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let zk = support::observer(&connect).await;
+    let base = support::unique_path("gdel-tree");
+    let (timed_out, dropped) = (format!("{base}/timed-out"), format!("{base}/dropped"));
+    for tree in [&timed_out, &dropped] {
+        for leaf in ["a/b/c", "a/b/c2", "a/b2", "x"] {
+            client.create(&format!("{tree}/{leaf}")).creating_parents_if_needed().await.unwrap();
+        }
+    }
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    let t = Duration::from_millis(500);
+    let (r, took) = timed(client.delete(&timed_out).deleting_children_if_needed().guaranteed().timeout(t)).await;
+    assert!(took <= t + SLACK, "returned after {took:?}");
+    assert!(r.is_err(), "cannot delete while blackholed: {r:?}");
+    {
+        let c = client.clone();
+        let d = dropped.clone();
+        let task = tokio::spawn(async move { c.delete(&d).deleting_children_if_needed().guaranteed().await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        task.abort();
+        let _ = task.await;
+    }
+    assert!(client.pending_background_deletes() >= 2, "both subtrees were handed to the background queue");
+    assert!(support::exists(&zk, &format!("{timed_out}/a/b/c")).await, "nothing could be deleted while blackholed");
+    proxy.set_mode(ProxyMode::Pass);
+    for tree in [&timed_out, &dropped] {
+        support::eventually(Duration::from_secs(15), &format!("{tree} deleted in the background"), || async {
+            !support::exists(&zk, tree).await
+        })
+        .await;
+    }
+    assert!(support::sorted_children(&zk, &base).await.is_empty(), "nothing of either subtree is left");
+    client.delete(&base).quietly().await.unwrap();
     client.close().await;
 }
 

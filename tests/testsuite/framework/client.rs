@@ -138,6 +138,45 @@ async fn builder_and_namespace() {
     client.close().await;
 }
 
+/// The client-wide max data size is the server's default jute.maxbuffer less 4 KiB unless set on
+/// the builder; a lower one is applied by every entry point (one check), and the builder refuses
+/// a default data over it, or a limit of zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_max_data_size_is_configurable_and_covers_the_default_data() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let default = support::client(&connect).await;
+    assert_eq!(default.max_data_size(), zk_curator::DEFAULT_MAX_DATA_SIZE);
+    assert_eq!(zk_curator::DEFAULT_MAX_DATA_SIZE, 0xfffff - 4095, "jute.maxbuffer's default less 4 KiB - 1");
+    default.close().await;
+
+    let client = CuratorClient::builder(&connect).max_data_size(100).connect().await.unwrap();
+    assert_eq!(client.max_data_size(), 100);
+    let path = support::unique_path("max-data");
+    let err = client.create(&path).data(vec![0; 101]).creating_parents_if_needed().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { name: "data", value, .. } if value.contains("101 bytes")),
+        "{err:?}"
+    );
+    let err = InterProcessMutex::with_data(&client, &path, vec![0; 101]).unwrap_err();
+    assert_bad_argument(&err, &path);
+    let mutex = InterProcessMutex::with_data(&client, &path, vec![5; 100]).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let (data, _) = client.get_data(guard.node_path()).await.unwrap();
+    assert_eq!(data, vec![5; 100], "data of exactly the limit is written");
+    guard.release().await.unwrap();
+    client.close().await;
+
+    let err = CuratorClient::builder(&connect).max_data_size(10).default_data(vec![0; 11]).connect().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { name: "default_data", value, .. } if value.contains("11 bytes")),
+        "{err:?}"
+    );
+    let err = CuratorClient::builder(&connect).max_data_size(0).connect().await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { name: "max_data_size", .. }), "{err:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2
 
@@ -289,6 +328,63 @@ async fn suspended_past_session_timeout_becomes_lost() {
     let (_, stat) = support::observer(&server.connect_string()).await.get_data(&path).await.unwrap();
     assert_eq!(stat.ephemeral_owner, after.id);
     client.close().await;
+}
+
+/// docs/failure-semantics.md lists the sequences a subscriber can see. One subscription through
+/// a cut and reconnect, a partition given up (LOST) and healed, and an expiry by the server: each
+/// fault shows its states in the documented order, and the whole stream follows the rule (no
+/// state twice in a row, SUSPENDED only while connected, every LOST followed by RECONNECTED).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_state_change_follows_the_documented_rule() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client_with(&proxy.connect_string(), Duration::from_secs(4)).await;
+    let mut states = subscribe(&client).await;
+    let mut seen = vec![ConnectionState::Connected];
+    let within = Duration::from_secs(20);
+
+    // A cut within the session timeout: SUSPENDED, then RECONNECTED on the same session.
+    let first = client.session();
+    proxy.set_mode(ProxyMode::Cut);
+    expect_state(&mut states, Suspended, &[], within).await;
+    proxy.set_mode(ProxyMode::Pass);
+    expect_state(&mut states, Reconnected, &[], within).await;
+    assert_eq!(client.session(), first, "a short cut keeps the session");
+    seen.extend([Suspended, Reconnected]);
+
+    // A partition: SUSPENDED, LOST (given up), and nothing until the heal brings RECONNECTED.
+    proxy.set_mode(ProxyMode::Blackhole);
+    expect_state(&mut states, Suspended, &[], within).await;
+    expect_state(&mut states, Lost, &[], within).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(support::queued_states(&mut states), [], "nothing after LOST while the partition lasts");
+    proxy.set_mode(ProxyMode::Pass);
+    expect_state(&mut states, Reconnected, &[], within).await;
+    let second = client.session();
+    assert_eq!(second.epoch, first.epoch + 1, "RECONNECTED after LOST is a new session");
+    seen.extend([Suspended, Lost, Reconnected]);
+
+    // An expiry by the server: LOST (after SUSPENDED/RECONNECTED pairs, as the connection is
+    // dropped), then the new session's RECONNECTED.
+    zk_curator::testing::expire_session(&connect, &client).await.expect("expire");
+    loop {
+        let state = tokio::time::timeout(within, states.recv()).await.expect("LOST").expect("stream open");
+        seen.push(state);
+        if state == Lost {
+            break;
+        }
+    }
+    expect_state(&mut states, Reconnected, &[], within).await;
+    seen.push(Reconnected);
+    assert_eq!(client.session().epoch, second.epoch + 1);
+
+    seen.extend(support::queued_states(&mut states));
+    support::assert_documented_states(&seen);
+    assert_eq!(states.missed(), 0);
+    client.close().await;
+    assert_eq!(support::queued_states(&mut states), [], "close publishes no state");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -527,3 +527,39 @@ async fn leadership_stream_close_modes_and_guarded_writes() {
     assert_eq!(collect(b_changes).await, [NotLeader, Leader], "a silent close says nothing");
     assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
+
+/// A leader's `close()` polled once and dropped: the latch is closed, and the delete of its node
+/// goes on in the background — the next participant leads while the first latch object lives.
+async fn a_cancelled_close_hands_leadership_on_while_the_latch_lives() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("latch-cancelled-close");
+    let first = LeaderLatch::new(&clients[0], &path, "first").unwrap();
+    first.start().unwrap();
+    assert!(first.await_leadership_timeout(WITHIN).await.unwrap(), "the first latch leads");
+    let next = LeaderLatch::new(&clients[1], &path, "next").unwrap();
+    next.start().unwrap();
+    let obs = support::observer(&server.connect_string()).await;
+    support::eventually_queued(&obs, &path, 2, "the next latch queued").await;
+
+    // Polled once (it cannot finish in one poll: the background task deletes the node), dropped.
+    assert!(futures::FutureExt::now_or_never(first.close()).is_none(), "close finished at its first poll");
+    assert_eq!(first.state(), LatchState::Closed);
+    assert!(
+        next.await_leadership_timeout(WITHIN).await.unwrap(),
+        "the next latch never led while the first, closed by a cancelled close(), still lives"
+    );
+    assert!(!first.has_leadership());
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "only the next latch's node is left");
+    drop(first);
+    next.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_cancelled_close_hands_leadership_on_on_a_current_thread_runtime() {
+    a_cancelled_close_hands_leadership_on_while_the_latch_lives().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_close_hands_leadership_on_on_a_multi_thread_runtime() {
+    a_cancelled_close_hands_leadership_on_while_the_latch_lives().await;
+}

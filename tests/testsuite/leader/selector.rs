@@ -573,3 +573,77 @@ async fn interop_with_curator_selector() {
     rust2.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
 }
+
+/// A leader's `close()` polled once and dropped, then the selector dropped: the close goes on in
+/// the background and the node goes only once the work has stopped — the next leader's work
+/// starts after the old work stopped, also when stopping takes a while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_close_then_drop_frees_the_node_only_after_the_work_stopped() {
+    /// Stopping the work (dropping its future) takes 400 ms; the instant it is done is recorded.
+    struct SlowStop(Arc<parking_lot::Mutex<Option<Instant>>>);
+    impl Drop for SlowStop {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(400));
+            *self.0.lock() = Some(Instant::now());
+        }
+    }
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("selector-cancelled-close");
+    let stopped = Arc::new(parking_lot::Mutex::new(None));
+    let first = {
+        let stopped = stopped.clone();
+        LeaderSelector::new(&clients[0], &path, "first", move |_: Leadership| {
+            let stop = SlowStop(stopped.clone());
+            async move {
+                let _stop = stop;
+                std::future::pending::<()>().await
+            }
+        })
+        .unwrap()
+    };
+    first.start().unwrap();
+    support::eventually(WITHIN, "the first selector leads", || async { first.has_leadership() }).await;
+    let started = Arc::new(parking_lot::Mutex::new(None));
+    let next = {
+        let started = started.clone();
+        LeaderSelector::new(&clients[1], &path, "next", move |_: Leadership| {
+            *started.lock() = Some(Instant::now());
+            std::future::pending::<()>()
+        })
+        .unwrap()
+    };
+    next.start().unwrap();
+    let obs = support::observer(&server.connect_string()).await;
+    support::eventually_queued(&obs, &path, 2, "the next selector queued").await;
+
+    // Both workers are kept busy while close() is polled and the selector dropped, so that its
+    // background task reacts only after the drop (as on a loaded machine).
+    let busy = Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let busy = busy.clone();
+        tokio::spawn(async move {
+            busy.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+        });
+    }
+    let since = Instant::now();
+    while busy.load(Ordering::SeqCst) < 2 {
+        assert!(since.elapsed() < WITHIN, "the workers never got busy");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(futures::FutureExt::now_or_never(first.close()).is_none(), "close finished at its first poll");
+    drop(first);
+    support::eventually(WITHIN, "the next selector leads", || async { started.lock().is_some() }).await;
+    support::eventually(WITHIN, "the old work stopped", || async { stopped.lock().is_some() }).await;
+    let (stopped, started) = (stopped.lock().unwrap(), started.lock().unwrap());
+    eprintln!(
+        "the next leader's work started {:?} after the old work stopped",
+        started.checked_duration_since(stopped)
+    );
+    assert!(
+        stopped <= started,
+        "the next leader's work started {:?} before the old work stopped",
+        stopped.duration_since(started)
+    );
+    next.close().await.unwrap();
+}

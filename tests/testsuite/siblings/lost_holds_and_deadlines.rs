@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
 use zk_curator::{
-    CuratorClient, Error, ErrorKind, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreV2, LockFuture,
+    ConnectionState, CuratorClient, Error, ErrorKind, GuardedWrite, HoldState, HolderId, InterProcessLock,
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch,
+    LeaderSelector, LockFuture,
 };
 
 /// Item 1, as reported: a task's write hold (Curator-style) is lost to a session expiry, another
@@ -356,4 +357,57 @@ async fn absurd_input_never_panics() {
     assert!(support::eventually_no_children(&connect, &format!("{path}-sem/leases"), Duration::from_secs(10))
         .await
         .is_empty());
+}
+
+/// Asserts `r` is `InvalidArgument` for the argument `name`, naming its size and `path`.
+#[track_caller]
+fn assert_too_big<T>(r: zk_curator::Result<T>, what: &str, name: &str, size: usize, path: &str) {
+    match r {
+        Err(Error::InvalidArgument { name: named, value, .. }) => {
+            assert_eq!(named, name, "{what}: {value}");
+            assert!(value.contains(&format!("{size} bytes")), "{what}: names the size {size}: {value}");
+            assert!(value.contains(path), "{what}: names the path {path}: {value}");
+        }
+        Err(e) => panic!("{what}: expected InvalidArgument for the {name}, got {e:?}"),
+        Ok(_) => panic!("{what}: expected InvalidArgument for the {name}, got Ok"),
+    }
+}
+
+/// Node data over the client's max data size (by default 1 MiB - 4 KiB) is refused by every
+/// recipe that writes it — lock, read-write lock and semaphore `with_data`, latch and selector
+/// ids, a guarded write — with `InvalidArgument` naming its size and path, before anything is
+/// sent: a hold of the same client stays `Held` and the connection is never dropped (sent, the
+/// request would make the server drop it, suspending every hold of the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_over_the_max_data_size_is_refused_by_every_recipe_before_anything_is_sent() {
+    support::init_tracing();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let path = support::unique_path("big-data");
+    let held = InterProcessMutex::new(&client, &format!("{path}/held")).unwrap().lock().await.unwrap();
+    let mut states = client.connection_states();
+    assert_eq!(states.try_recv(), Some(ConnectionState::Connected));
+    let session = client.session();
+
+    for n in [1024 * 1024 - 4096 + 1, 1024 * 1024 + 1] {
+        let big = vec![7u8; n];
+        let id = "i".repeat(n);
+        let at = |name: &str| format!("{path}/{name}");
+        assert_too_big(InterProcessMutex::with_data(&client, &at("m"), big.clone()), "mutex", "data", n, &at("m"));
+        let rw = InterProcessReadWriteLock::with_data(&client, &at("rw"), big.clone());
+        assert_too_big(rw, "read-write lock", "data", n, &at("rw"));
+        let leases = InterProcessSemaphoreV2::with_data(&client, &at("s"), 2, big.clone());
+        assert_too_big(leases, "semaphore", "data", n, &at("s"));
+        assert_too_big(LeaderLatch::new(&client, &at("l"), id.clone()), "latch", "id", n, &at("l"));
+        let selector = LeaderSelector::new(&client, &at("e"), id, |_leadership| async {});
+        assert_too_big(selector, "selector", "id", n, &at("e"));
+        let write = GuardedWrite::new().create(&at("w"), &big, zk_curator::CreateMode::Persistent);
+        assert_too_big(held.guarded_write(write).await, "guarded write", "data", n, &at("w"));
+    }
+
+    assert_eq!(held.hold_state(), HoldState::Held, "the client's hold never noticed");
+    assert!(support::queued_states(&mut states).is_empty(), "the connection stayed up");
+    assert_eq!(client.session(), session);
+    held.release().await.unwrap();
+    client.close().await;
 }

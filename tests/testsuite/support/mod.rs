@@ -259,6 +259,36 @@ pub async fn session_replaced(client: &CuratorClient, old: i64) {
     .await;
 }
 
+/// Whether a connection-state stream may yield `next` right after `prev`: the rule of
+/// docs/failure-semantics.md ("Which sequences a subscriber sees"). Never the same state twice
+/// in a row; CONNECTED only as the first change of a LATENT client; SUSPENDED only from a
+/// connected state; LOST always followed by RECONNECTED (the new session).
+pub fn may_follow(prev: zk_curator::ConnectionState, next: zk_curator::ConnectionState) -> bool {
+    use zk_curator::ConnectionState::*;
+    match prev {
+        Latent => next == Connected,
+        Connected | Reconnected => matches!(next, Suspended | Lost | ReadOnly),
+        Suspended => matches!(next, Reconnected | Lost | ReadOnly),
+        ReadOnly => matches!(next, Reconnected | Lost),
+        Lost => next == Reconnected,
+        _ => false,
+    }
+}
+
+/// Asserts that `states` (a stream's items, starting with its first: the state when subscribed)
+/// is a sequence the documented rule allows (see [`may_follow`]).
+#[track_caller]
+pub fn assert_documented_states(states: &[zk_curator::ConnectionState]) {
+    for pair in states.windows(2) {
+        assert!(may_follow(pair[0], pair[1]), "{} after {} breaks the documented rule: {states:?}", pair[1], pair[0]);
+    }
+}
+
+/// Everything `stream` has queued now, in order.
+pub fn queued_states(stream: &mut zk_curator::ConnectionStateStream) -> Vec<zk_curator::ConnectionState> {
+    std::iter::from_fn(|| stream.try_recv()).collect()
+}
+
 /// Asserts `result` is `Error::LockLost` naming `node`.
 pub fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node: &str, what: &str) {
     match result {
