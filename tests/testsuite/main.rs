@@ -1,9 +1,9 @@
-//! The integration tests: one test binary, one module per subject, every test against a real
-//! ZooKeeper that it starts itself (`support`, on `zk_curator::testing`).
+//! The integration tests: one test binary, one module per subject; a test that needs ZooKeeper
+//! starts a real one of its own (`support`, on `zk_curator::testing`).
 //!
 //! Run one subject with a filter, e.g. `cargo nextest run --all-features --test testsuite
-//! local_queue::`. The `metrics` feature's tests are a binary of their own (tests/metrics/): they
-//! install the process-wide metrics recorder.
+//! local_queue::`. The `metrics` feature's tests are binaries of their own (tests/metrics/,
+//! tests/metrics_late_recorder.rs): they install the process-wide metrics recorder.
 
 mod support;
 
