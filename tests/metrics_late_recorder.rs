@@ -4,6 +4,9 @@
 //! acquire's gauge decrement goes where its increment went.
 #![cfg(feature = "metrics")]
 
+// The shared helpers of tests/testsuite; this binary uses only some of them.
+#[allow(dead_code)]
+#[path = "testsuite/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-// A real Apache Curator peer for tests/curator_interop.rs.
+// A real Apache Curator peer for the interop tests (tests/testsuite/curator_interop.rs and others).
 //
 // Usage: java -cp <curator classpath>:<dir of this class> CuratorPeer <connect string>
 //

@@ -1,0 +1,6 @@
+//! The `zk-curator` command line tool as real processes: `lock`, `hold`, `participants`, `elect`.
+
+mod elect;
+mod elect_process_groups;
+mod lock_and_hold;
+mod lock_edge_cases;

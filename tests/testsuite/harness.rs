@@ -1,0 +1,224 @@
+//! Integration tests of the `zk_curator::testing` harness against real ZooKeeper JVMs.
+//!
+//! Run with `cargo nextest run --all-features --test testsuite harness::`. Needs Java and the ZooKeeper
+//! jars (`apt-get install zookeeper`); with `ZK_CONNECT` set the tests that need to own the
+//! server process are skipped.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use zk_curator::testing::{FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState, StateWatcher};
+
+const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
+const EPHEMERAL: CreateOptions<'static> = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+
+async fn connect(connect: &str, session_timeout: Duration) -> Client {
+    Client::connector()
+        .with_session_timeout(session_timeout)
+        .connect(connect)
+        .await
+        .unwrap_or_else(|err| panic!("connecting to {connect}: {err}"))
+}
+
+/// Waits until `watcher` reports `want` (or already has).
+async fn wait_state(watcher: &mut StateWatcher, want: SessionState, timeout: Duration) {
+    let result = tokio::time::timeout(timeout, async {
+        loop {
+            if watcher.peek_state() == want {
+                return;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await;
+    assert!(result.is_ok(), "state {want:?} not reached within {timeout:?}, state is {:?}", watcher.peek_state());
+}
+
+/// Errors (a server going down, an election) count as "not there" rather than failing the test.
+async fn node_exists(client: &Client, path: &str) -> bool {
+    matches!(client.check_stat(path).await, Ok(Some(_)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_serves_stops_restarts_with_its_data_and_pauses() {
+    let mut server =
+        TestingServer::builder().owned().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
+    assert!(!server.is_external());
+    let port = server.port();
+    let connect_string = server.connect_string();
+    assert_eq!(connect_string, format!("127.0.0.1:{port}"));
+    assert!(server.data_dir().join("zoo.cfg").is_file());
+
+    let client = connect(&connect_string, Duration::from_secs(10)).await;
+    client.create("/persisted", b"hello", &PERSISTENT).await.expect("create");
+    assert_eq!(client.get_data("/persisted").await.expect("get").0, b"hello");
+
+    server.stop().await.expect("stop");
+    let started = Instant::now();
+    let attempt =
+        Client::connector().with_fail_eagerly().with_session_timeout(Duration::from_secs(2)).connect(&connect_string);
+    let result = tokio::time::timeout(Duration::from_secs(10), attempt).await;
+    assert!(matches!(result, Ok(Err(_))), "connecting to a stopped server must fail: {result:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "failing took {:?}", started.elapsed());
+    assert!(matches!(server.pause(), Err(TestingError::NotRunning { .. })));
+
+    server.restart().await.expect("restart");
+    assert_eq!(server.port(), port, "restart keeps the port");
+    let fresh = connect(&connect_string, Duration::from_secs(10)).await;
+    assert_eq!(fresh.get_data("/persisted").await.expect("data survives restart").0, b"hello");
+    // The old session was restored from the server's log and the old client resumes it.
+    assert!(
+        support::poll_until(Duration::from_secs(15), || async { client.get_data("/persisted").await.is_ok() }).await,
+        "old client did not resume its session after the restart"
+    );
+
+    // SIGSTOP: requests hang; SIGCONT: they complete.
+    server.pause().expect("pause");
+    let frozen = tokio::time::timeout(Duration::from_millis(500), fresh.get_data("/persisted")).await;
+    assert!(frozen.is_err(), "a paused server answered: {frozen:?}");
+    server.resume().expect("resume");
+    let thawed = tokio::time::timeout(Duration::from_secs(5), fresh.get_data("/persisted")).await;
+    assert!(matches!(thawed, Ok(Ok(_))), "resumed server did not answer: {thawed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_disconnects_and_pass_resumes_the_same_session() {
+    let server = TestingServer::builder().owned().start().await.expect("server starts");
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy starts");
+    assert_eq!(proxy.mode(), ProxyMode::Pass);
+    let client = connect(&proxy.connect_string(), Duration::from_secs(6)).await;
+    let session = client.session_id();
+    client.create("/through-proxy", b"", &EPHEMERAL).await.expect("create through the proxy");
+    assert_eq!(proxy.connections(), 1);
+
+    let mut watcher = client.state_watcher();
+    proxy.set_mode(ProxyMode::Cut);
+    assert_eq!(proxy.mode(), ProxyMode::Cut);
+    wait_state(&mut watcher, SessionState::Disconnected, Duration::from_secs(5)).await;
+    assert!(
+        support::poll_until(Duration::from_secs(2), || async { proxy.connections() == 0 }).await,
+        "cut left connections"
+    );
+
+    proxy.set_mode(ProxyMode::Pass);
+    wait_state(&mut watcher, SessionState::SyncConnected, Duration::from_secs(10)).await;
+    let stat = client.check_stat("/through-proxy").await.expect("stat").expect("ephemeral survived a short cut");
+    assert_eq!(stat.ephemeral_owner, session.0, "same session after reconnecting");
+    assert_eq!(proxy.connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_blackhole_makes_the_server_expire_the_session() {
+    let server =
+        TestingServer::builder().owned().tick_time(Duration::from_millis(200)).start().await.expect("server starts");
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy starts");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(2)).await;
+    assert_eq!(client.session_timeout(), Duration::from_secs(2));
+    client.create("/blackholed", b"", &EPHEMERAL).await.expect("create through the proxy");
+    let direct = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    assert!(node_exists(&direct, "/blackholed").await);
+    let mut watcher = client.state_watcher();
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    let started = Instant::now();
+    assert!(
+        support::poll_until(Duration::from_secs(10), || async { !node_exists(&direct, "/blackholed").await }).await,
+        "the server did not expire the blackholed session"
+    );
+    let expired_after = started.elapsed();
+    // Expiry, not a close: the server waited for (about) the session timeout.
+    assert!(expired_after >= Duration::from_secs(1), "ephemeral vanished after only {expired_after:?}");
+
+    proxy.set_mode(ProxyMode::Pass);
+    wait_state(&mut watcher, SessionState::Expired, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_session_deletes_ephemerals_and_the_owner_sees_expired() {
+    let server = TestingServer::start().await.expect("server starts");
+    let owner = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    let path = format!("/expire-me-{}", owner.session_id());
+    owner.create(&path, b"", &EPHEMERAL).await.expect("create");
+    let mut watcher = owner.state_watcher();
+
+    zk_curator::raw::expire_session(&server.connect_string(), owner.session()).await.expect("expire_session");
+
+    let observer = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    assert!(!node_exists(&observer, &path).await, "ephemeral node survived expire_session");
+    // Make the owner talk to the server; it learns that its session is gone.
+    let _ = owner.get_data(&path).await;
+    wait_state(&mut watcher, SessionState::Expired, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_elects_a_new_leader_after_the_leader_is_killed() {
+    let mut cluster = TestingCluster::start(3).await.expect("cluster starts");
+    assert_eq!(cluster.len(), 3);
+    assert_eq!(cluster.connect_string().split(',').count(), 3);
+    let leader = cluster.leader().await.expect("a leader after start");
+    let client = connect(&cluster.connect_string(), Duration::from_secs(10)).await;
+    client.create("/before-failover", b"1", &PERSISTENT).await.expect("create");
+
+    cluster.kill(leader).await.expect("kill the leader");
+    cluster.wait_for_quorum(Duration::from_secs(20)).await.expect("quorum after killing the leader");
+    let new_leader = cluster.leader().await.expect("a new leader");
+    assert_ne!(new_leader, leader);
+    assert!(
+        support::poll_until(Duration::from_secs(15), || async {
+            client.create("/after-failover", b"2", &PERSISTENT).await.is_ok()
+                || node_exists(&client, "/after-failover").await
+        })
+        .await,
+        "client with the full connect string does not work after the failover"
+    );
+    assert_eq!(client.get_data("/before-failover").await.expect("old data").0, b"1");
+
+    cluster.restart(leader).await.expect("restart the old leader");
+    cluster.wait_for_quorum(Duration::from_secs(20)).await.expect("quorum with all nodes");
+    let rejoined = connect(&cluster.node_connect_string(leader), Duration::from_secs(10)).await;
+    rejoined.sync("/").await.expect("sync");
+    assert_eq!(rejoined.get_data("/after-failover").await.expect("replicated").0, b"2");
+
+    // A graceful stop (SIGTERM) of one follower keeps a 2-of-3 quorum under the same leader.
+    let current = cluster.leader().await.expect("a leader");
+    let follower = (0..cluster.len()).find(|&i| i != current).expect("a follower");
+    cluster.stop(follower).await.expect("stop a follower");
+    cluster.wait_for_quorum(Duration::from_secs(10)).await.expect("quorum without one follower");
+    assert_eq!(cluster.leader().await, Some(current));
+    assert!(matches!(cluster.kill(7).await, Err(TestingError::NoSuchNode { index: 7, len: 3 })));
+
+    // expire_session works through the full connect string (one host is down).
+    let owner = connect(&cluster.connect_string(), Duration::from_secs(10)).await;
+    owner.create("/cluster-ephemeral", b"", &EPHEMERAL).await.expect("create ephemeral");
+    zk_curator::raw::expire_session(&cluster.connect_string(), owner.session())
+        .await
+        .expect("expire_session on the ensemble");
+    client.sync("/").await.expect("sync");
+    assert!(!node_exists(&client, "/cluster-ephemeral").await, "ephemeral survived expire_session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_server_kills_its_jvm_and_removes_its_directory() {
+    let server = TestingServer::builder().owned().start().await.expect("server starts");
+    let port = server.port();
+    let dir = server.data_dir().to_path_buf();
+    let pgrep = |dir: &std::path::Path| {
+        std::process::Command::new("pgrep")
+            .arg("-f")
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("pgrep runs")
+            .success()
+    };
+    assert!(pgrep(&dir), "the JVM's command line should mention {}", dir.display());
+
+    drop(server);
+
+    let refused = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1));
+    assert!(refused.is_err(), "port {port} still accepts connections after drop");
+    assert!(!pgrep(&dir), "a process still mentions {}", dir.display());
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+}

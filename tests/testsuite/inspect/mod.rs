@@ -1,0 +1,5 @@
+//! `inspect` (the library call and `zk-curator inspect`): every lock under a path with its holders and
+//! waiters, and trees and input made to break it.
+
+mod hostile_trees_and_input;
+mod lock_kinds;

@@ -1,0 +1,23 @@
+//! The integration tests: one test binary, one module per subject; a test that needs ZooKeeper
+//! starts a real one of its own (`support`, on `zk_curator::testing`).
+//!
+//! Run one subject with a filter, e.g. `cargo nextest run --all-features --test testsuite
+//! local_queue::`. The `metrics` feature's tests are binaries of their own (tests/metrics/,
+//! tests/metrics_late_recorder.rs): they install the process-wide metrics recorder.
+
+mod support;
+
+mod blocking;
+#[cfg(feature = "cli")]
+mod cli;
+mod curator_interop;
+mod data_api;
+mod framework;
+mod harness;
+mod inspect;
+mod leader;
+mod local_queue;
+mod mutex;
+mod public_api;
+mod security;
+mod siblings;

@@ -1,0 +1,404 @@
+//! `InterProcessSemaphoreV2`, `InterProcessSemaphoreMutex` and `InterProcessMultiLock` against a
+//! real ZooKeeper: Curator's `TestInterProcessSemaphore`, `TestInterProcessSemaphoreMutex` and
+//! `TestInterProcessMultiMutex` scenarios, asserting the property each checks with
+//! a counter that does not trust the library (never more than max leases), all-or-nothing, and no
+//! orphan node.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::{
+    ErrorKind, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockFuture,
+};
+
+/// Holders in and out, and the most seen at once.
+#[derive(Default)]
+struct Occupancy {
+    inside: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Occupancy {
+    fn enter(&self) {
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+    }
+    fn leave(&self) {
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Six sessions take leases of a 2-lease semaphore 10 times each (one, or sometimes two at a time
+/// with a timeout — two callers each holding one lease and waiting for a second would wait for
+/// each other forever, as in Curator): never more than 2 holders, and 2 at some moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_than_max_leases() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let path = support::unique_path("semaphore");
+    let occupancy = Arc::new(Occupancy::default());
+    let mut tasks = Vec::new();
+    for c in 0..6u64 {
+        let client = support::client(&connect).await;
+        let semaphore = InterProcessSemaphoreV2::new(&client, &path, 2).unwrap();
+        let occupancy = occupancy.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(c);
+            for _ in 0..10 {
+                let many = if rng.gen_bool(0.2) {
+                    semaphore.acquire_many_timeout(2, Duration::from_millis(200)).await.unwrap()
+                } else {
+                    None
+                };
+                let leases = match many {
+                    Some(leases) => leases,
+                    None => vec![semaphore.acquire().await.unwrap()],
+                };
+                for _ in &leases {
+                    occupancy.enter();
+                }
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(1..10))).await;
+                for _ in &leases {
+                    occupancy.leave();
+                }
+                zk_curator::return_all(leases).await.unwrap();
+            }
+            client.close().await;
+        }));
+    }
+    for t in tasks {
+        support::join("semaphore user", Duration::from_secs(60), t).await;
+    }
+    let max = occupancy.max.load(Ordering::SeqCst);
+    println!("semaphore: at most {max} leases held at once");
+    assert!(max <= 2, "{max} leases held at once with 2 allowed");
+    assert_eq!(max, 2, "both leases were used at once at some moment");
+    let obs = support::observer(&connect).await;
+    assert!(support::sorted_children(&obs, &format!("{path}/leases")).await.is_empty(), "no lease left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_leases_all_or_none_and_typed_errors() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("semaphore-many");
+    let leases_path = format!("{path}/leases");
+    let semaphore = InterProcessSemaphoreV2::with_data(&client, &path, 3, b"job".to_vec()).unwrap();
+
+    let two = semaphore.acquire_many(2).await.unwrap();
+    assert_eq!(two.len(), 2);
+    assert_eq!(two[0].data(), b"job");
+    assert!(two[0].node_name().starts_with("_c_") && two[0].node_name().contains("-lease-"), "{}", two[0].node_name());
+    let (data, _) = obs.get_data(two[1].node_path()).await.unwrap();
+    assert_eq!(data, b"job");
+    assert_eq!(semaphore.participant_nodes().await.unwrap().len(), 2);
+    // Two more do not fit: the one that did is given back, and the call keeps its deadline.
+    let started = Instant::now();
+    assert!(semaphore.acquire_many_timeout(2, Duration::from_millis(500)).await.unwrap().is_none());
+    assert!(started.elapsed() < Duration::from_secs(3), "one deadline for the whole set");
+    let left = support::children_become(
+        &obs,
+        &leases_path,
+        &support::sorted_children(&obs, &leases_path).await,
+        Duration::ZERO,
+    )
+    .await;
+    assert_eq!(left.len(), 2, "the lease taken before the timeout was given back: {left:?}");
+    let third = semaphore.acquire_timeout(Duration::from_secs(5)).await.unwrap().expect("the third lease");
+    assert!(semaphore.acquire_timeout(Duration::ZERO).await.unwrap().is_none(), "a fourth does not fit");
+    zk_curator::return_all(two).await.unwrap();
+    third.release().await.unwrap();
+
+    // Bad counts: typed errors at once, nothing sent.
+    let e = InterProcessSemaphoreV2::new(&client, &path, 0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BadArgument, "{e}");
+    assert_eq!(semaphore.acquire_many(0).await.map(|_| ()).map_err(|e| e.kind()), Err(ErrorKind::BadArgument));
+    let e = semaphore.acquire_many(4).await.map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains('4') && e.kind() == ErrorKind::BadArgument, "{e}");
+    assert_eq!(
+        InterProcessSemaphoreV2::new(&client, "bad", 1).map(|_| ()).map_err(|e| e.kind()),
+        Err(ErrorKind::BadArgument)
+    );
+    for seed in [0, -1] {
+        let e = InterProcessSemaphoreV2::with_shared_count(&client, &path, &format!("{path}-count"), seed)
+            .await
+            .unwrap_err();
+        assert!(e.kind() == ErrorKind::BadArgument && e.to_string().contains(&seed.to_string()), "{e}");
+    }
+    // A counter node that is not Curator's 4-byte integer: a typed error naming it.
+    let garbage = format!("{path}-garbage");
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    obs.create(&garbage, b"two", &persistent).await.unwrap();
+    let e = InterProcessSemaphoreV2::with_shared_count(&client, &path, &garbage, 2).await.unwrap_err();
+    assert!(e.kind() == ErrorKind::BadArgument && e.to_string().contains(&garbage), "{e}");
+    assert!(support::eventually_no_children(&connect, &leases_path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// Curator's `testThreadedLeaseIncrease`: the maximum follows a shared count changed at run time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_leases_follow_a_shared_count() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let path = support::unique_path("semaphore-count");
+    let count_path = format!("{path}-count");
+    let semaphore = InterProcessSemaphoreV2::with_shared_count(&client, &path, &count_path, 1).await.unwrap();
+    assert_eq!(semaphore.max_leases(), 1);
+    let first = semaphore.acquire().await.unwrap();
+    let second = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "a second lease with a count of 1");
+    // Another process raises the count (Curator's SharedCount: 4 bytes, big-endian).
+    let obs = support::observer(&connect).await;
+    obs.set_data(&count_path, &2i32.to_be_bytes(), None).await.unwrap();
+    let second = support::join("second lease after the count went up", Duration::from_secs(5), second).await;
+    assert_eq!(semaphore.max_leases(), 2);
+    zk_curator::return_all(vec![first, second]).await.unwrap();
+}
+
+/// Acquires cancelled at random points, while the leases are taken, leave no lease and no
+/// internal-mutex node behind (CURATOR-315, CURATOR-462).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_no_orphan() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let holder_client = support::client(&connect).await;
+    let client = support::client(&connect).await;
+    let path = support::unique_path("semaphore-cancel");
+    let held = InterProcessSemaphoreV2::new(&holder_client, &path, 2).unwrap().acquire_many(2).await.unwrap();
+    let semaphore = InterProcessSemaphoreV2::new(&client, &path, 2).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(support::seed("SEMAPHORE_CANCEL_SEED"));
+    let leases_path = format!("{path}/leases");
+    let before = support::sorted_children(&obs, &leases_path).await;
+    for _ in 0..150 {
+        let delay = Duration::from_micros(rng.gen_range(0..4000));
+        let got = tokio::time::timeout(delay, semaphore.acquire()).await;
+        assert!(!matches!(got, Ok(Ok(_))), "a lease beyond the maximum");
+    }
+    assert_eq!(support::children_become(&obs, &leases_path, &before, Duration::from_secs(10)).await, before);
+    assert!(support::eventually_no_children(&connect, &format!("{path}/locks"), Duration::from_secs(10))
+        .await
+        .is_empty());
+    zk_curator::return_all(held).await.unwrap();
+    let lease = semaphore.acquire_timeout(Duration::from_secs(5)).await.unwrap().expect("free again");
+    lease.release().await.unwrap();
+}
+
+/// Curator's `TestInterProcessSemaphoreMutex`: not re-entrant (a second acquire of the same task
+/// waits), releasable from another task; excludes another client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_mutex() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let a = support::client(&connect).await;
+    let b = support::client(&connect).await;
+    let path = support::unique_path("semaphore-mutex");
+    let ma = InterProcessSemaphoreMutex::new(&a, &path).unwrap();
+    let mb = InterProcessSemaphoreMutex::new(&b, &path).unwrap();
+
+    ma.acquire().await.unwrap();
+    assert!(ma.is_acquired_in_this_process());
+    assert!(!ma.acquire_timeout(Duration::from_millis(300)).await.unwrap(), "not re-entrant");
+    assert!(!mb.acquire_timeout(Duration::from_millis(300)).await.unwrap(), "excludes another client");
+    let releaser = ma.clone();
+    support::join(
+        "release from another task",
+        Duration::from_secs(5),
+        tokio::spawn(async move { releaser.release().await }),
+    )
+    .await
+    .unwrap();
+    assert!(!ma.is_acquired_in_this_process());
+    assert_eq!(ma.release().await.map_err(|e| e.kind()), Err(ErrorKind::NotOwner));
+    assert!(mb.acquire_timeout(Duration::from_secs(5)).await.unwrap());
+    mb.release().await.unwrap();
+}
+
+/// A lock whose acquire or release fails (Curator's `testSomeLocksFailToLock` /
+/// `testSomeReleasesFail`).
+struct Faulty {
+    inner: InterProcessMutex,
+    fail_acquire: bool,
+    fail_release: bool,
+}
+
+impl InterProcessLock for Faulty {
+    fn path(&self) -> &str {
+        self.inner.path()
+    }
+    fn acquire(&self) -> LockFuture<'_, ()> {
+        Box::pin(async move {
+            if self.fail_acquire {
+                return Err(zk_curator::Error::LockLost { node: self.path().to_string(), reason: "injected" });
+            }
+            self.inner.acquire().await
+        })
+    }
+    fn acquire_timeout(&self, timeout: Duration) -> LockFuture<'_, bool> {
+        Box::pin(async move {
+            if self.fail_acquire {
+                return Err(zk_curator::Error::LockLost { node: self.path().to_string(), reason: "injected" });
+            }
+            self.inner.acquire_timeout(timeout).await
+        })
+    }
+    fn release(&self) -> LockFuture<'_, ()> {
+        Box::pin(async move {
+            if self.fail_release {
+                return Err(zk_curator::Error::LockLost { node: self.path().to_string(), reason: "injected" });
+            }
+            self.inner.release().await
+        })
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.inner.is_acquired_in_this_process()
+    }
+    fn release_abandoned(&self, holder: HolderId) {
+        InterProcessLock::release_abandoned(&self.inner, holder)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_lock_all_or_nothing() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let client = support::client(&connect).await;
+    let other = support::client(&connect).await;
+    let base = support::unique_path("multi");
+    let (p1, p2, p3) = (format!("{base}-1"), format!("{base}-2"), format!("{base}-3"));
+
+    // All free: all taken, re-entrant, released together.
+    let multi = InterProcessMultiLock::from_paths(&client, &[&p1, &p2, &p3]).unwrap();
+    multi.acquire().await.unwrap();
+    assert!(multi.is_acquired_in_this_process());
+    for p in [&p1, &p2, &p3] {
+        assert_eq!(support::sorted_children(&obs, p).await.len(), 1, "{p} held");
+    }
+    multi.release().await.unwrap();
+    assert!(!multi.is_acquired_in_this_process());
+
+    // The third is held elsewhere: nothing is kept, and one deadline covers the set.
+    let blocker = InterProcessMutex::new(&other, &p3).unwrap();
+    blocker.acquire().await.unwrap();
+    let started = Instant::now();
+    assert!(!multi.acquire_timeout(Duration::from_millis(500)).await.unwrap());
+    assert!(started.elapsed() < Duration::from_secs(3), "one deadline for the whole set");
+    for p in [&p1, &p2] {
+        assert!(
+            support::eventually_no_children(&connect, p, Duration::from_secs(5)).await.is_empty(),
+            "{p} given back"
+        );
+    }
+    // Cancelled while waiting for the third: the first two are given back.
+    assert!(tokio::time::timeout(Duration::from_millis(300), multi.acquire()).await.is_err());
+    for p in [&p1, &p2] {
+        assert!(
+            support::eventually_no_children(&connect, p, Duration::from_secs(5)).await.is_empty(),
+            "{p} given back after cancellation"
+        );
+    }
+    blocker.release().await.unwrap();
+
+    // A lock that fails to lock: the good one taken before it is released (Curator item 14).
+    let good = InterProcessMutex::new(&client, &p1).unwrap();
+    let failing =
+        Faulty { inner: InterProcessMutex::new(&client, &p2).unwrap(), fail_acquire: true, fail_release: false };
+    let multi = InterProcessMultiLock::new(vec![Box::new(good.clone()), Box::new(failing)]).unwrap();
+    assert_eq!(multi.acquire().await.map_err(|e| e.kind()), Err(ErrorKind::LockLost));
+    assert!(!good.is_acquired_in_this_process());
+
+    // Releases that fail: every lock is attempted, every failure reported (Curator item 13).
+    let bad1 = Faulty { inner: InterProcessMutex::new(&client, &p2).unwrap(), fail_acquire: false, fail_release: true };
+    let bad2 = Faulty { inner: InterProcessMutex::new(&client, &p3).unwrap(), fail_acquire: false, fail_release: true };
+    let multi = InterProcessMultiLock::new(vec![Box::new(good.clone()), Box::new(bad1), Box::new(bad2)]).unwrap();
+    multi.acquire().await.unwrap();
+    match multi.release().await {
+        Err(zk_curator::Error::Multiple { errors }) => assert_eq!(errors.len(), 2, "{errors:?}"),
+        other => panic!("two failures expected: {other:?}"),
+    }
+    assert!(!good.is_acquired_in_this_process(), "the good lock was released despite the others");
+    assert!(InterProcessMultiLock::new(Vec::new()).map(|_| ()).map_err(|e| e.kind()) == Err(ErrorKind::BadArgument));
+}
+
+/// The connection of a waiting acquirer breaks (cut, then replies dropped while it creates its
+/// nodes) without its session expiring: once the connection is back it gets its lease, and its
+/// live session keeps exactly one lease node and no internal-mutex node — nothing duplicated or
+/// forgotten by a retried create (CURATOR-462), nothing left after the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_leaves_no_orphan_on_a_live_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let holder = support::client(&connect).await;
+    let path = support::unique_path("semaphore-connection-loss");
+    let (leases_path, locks_path) = (format!("{path}/leases"), format!("{path}/locks"));
+    for mode in [ProxyMode::Cut, ProxyMode::DropReplies] {
+        let client =
+            support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(30), Duration::from_secs(3))
+                .await;
+        let session = client.session_id();
+        let held = InterProcessSemaphoreV2::new(&holder, &path, 1).unwrap().acquire().await.unwrap();
+        let semaphore = InterProcessSemaphoreV2::new(&client, &path, 1).unwrap();
+        let waiter = match mode {
+            ProxyMode::Cut => {
+                // Cut while it waits, holding the internal mutex, with its lease node queued.
+                let waiter = tokio::spawn(async move { semaphore.acquire().await });
+                support::eventually_queued(&obs, &leases_path, 2, "the waiter's lease node").await;
+                proxy.set_mode(mode);
+                waiter
+            }
+            _ => {
+                // Replies dropped while it sends its creates: the nodes exist, the client never
+                // heard of them.
+                proxy.set_mode(mode);
+                tokio::spawn(async move { semaphore.acquire().await })
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        proxy.set_mode(ProxyMode::Pass);
+        support::eventually(Duration::from_secs(20), "reconnected", || async { client.is_connected() }).await;
+        assert_eq!(client.session_id(), session, "{mode:?}: the session survived");
+        held.release().await.unwrap();
+        let lease = support::join("the waiter's lease", Duration::from_secs(20), waiter).await.unwrap();
+        assert_eq!(lease.hold_state(), HoldState::Held);
+        let leases = support::sorted_children(&obs, &leases_path).await;
+        assert_eq!(leases, vec![lease.node_name().to_string()], "{mode:?}: one lease node, ours");
+        let mut ours_in_locks = 0;
+        for _ in 0..50 {
+            ours_in_locks = 0;
+            for child in support::sorted_children(&obs, &locks_path).await {
+                let stat = support::stat(&obs, &format!("{locks_path}/{child}")).await;
+                ours_in_locks += usize::from(stat.is_some_and(|s| s.ephemeral_owner == session));
+            }
+            if ours_in_locks == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(ours_in_locks, 0, "{mode:?}: an internal-mutex node of the live session was left behind");
+        lease.release().await.unwrap();
+        assert!(support::eventually_no_children(&connect, &leases_path, Duration::from_secs(10)).await.is_empty());
+        client.close().await;
+    }
+}
