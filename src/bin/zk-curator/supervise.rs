@@ -10,12 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zk_curator::{ConnectionState, CuratorClient, Hold, HoldState};
 
-use super::lock_command::Signals;
-
-/// COMMAND exists but could not be executed (as a shell reports it).
-pub(crate) const EXIT_CANNOT_EXECUTE: u8 = 126;
-/// COMMAND was not found (as a shell reports it).
-pub(crate) const EXIT_NOT_FOUND: u8 = 127;
+use crate::common::{Signals, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 
 /// How often the group of a COMMAND whose hold was lost is checked once its leader has exited.
 const GROUP_POLL: Duration = Duration::from_millis(20);

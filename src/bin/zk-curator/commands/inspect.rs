@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Args;
 use zk_curator::{inspect_with, InspectOptions, LockInfo};
 
-use super::lock_command::{exit, EXIT_UNAVAILABLE};
-use super::{parse_seconds, Resolved};
+use crate::common::{exit, parse_seconds, EXIT_UNAVAILABLE};
+use crate::connection::Resolved;
 
 /// The status when `--older-than` finds a hold (as a lock conflict's: "somebody else has it").
 const EXIT_OLD_HOLDS: u8 = 1;

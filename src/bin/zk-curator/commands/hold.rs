@@ -10,11 +10,9 @@ use std::time::Duration;
 use clap::Args;
 use zk_curator::{CuratorClient, HoldState};
 
-use super::lock_command::{
-    acquire_interruptibly, close, exit, not_acquired, parse_conflict_code, parse_kind, release, signal_exit, start,
-    Kind, Signals, Wait, EXIT_LOCK_LOST,
-};
-use super::{parse_lock_path, parse_seconds, Resolved};
+use crate::acquire::{acquire_interruptibly, not_acquired, parse_conflict_code, parse_kind, release, Kind};
+use crate::common::{exit, parse_lock_path, parse_seconds, signal_exit, Signals, Wait, EXIT_LOCK_LOST};
+use crate::connection::{close, start, Resolved};
 
 #[derive(Args, Debug)]
 pub(crate) struct HoldArgs {

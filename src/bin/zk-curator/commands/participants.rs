@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use zk_curator::{inspect_lock, CuratorClient};
 
-use super::lock_command::{exit, EXIT_UNAVAILABLE};
-use super::Resolved;
+use crate::common::{exit, EXIT_UNAVAILABLE};
+use crate::connection::Resolved;
 
 pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
     let client = match connection.connect(Duration::from_secs(15)).await {

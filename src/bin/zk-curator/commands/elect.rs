@@ -18,9 +18,11 @@ use std::time::Duration;
 use clap::Args;
 use zk_curator::{CuratorClient, Hold, HoldState, LeaderLatch};
 
-use super::lock_command::{close, exit, signal_exit, start, Signals, EXIT_LOCK_LOST, EXIT_UNAVAILABLE, RELEASE_WAIT};
-use super::supervise::{describe, supervise, Ended, Supervision};
-use super::{parse_seconds, Resolved};
+use crate::common::{
+    exit, host_and_pid, parse_seconds, signal_exit, Signals, EXIT_LOCK_LOST, EXIT_UNAVAILABLE, RELEASE_WAIT,
+};
+use crate::connection::{close, start, Resolved};
+use crate::supervise::{describe, supervise, Ended, Supervision};
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -94,7 +96,7 @@ pub(crate) async fn run(connection: &Resolved, args: ElectArgs) -> ExitCode {
 /// The terms, until one is the last; the status to exit with.
 async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) -> ExitCode {
     let path = args.path.as_str();
-    let id = args.id.clone().unwrap_or_else(super::host_and_pid);
+    let id = args.id.clone().unwrap_or_else(host_and_pid);
     loop {
         let latch = match LeaderLatch::new(client, path, id.as_str()) {
             Ok(latch) => latch,
