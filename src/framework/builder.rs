@@ -12,6 +12,7 @@ use super::config::Sasl;
 #[cfg(feature = "tls")]
 use super::config::Tls;
 use super::config::{ClientConfig, Credential, SessionConfig};
+use super::limits::{check_data_size, DEFAULT_MAX_DATA_SIZE};
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
 use crate::error::{Error, Result};
@@ -29,14 +30,6 @@ const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
-
-/// The default of [`CuratorClientBuilder::max_data_size`]: 1 MiB − 4 KiB = 1,044,480 bytes.
-///
-/// A ZooKeeper server reads no request packet larger than its `jute.maxbuffer`, by default
-/// `0xfffff` = 1,048,575 bytes (1 MiB − 1), and drops the connection of a client that sends one.
-/// Of that, 4 KiB − 1 byte is left for the rest of the request besides the data: the headers
-/// and length fields, the path, the ACL, and in a transaction the other operations.
-pub const DEFAULT_MAX_DATA_SIZE: usize = 1024 * 1024 - 4096;
 
 /// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`), from
 /// [`CuratorClient::builder`]. Every setting has Curator's default; finish with
@@ -405,53 +398,6 @@ impl CuratorClientBuilder {
     }
 }
 
-/// The one check of node data against a client's [`max_data_size`](CuratorClientBuilder::max_data_size):
-/// `len` bytes of the argument `name` for `what` (a path, or the name of the setting) must be at
-/// most `max`.
-pub(crate) fn check_data_size(max: usize, name: &'static str, what: &str, len: usize) -> Result<()> {
-    if len <= max {
-        return Ok(());
-    }
-    Err(Error::invalid_argument(
-        name,
-        format!("{len} bytes for {what} (at most {max})"),
-        "larger than the client's max data size (a ZooKeeper server drops the connection of a request over its jute.maxbuffer)",
-    ))
-}
-
-/// What a request may carry besides [`max_data_size`](CuratorClientBuilder::max_data_size) bytes
-/// of data: 4 KiB − 1 byte, so that with the default max data size a request is at most the
-/// server's default `jute.maxbuffer`.
-pub(crate) const REST_OF_REQUEST: usize = 4095;
-
-/// What each operation of a request takes besides its data and its (namespace-fixed) path, as
-/// counted against [`REST_OF_REQUEST`]: header, length fields, flags, the name a sequential or
-/// protected create adds to its path, a default ACL.
-pub(crate) const OPERATION_OVERHEAD: usize = 256;
-
-/// The check of a whole request: `data_len` bytes of data (checked by [`check_data_size`]) and
-/// `rest_len` bytes of paths and overhead together must be at most `max` + [`REST_OF_REQUEST`]
-/// — a long path (or namespace), or a transaction of many operations, takes room the data
-/// cannot have.
-pub(crate) fn check_request_size(
-    max: usize,
-    name: &'static str,
-    what: &str,
-    data_len: usize,
-    rest_len: usize,
-) -> Result<()> {
-    check_data_size(max, name, what, data_len)?;
-    let limit = max.saturating_add(REST_OF_REQUEST);
-    if data_len.saturating_add(rest_len) <= limit {
-        return Ok(());
-    }
-    Err(Error::invalid_argument(
-        name,
-        format!("{data_len} bytes for {what} with {rest_len} bytes of paths and headers (at most {limit} together)"),
-        "a request larger than the client's max data size + 4 KiB (a ZooKeeper server drops the connection of a request over its jute.maxbuffer)",
-    ))
-}
-
 /// Curator's default node data: `InetAddress.getLocalHost().getHostAddress()` as ASCII.
 fn local_address_data() -> Vec<u8> {
     use std::net::ToSocketAddrs;
@@ -459,4 +405,22 @@ fn local_address_data() -> Vec<u8> {
     let host = if host.is_empty() { "localhost".to_string() } else { host };
     let addrs: Vec<_> = (host.as_str(), 0).to_socket_addrs().map(|a| a.collect()).unwrap_or_default();
     addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip().to_string().into_bytes()).unwrap_or_default()
+}
+
+impl CuratorClient {
+    /// Starts building a client for `connect_string` (`host:port[,host:port...][/chroot]`).
+    pub fn builder(connect_string: &str) -> CuratorClientBuilder {
+        CuratorClientBuilder::new(connect_string)
+    }
+
+    /// Connects with every default (Curator's `CuratorFrameworkFactory.newClient`).
+    ///
+    /// # Errors
+    /// See [`CuratorClientBuilder::connect`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn connect(connect_string: &str) -> Result<CuratorClient> {
+        Self::builder(connect_string).connect().await
+    }
 }

@@ -16,7 +16,6 @@ use tracing::{debug, info};
 use zookeeper_client as zk;
 
 use super::acl;
-use super::builder::CuratorClientBuilder;
 use super::config::{ClientConfig, SessionConfig};
 use super::guaranteed_delete::{DeleteOnDrop, DeleteOutcome, DeleteQueue, DeleteTarget};
 use super::paths;
@@ -78,22 +77,6 @@ impl std::fmt::Debug for CuratorClient {
 }
 
 impl CuratorClient {
-    /// Starts building a client for `connect_string` (`host:port[,host:port...][/chroot]`).
-    pub fn builder(connect_string: &str) -> CuratorClientBuilder {
-        CuratorClientBuilder::new(connect_string)
-    }
-
-    /// Connects with every default (Curator's `CuratorFrameworkFactory.newClient`).
-    ///
-    /// # Errors
-    /// See [`CuratorClientBuilder::connect`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn connect(connect_string: &str) -> Result<CuratorClient> {
-        Self::builder(connect_string).connect().await
-    }
-
     pub(crate) async fn start(config: ClientConfig, session: SessionConfig) -> Result<CuratorClient> {
         let connect = session.connect_string.clone();
         #[allow(unused_mut)]
@@ -236,15 +219,15 @@ impl CuratorClient {
     /// The (namespace-fixed) path counts too: data and path together must fit in one request
     /// the server reads.
     pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
-        let rest = self.inner.config.namespace.fix(path).len().saturating_add(super::builder::OPERATION_OVERHEAD);
-        super::builder::check_request_size(self.max_data_size(), name, path, len, rest)
+        let rest = self.inner.config.namespace.fix(path).len().saturating_add(super::limits::OPERATION_OVERHEAD);
+        super::limits::check_request_size(self.max_data_size(), name, path, len, rest)
     }
 
     /// Refuses a path that (namespace included) does not fit into one request the server reads
     /// (the client's max data size + 4 KiB): sent, it would make the server drop the connection.
     pub(crate) fn check_path_size(&self, path: &str, fixed: &str) -> Result<()> {
-        let limit = self.max_data_size().saturating_add(super::builder::REST_OF_REQUEST);
-        if fixed.len().saturating_add(super::builder::OPERATION_OVERHEAD) <= limit {
+        let limit = self.max_data_size().saturating_add(super::limits::REST_OF_REQUEST);
+        if fixed.len().saturating_add(super::limits::OPERATION_OVERHEAD) <= limit {
             return Ok(());
         }
         Err(Error::InvalidPath {

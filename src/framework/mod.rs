@@ -13,6 +13,7 @@ pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod guaranteed_delete;
+pub(crate) mod limits;
 pub(crate) mod node;
 pub(crate) mod operations;
 pub(crate) mod paths;
@@ -25,12 +26,10 @@ pub(crate) mod state;
 
 pub use acl::{Acl, Id, Permissions};
 pub use acl_provider::{AclProvider, DefaultAclProvider};
-pub use builder::{
-    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
-    DEFAULT_SESSION_TIMEOUT,
-};
+pub use builder::{CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT};
 pub use client::CuratorClient;
 pub use guaranteed_delete::DeleteOutcome;
+pub use limits::DEFAULT_MAX_DATA_SIZE;
 pub use node::{CreateMode, EventType, Stat, WatchedEvent};
 pub use operations::{
     CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder,

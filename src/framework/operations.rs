@@ -1312,9 +1312,9 @@ impl Transaction {
             if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
                 data_size = data_size.saturating_add(data.len());
             }
-            rest_size = rest_size.saturating_add(fixed.len()).saturating_add(super::builder::OPERATION_OVERHEAD);
+            rest_size = rest_size.saturating_add(fixed.len()).saturating_add(super::limits::OPERATION_OVERHEAD);
             let what = format!("{} (the transaction up to this operation)", op.path());
-            super::builder::check_request_size(client.max_data_size(), "data", &what, data_size, rest_size)?;
+            super::limits::check_request_size(client.max_data_size(), "data", &what, data_size, rest_size)?;
             let acls = match op {
                 TxOp::Create { mode, path, .. } => {
                     mode.validate()?;
