@@ -101,8 +101,7 @@ pub use framework::{
     ExistsWatchBuilder, ExponentialBackoffRetry, GetChildrenBuilder, GetChildrenWatchBuilder, GetDataBuilder,
     GetDataWatchBuilder, Id, OpResult, Permissions, PersistentWatchBuilder, RetryForever, RetryNTimes, RetryOneTime,
     RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
-    WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
-    DEFAULT_SESSION_TIMEOUT,
+    WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
 };
 pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
 pub use leader::{

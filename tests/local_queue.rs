@@ -1894,6 +1894,69 @@ async fn waiters_move_on_when_the_runtime_acquiring_their_turn_shuts_down() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
+/// A turn's acquisition never depends on a runtime that has stopped being driven: a waiter polled
+/// inside a current-thread runtime's `block_on` (the turn's first waiter, so the turn would be
+/// acquired there) gives up with a timeout while the turn's node waits behind a remote holder;
+/// `block_on` returns, and that runtime, alive, is not driven any more. The turn's other waiter,
+/// on a running runtime, gets the lock once the remote holder lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_not_stranded_on_a_current_thread_runtime_no_longer_driven() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-undriven");
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let holder = lock(&mutex, "the local holder").await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let remote_task = tokio::spawn(async move {
+        let guard = lock(&remote, "the remote contender").await;
+        let _ = go_rx.await;
+        guard.release().await.unwrap();
+    });
+    support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
+    // A: the next turn's first waiter, polled by a current-thread runtime's block_on for 1.5 s.
+    let (a_done_tx, a_done_rx) = std::sync::mpsc::channel::<bool>();
+    let (drop_rt_tx, drop_rt_rx) = std::sync::mpsc::channel::<()>();
+    let a_thread = std::thread::spawn({
+        let mutex = mutex.clone();
+        move || {
+            let ct = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            let got = ct.block_on(async { tokio::time::timeout(Duration::from_millis(1500), mutex.lock()).await });
+            a_done_tx.send(matches!(got, Ok(Ok(_)))).unwrap();
+            // Alive, not driven, until the test ends.
+            let _ = drop_rt_rx.recv();
+            drop(ct);
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let b = tokio::spawn({
+        let mutex = mutex.clone();
+        async move {
+            let guard = mutex.lock().await.unwrap();
+            guard.release().await.unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let holder_node = support::node_name(holder.node_path()).to_string();
+    holder.release().await.unwrap();
+    support::eventually(HANG, "the turn's node is in line", || async {
+        let nodes = nodes_of(&obs, &path, session).await;
+        !nodes.is_empty() && !nodes.contains(&holder_node)
+    })
+    .await;
+    let a_got = tokio::task::spawn_blocking(move || a_done_rx.recv().unwrap()).await.unwrap();
+    assert!(!a_got, "A got the lock while the remote contender held it");
+    go_tx.send(()).unwrap();
+    let b_in_time = tokio::time::timeout(Duration::from_secs(10), b).await;
+    drop_rt_tx.send(()).unwrap();
+    a_thread.join().unwrap();
+    support::join("the remote contender", HANG, remote_task).await;
+    assert!(b_in_time.is_ok(), "B never got the free lock: its turn's acquisition sits on A's undriven runtime");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
 /// The nodes of `session` under `path`, looked up from a thread and runtime of their own while
 /// the calling thread is blocked: on a current-thread runtime nothing of the caller's client moves
 /// meanwhile.

@@ -8,8 +8,8 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::{Core, CuratorClient};
-use crate::error::{Error, Result};
 use crate::deadline::deadline_after;
+use crate::error::{Error, Result};
 use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipState, OpResult, Participant};
 
 /// A blocking [`LeaderLatch`](crate::LeaderLatch): the same latch (wire-compatible with Curator's

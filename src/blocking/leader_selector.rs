@@ -11,8 +11,8 @@ use tracing::warn;
 
 use super::leader_latch::LeadershipChanges;
 use super::{Core, CuratorClient, RuntimeThread};
-use crate::error::{Error, Result};
 use crate::deadline::deadline_after;
+use crate::error::{Error, Result};
 use crate::{
     CloseMode, FencingToken, GuardedWrite, Hold, HoldState, LatchState, LeadershipState, OpResult, Participant,
 };

@@ -25,7 +25,10 @@ pub(crate) mod state;
 
 pub use acl::{Acl, Id, Permissions};
 pub use acl_provider::{AclProvider, DefaultAclProvider};
-pub use builder::{CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT};
+pub use builder::{
+    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
+    DEFAULT_SESSION_TIMEOUT,
+};
 pub use client::CuratorClient;
 pub use guaranteed_delete::DeleteOutcome;
 pub use node::{CreateMode, EventType, Stat, WatchedEvent};
