@@ -31,6 +31,9 @@ struct Inner {
     /// The local queues of this client's guard-style locks, one per lock (see
     /// [`local_queue`](CuratorClient::local_queue)).
     local_queues: parking_lot::Mutex<LocalQueues>,
+    /// The runtime the client was started on: its session and its delete queue run there, and so
+    /// do the local queues' tasks while it runs (see [`runtime`](CuratorClient::runtime)).
+    runtime: tokio::runtime::Handle,
 }
 
 /// What identifies one local queue: the driver's type, the lock path, the lock name, the data its
@@ -108,7 +111,8 @@ impl CuratorClient {
     fn assemble(config: ClientConfig, sessions: Arc<Sessions>) -> CuratorClient {
         crate::metrics::describe();
         let (deletes, worker) = DeleteQueue::new();
-        let inner = Arc::new(Inner { config, sessions, deletes, local_queues: Default::default() });
+        let runtime = tokio::runtime::Handle::current();
+        let inner = Arc::new(Inner { config, sessions, deletes, local_queues: Default::default(), runtime });
         let weak = Arc::downgrade(&inner);
         tokio::spawn(worker.run(move |target| {
             let inner = weak.upgrade()?;
@@ -332,6 +336,12 @@ impl CuratorClient {
     /// Number of background deletes not finished yet.
     pub fn pending_background_deletes(&self) -> usize {
         self.inner.deletes.pending()
+    }
+
+    /// The runtime the client was started on, where its session and delete queue run: while it
+    /// runs the client works, whichever other runtimes come and go or stop being driven.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
     }
 
     /// The local queue for `key`, shared by every lock instance of this client with that key while

@@ -27,14 +27,16 @@
 //!   a turn being acquired stops the acquisition at once: the attempt (its node, or its create in
 //!   flight) is dropped by the leaving waiter itself, so the node's delete is handed over before
 //!   the waiter returns (cancel safety of [`LockInternals`]).
-//! * **Runtimes.** The queue belongs to no runtime. Its tasks (a turn's acquisition, the watcher
-//!   of a turn's node) run on the runtime of a waiter that needs them — the turn's first waiter
-//!   whose runtime is not known to be shut down — and are spawned after the queue's lock is
-//!   released. A task dropped unfinished (its runtime shut down, before it ran or while it ran)
-//!   reports it: an acquisition's attempt is dropped (its node deleted in the background) and the
-//!   turn is acquired again on another waiter's runtime; a watcher is started again. A turn none
-//!   of whose waiters can run it waits for them to leave (their runtime drops them), then the next
-//!   turn starts.
+//! * **Runtimes.** The queue belongs to no waiter's runtime. Its tasks (a turn's acquisition, the
+//!   watcher of a turn's node) run on the client's runtime — where its session and delete queue
+//!   run, so it is driven while the client works, unlike a waiter's (a current-thread runtime
+//!   whose `block_on` returned strands its tasks, and the waiter that left it strands nobody) —
+//!   and are spawned after the queue's lock is released. A task dropped unfinished (its runtime
+//!   shut down, before it ran or while it ran) reports it: an acquisition's attempt is dropped
+//!   (its node deleted in the background) and the turn is acquired again, from then on on the
+//!   runtime of a waiter that needs it (the first whose runtime is not known to be shut down); a
+//!   watcher is started again. A turn none of whose waiters can run it waits for them to leave
+//!   (their runtime drops them), then the next turn starts.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -81,6 +83,9 @@ struct State {
     spawns: VecDeque<Task>,
     /// A thread is spawning `spawns`: tasks queued meanwhile are left to it.
     spawning: bool,
+    /// A task spawned on the client's runtime was dropped unfinished: it is shut down, and tasks
+    /// go to the waiters' runtimes.
+    client_runtime_down: bool,
 }
 
 /// A task of the queue, for the turn of this id.
@@ -171,13 +176,16 @@ impl<D: LockDriver> LocalQueue<D> {
             Task::Acquire(_) => 1,
             Task::Watch(_) => state.turns.len() - at,
         };
-        let runtime = state
-            .turns
-            .iter()
-            .skip(at)
-            .take(needing)
-            .flat_map(|turn| turn.waiters.iter())
-            .find_map(|waiter| waiter.runtime.clone().map(|runtime| (waiter.id, runtime)));
+        // The client's runtime first: it runs while the client works (its session and delete
+        // queue are there), whereas a waiter's may stop being driven (a current-thread runtime
+        // whose `block_on` returned) with the waiter gone and the task stranded there.
+        let waiters = state.turns.iter().skip(at).take(needing).flat_map(|turn| turn.waiters.iter());
+        let has_waiters = waiters.clone().next().is_some();
+        let runtime = if state.client_runtime_down {
+            waiters.clone().find_map(|waiter| waiter.runtime.clone().map(|runtime| (Some(waiter.id), runtime)))
+        } else {
+            has_waiters.then(|| (None, self.internals.client().runtime().clone()))
+        };
         let turn = &mut state.turns[at];
         match task {
             Task::Acquire(_) => {
@@ -212,15 +220,20 @@ impl<D: LockDriver> LocalQueue<D> {
         }
     }
 
-    /// A task spawned on `waiter`'s runtime was dropped unfinished: that runtime is shut down. The
-    /// task is done again elsewhere if still needed.
-    fn task_dropped(&self, task: Task, waiter: u64) {
+    /// A task spawned on `waiter`'s runtime (`None`: the client's) was dropped unfinished: that
+    /// runtime is shut down. The task is done again elsewhere if still needed.
+    fn task_dropped(&self, task: Task, waiter: Option<u64>) {
         let acquisition = {
             let mut state = self.lock();
-            if let Some(waiter) =
-                state.turns.iter_mut().flat_map(|turn| turn.waiters.iter_mut()).find(|w| w.id == waiter)
-            {
-                waiter.runtime = None;
+            match waiter {
+                None => state.client_runtime_down = true,
+                Some(waiter) => {
+                    if let Some(waiter) =
+                        state.turns.iter_mut().flat_map(|turn| turn.waiters.iter_mut()).find(|w| w.id == waiter)
+                    {
+                        waiter.runtime = None;
+                    }
+                }
             }
             let (Task::Acquire(turn_id) | Task::Watch(turn_id)) = task;
             let Some(turn) = state.turns.iter_mut().find(|turn| turn.id == turn_id) else { return };
@@ -710,8 +723,8 @@ impl Acquisition {
 struct TaskReport<D: LockDriver> {
     queue: Weak<LocalQueue<D>>,
     task: Task,
-    /// The waiter whose runtime it was spawned on.
-    waiter: u64,
+    /// The waiter whose runtime it was spawned on (`None`: the client's).
+    waiter: Option<u64>,
     done: bool,
 }
 

@@ -78,9 +78,10 @@ use crate::CuratorClient;
 /// * **Cancel safety and deadlines are unchanged**: a cancelled or timed-out waiter leaves its
 ///   turn; the last waiter of a turn still waiting for its node stops the attempt, and the node is
 ///   deleted (handed to the delete queue before the call returns, as for a node of one's own).
-/// * **No runtime of its own**: a turn's node is acquired on the runtime of one of its waiters, and
-///   again on another's if that runtime shuts down meanwhile; guards may be taken, moved and
-///   dropped across runtimes (or dropped with none).
+/// * **No runtime of its own**: a turn's node is acquired on the client's runtime (on one of its
+///   waiters' should that one shut down), so a waiter's runtime that stops being driven or shuts
+///   down holds up nobody once the waiter is gone; guards may be taken, moved and dropped across
+///   runtimes (or dropped with none).
 /// * Read locks: the readers of one turn share its read node and hold it together. Later readers
 ///   gather in the next turn, whose read node is queued as soon as the previous one is granted
 ///   (granted at once unless a writer is ahead), so a writer queued behind a turn is not starved by

@@ -1445,6 +1445,80 @@ async fn a_suspended_holder_does_not_hand_its_node_on() {
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
 }
 
+/// A holder whose link is blackholed until its client gives the session up (LOST), with local
+/// waiters in its turn and in the next, then healed at once: no waiter is granted before the
+/// holder's hold is Lost, every grant is Held on the current session, and while the holder keeps
+/// its guard nothing of ours frees its node (the waiters are granted only once the holder drops it
+/// or the old session could have expired). Nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_a_blackholed_holders_turn_wait_for_its_loss_and_heal() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = zk_curator::testing::FaultProxy::start(&connect).await.expect("proxy");
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(4), Duration::from_secs(2)).await;
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-blackhole-heal");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let lost_seen: Arc<Mutex<Option<std::time::Instant>>> = Arc::default();
+    let bad: Arc<Mutex<Vec<String>>> = Arc::default();
+    let witness = Arc::new(Witness::default());
+    let blocker = lock(&mutex, "blocker").await;
+    let then = {
+        let (lost_seen, bad, client, witness) = (lost_seen.clone(), bad.clone(), client.clone(), witness.clone());
+        move |i: usize, guard: MutexGuard| {
+            let (lost_seen, bad, client, witness) = (lost_seen.clone(), bad.clone(), client.clone(), witness.clone());
+            async move {
+                let state = guard.hold_state();
+                if state != HoldState::Held || guard.hold().session() != client.session() {
+                    bad.lock().unwrap().push(format!("task {i}: granted {state:?} on {:?}", guard.hold().session()));
+                }
+                if lost_seen.lock().unwrap().is_none() {
+                    bad.lock().unwrap().push(format!("task {i}: granted before the holder's hold was Lost"));
+                }
+                let inside = witness.enter(&format!("task {i}"));
+                tokio::task::yield_now().await;
+                drop(inside);
+                guard.release().await.unwrap();
+            }
+        }
+    };
+    let (holder, mut waiters) = one_turn(&obs, &mutex, client.session_id(), blocker, 4, then.clone()).await;
+    // Two more in the next turn.
+    for i in 10..12 {
+        let (mutex, then) = (mutex.clone(), then.clone());
+        waiters.push(tokio::spawn(async move {
+            let guard = lock(&mutex, &format!("task {i} of the next turn")).await;
+            then(i, guard).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let holder_inside = witness.enter("the holder");
+    proxy.set_mode(zk_curator::testing::ProxyMode::Blackhole);
+    support::eventually(HANG, "the holder's hold is Lost", || async { holder.hold_state() == HoldState::Lost }).await;
+    let old = holder.hold().session();
+    drop(holder_inside);
+    *lost_seen.lock().unwrap() = Some(std::time::Instant::now());
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
+    // The holder keeps its guard a while: its node stays (nobody granted) unless the old session
+    // could have expired meanwhile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let expired_by_now = client.earliest_expiry(old).is_some_and(|at| at <= std::time::Instant::now());
+    if !expired_by_now {
+        assert!(
+            support::exists(&obs, holder.node_path()).await || waiters.iter().all(|w| !w.is_finished()),
+            "the lost holder's node was freed while it kept its guard"
+        );
+    }
+    drop(holder);
+    join_all("waiter", waiters).await;
+    witness.assert_clean("blackholed holder");
+    let bad = bad.lock().unwrap().clone();
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await.is_empty());
+}
+
 /// A revocable holder with local waiters in its turn is asked to release (Curator's Revoker) by a
 /// contender of another client queued behind it: once it releases, the node is not handed on
 /// locally — the contender that asked gets the lock before every local waiter.
@@ -1891,6 +1965,215 @@ async fn waiters_move_on_when_the_runtime_acquiring_their_turn_shuts_down() {
     go_tx.send(()).unwrap();
     support::join("B, whose turn's acquirer was on R3", HANG, b).await;
     support::join("the remote contender", HANG, remote_task).await;
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// A turn's acquisition never depends on a runtime that has stopped being driven: a waiter polled
+/// inside a current-thread runtime's `block_on` (the turn's first waiter, so the turn would be
+/// acquired there) gives up with a timeout while the turn's node waits behind a remote holder;
+/// `block_on` returns, and that runtime, alive, is not driven any more. The turn's other waiter,
+/// on a running runtime, gets the lock once the remote holder lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_not_stranded_on_a_current_thread_runtime_no_longer_driven() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-undriven");
+    let session = clients[0].session_id();
+    let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+    let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+    let holder = lock(&mutex, "the local holder").await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let remote_task = tokio::spawn(async move {
+        let guard = lock(&remote, "the remote contender").await;
+        let _ = go_rx.await;
+        guard.release().await.unwrap();
+    });
+    support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
+    // A: the next turn's first waiter, polled by a current-thread runtime's block_on for 1.5 s.
+    let (a_done_tx, a_done_rx) = std::sync::mpsc::channel::<bool>();
+    let (drop_rt_tx, drop_rt_rx) = std::sync::mpsc::channel::<()>();
+    let a_thread = std::thread::spawn({
+        let mutex = mutex.clone();
+        move || {
+            let ct = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            let got = ct.block_on(async { tokio::time::timeout(Duration::from_millis(1500), mutex.lock()).await });
+            a_done_tx.send(matches!(got, Ok(Ok(_)))).unwrap();
+            // Alive, not driven, until the test ends.
+            let _ = drop_rt_rx.recv();
+            drop(ct);
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let b = tokio::spawn({
+        let mutex = mutex.clone();
+        async move {
+            let guard = mutex.lock().await.unwrap();
+            guard.release().await.unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let holder_node = support::node_name(holder.node_path()).to_string();
+    holder.release().await.unwrap();
+    support::eventually(HANG, "the turn's node is in line", || async {
+        let nodes = nodes_of(&obs, &path, session).await;
+        !nodes.is_empty() && !nodes.contains(&holder_node)
+    })
+    .await;
+    let a_got = tokio::task::spawn_blocking(move || a_done_rx.recv().unwrap()).await.unwrap();
+    assert!(!a_got, "A got the lock while the remote contender held it");
+    go_tx.send(()).unwrap();
+    let b_in_time = tokio::time::timeout(Duration::from_secs(10), b).await;
+    drop_rt_tx.send(()).unwrap();
+    a_thread.join().unwrap();
+    support::join("the remote contender", HANG, remote_task).await;
+    assert!(b_in_time.is_ok(), "B never got the free lock: its turn's acquisition sits on A's undriven runtime");
+    assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+}
+
+/// A waiter's future dropped on a plain thread (no runtime: Drop never panics) while its turn's
+/// node waits behind a remote holder leaves no node: both when the waiter acquires its turn's node
+/// itself (it came when nothing of ours was in line) and when a task acquires it (the turn started
+/// when the local holder let go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_without_a_runtime_leaves_no_node() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let session = clients[0].session_id();
+    for by_task in [false, true] {
+        let path = support::unique_path("lq-drop-no-runtime");
+        let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
+        let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
+        let holder = if by_task { Some(lock(&mutex, "the local holder").await) } else { None };
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let remote_task = tokio::spawn(async move {
+            let guard = lock(&remote, "the remote contender").await;
+            let _ = held_tx.send(());
+            let _ = go_rx.await;
+            guard.release().await.unwrap();
+        });
+        if holder.is_none() {
+            tokio::time::timeout(HANG, held_rx).await.expect("the remote contender holds").unwrap();
+        } else {
+            support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
+        }
+        let mut waiter = Box::pin({
+            let mutex = mutex.clone();
+            async move { mutex.lock().await }
+        });
+        if let Some(holder) = holder {
+            let holder_node = support::node_name(holder.node_path()).to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                holder.release().await.unwrap();
+            });
+            let polled = tokio::time::timeout(Duration::from_millis(600), &mut waiter).await;
+            assert!(polled.is_err(), "the waiter got the lock while the remote contender held it");
+            let nodes = nodes_of(&obs, &path, session).await;
+            assert!(!nodes.is_empty() && !nodes.contains(&holder_node), "the turn's node is not in line: {nodes:?}");
+        } else {
+            let polled = tokio::time::timeout(Duration::from_millis(500), &mut waiter).await;
+            assert!(polled.is_err(), "the waiter got the lock while the remote contender held it");
+            assert_eq!(nodes_of(&obs, &path, session).await.len(), 1, "the waiter's node is in line");
+        }
+        std::thread::spawn(move || drop(waiter)).join().expect("dropping the waiter on a plain thread");
+        support::eventually(HANG, "the dropped waiter's node is deleted", || async {
+            nodes_of(&obs, &path, session).await.is_empty()
+        })
+        .await;
+        go_tx.send(()).unwrap();
+        support::join("the remote contender", HANG, remote_task).await;
+        assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
+        // The queue still works.
+        lock(&mutex, "a later lock()").await.release().await.unwrap();
+    }
+}
+
+/// Tokens increase in hold order across a downgrade whose read hold is joined by local readers
+/// queued before it, local writers queued before the downgrade, a remote writer, and a
+/// Curator-style write acquire after the guards: whenever one hold ended before another began,
+/// its token is smaller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_follow_hold_order_across_a_downgrade_local_readers_and_curator_style() {
+    let (server, clients) = setup(2).await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("lq-token-order");
+    let rw = InterProcessReadWriteLock::new(&clients[0], &path).unwrap();
+    let remote = InterProcessReadWriteLock::new(&clients[1], &path).unwrap();
+    type Log = Arc<Mutex<Vec<(String, FencingToken, std::time::Instant, std::time::Instant)>>>;
+    let log: Log = Arc::default();
+    let record = |log: &Log, who: String, token: FencingToken, from: std::time::Instant| {
+        log.lock().unwrap().push((who, token, from, std::time::Instant::now()));
+    };
+    let w1 = tokio::time::timeout(HANG, rw.write_lock().lock()).await.unwrap().unwrap();
+    let w1_from = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let (rw, log) = (rw.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = tokio::time::timeout(HANG, rw.read_lock().lock()).await.unwrap().unwrap();
+            let from = std::time::Instant::now();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let token = guard.fencing_token();
+            log.lock().unwrap().push((format!("reader {i}"), token, from, std::time::Instant::now()));
+            guard.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    for i in 0..3 {
+        let (rw, log) = (rw.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = tokio::time::timeout(HANG, rw.write_lock().lock()).await.unwrap().unwrap();
+            let from = std::time::Instant::now();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let token = guard.fencing_token();
+            log.lock().unwrap().push((format!("writer {i}"), token, from, std::time::Instant::now()));
+            guard.release().await.unwrap();
+        }));
+    }
+    {
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = tokio::time::timeout(HANG, remote.write_lock().lock()).await.unwrap().unwrap();
+            let from = std::time::Instant::now();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let token = guard.fencing_token();
+            log.lock().unwrap().push(("remote writer".into(), token, from, std::time::Instant::now()));
+            guard.release().await.unwrap();
+        }));
+    }
+    support::eventually(HANG, "the readers' turn and the remote writer queue", || async {
+        support::sorted_children(&obs, &path).await.len() >= 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let d = tokio::time::timeout(HANG, rw.read_lock().lock_while_writing(&w1)).await.unwrap().unwrap();
+    let d_from = std::time::Instant::now();
+    record(&log, "writer w1".into(), w1.fencing_token(), w1_from);
+    w1.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    record(&log, "downgrade".into(), d.fencing_token(), d_from);
+    d.release().await.unwrap();
+    join_all("holder", tasks).await;
+    // Curator-style after the guards.
+    rw.write_lock().acquire().await.unwrap();
+    let from = std::time::Instant::now();
+    let token = rw.write_lock().current_hold().expect("held").fencing_token();
+    record(&log, "curator-style writer".into(), token, from);
+    rw.write_lock().release().await.unwrap();
+    let log = log.lock().unwrap().clone();
+    let mut wrong = Vec::new();
+    for (a, ta, _, a_end) in &log {
+        for (b, tb, b_from, _) in &log {
+            if a_end < b_from && ta >= tb {
+                wrong.push(format!("{a} {ta} ended before {b} {tb} began"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "tokens out of hold order: {wrong:#?}\n{log:#?}");
     assert!(support::eventually_no_children(&connect, &path, Duration::from_secs(5)).await.is_empty());
 }
 
