@@ -428,7 +428,8 @@ async fn flapping_connection_never_yields_two_leaders() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(leaders(&latches), ["b"], "b still leads");
     assert_eq!(lb.hold().unwrap().path(), b_hold.path());
-    assert_eq!(support::sorted_children(&obs, &path).await.len(), 2, "one node each");
+    // A flap may still be re-queueing a's node (a reconnect under load): one node each, eventually.
+    support::eventually_queued(&obs, &path, 2, "one node each").await;
 
     let sampled = sampler.finish();
     let recorded = records.finish().await;

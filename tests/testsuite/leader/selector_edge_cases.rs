@@ -520,7 +520,7 @@ async fn absurd_calls_are_typed_errors() {
     let works = Arc::new(Works::default());
     let a = forever(&client, &path, "a", &works);
     a.interrupt_leadership();
-    assert!(matches!(a.requeue(), Err(Error::Closed { .. })), "requeue before start");
+    assert!(matches!(a.requeue(), Err(Error::InvalidArgument { .. })), "requeue before start");
     assert_eq!(a.state(), LatchState::Latent);
     a.start().unwrap();
     match a.start() {
