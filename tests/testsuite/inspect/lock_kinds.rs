@@ -204,7 +204,7 @@ async fn every_kind_made_by_zk_curator() {
     }
 }
 
-/// A Curator 5.4 process (`/work/shared/bench/curator/run.sh CONNECT hold PATH SECONDS KIND`).
+/// A Curator 5.4 process (`shared/bench/curator/run.sh CONNECT hold PATH SECONDS KIND`).
 struct Curator {
     _child: tokio::process::Child,
     lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
@@ -212,7 +212,7 @@ struct Curator {
 
 impl Curator {
     fn start(connect: &str, path: &str, kind: &str) -> Self {
-        let mut child = tokio::process::Command::new("/work/shared/bench/curator/run.sh")
+        let mut child = tokio::process::Command::new(support::curator_hold::run_sh())
             .args([connect, "hold", path, "300", kind])
             .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
             .env("CURATOR_JAVA_OPTS", "-Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")

@@ -857,7 +857,7 @@ fn curator_participants(
         while !stop.load(Ordering::SeqCst) {
             runs += 1;
             let id = format!("curator{runs}");
-            let mut child = tokio::process::Command::new("/work/shared/bench/curator/run.sh")
+            let mut child = tokio::process::Command::new(support::curator_hold::run_sh())
                 .args([connect.as_str(), "hold", path.as_str(), &hold.to_string(), &format!("latch:{id}")])
                 .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
                 .env("SESSION_TIMEOUT_MS", "4000")

@@ -1,10 +1,21 @@
-//! A real Curator 5.4 participant in a process of its own: `/work/shared/bench/curator/run.sh
-//! CONNECT hold PATH SECONDS KIND` (`latch:ID`, `selector:ID`, `mutex`, ...), which prints
+//! A real Curator 5.4 participant in a process of its own: `shared/bench/curator/run.sh CONNECT
+//! hold PATH SECONDS KIND` (shared/ lies beside the checkout) (`latch:ID`, `selector:ID`, `mutex`, ...), which prints
 //! `ACQUIRED` once it leads or holds and `RELEASED` after, among lines of tree dumps.
 
 use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
+
+/// The Curator side of the benchmark, in the `shared/` folder beside this checkout (where CI
+/// lays it), or the developers' `/work/shared`.
+pub fn run_sh() -> std::path::PathBuf {
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/curator/run.sh");
+    if beside.exists() {
+        beside
+    } else {
+        std::path::PathBuf::from("/work/shared/bench/curator/run.sh")
+    }
+}
 
 /// One Curator `hold` process; killed when dropped.
 pub struct CuratorHold {
@@ -15,7 +26,7 @@ pub struct CuratorHold {
 impl CuratorHold {
     /// Starts `run.sh CONNECT hold PATH SECONDS KIND`.
     pub fn start(connect: &str, path: &str, seconds: u64, kind: &str) -> Self {
-        let mut child = tokio::process::Command::new("/work/shared/bench/curator/run.sh")
+        let mut child = tokio::process::Command::new(run_sh())
             .args([connect, "hold", path, &seconds.to_string(), kind])
             .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
             .stdout(std::process::Stdio::piped())
