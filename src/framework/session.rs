@@ -177,6 +177,10 @@ pub(crate) struct Sessions {
     /// buffered changes after it neither overlap nor leave a gap.
     publishing: Mutex<()>,
     closing: AtomicBool,
+    /// CONNECTED was published (or was the first state): later read-write connections are
+    /// RECONNECTED. Until then the first one is CONNECTED, also after `ReadOnly` or `Lost`, as
+    /// Curator's `ConnectionStateManager` rewrites its first non-negative state.
+    announced_connected: AtomicBool,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The keeps of replaced sessions still held by holds: closing the client lets go of them.
     retired: Mutex<Vec<std::sync::Weak<SessionKeep>>>,
@@ -187,17 +191,19 @@ impl Sessions {
     pub(crate) async fn open(config: SessionConfig) -> std::result::Result<Arc<Sessions>, zk::Error> {
         let zk = open_session(&config).await?;
         let session = SessionIdentity { epoch: 1, id: zk.session_id().0 };
-        let state = if zk.state() == zk::SessionState::ConnectedReadOnly {
-            ConnectionState::ReadOnly
-        } else {
-            ConnectionState::Connected
-        };
+        // The watcher first: a change after the state read below is reported to it.
         let watcher = zk.state_watcher();
+        let read_only = (zk.state() == zk::SessionState::ConnectedReadOnly).then(Instant::now);
+        let state = if read_only.is_some() { ConnectionState::ReadOnly } else { ConnectionState::Connected };
         info!(connect = %config.connect_string, session = %zk.session_id(), "zk-curator client connected");
         // The first state is set, not published: counted here like every published one.
         crate::metrics::connection_state(state);
         let sessions = Self::new(config, Some(zk), session, state, true);
-        let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher));
+        if let Some(since) = read_only {
+            let bound = sessions.read_only_bound(since);
+            sessions.status.send_modify(|s| s.expiry_bounds.suspended(session, bound));
+        }
+        let supervisor = tokio::spawn(supervise(Arc::downgrade(&sessions), watcher, read_only));
         *sessions.supervisor.lock() = Some(supervisor);
         Ok(sessions)
     }
@@ -208,8 +214,8 @@ impl Sessions {
         let sessions = Self::new(config, None, SessionIdentity { epoch: 0, id: 0 }, ConnectionState::Latent, false);
         let weak = Arc::downgrade(&sessions);
         let supervisor = tokio::spawn(async move {
-            if let Some(watcher) = replace_session(&weak).await {
-                supervise(weak, watcher).await;
+            if let Some((watcher, read_only)) = replace_session(&weak).await {
+                supervise(weak, watcher, read_only).await;
             }
         });
         *sessions.supervisor.lock() = Some(supervisor);
@@ -234,6 +240,7 @@ impl Sessions {
             events,
             publishing: Mutex::new(()),
             closing: AtomicBool::new(false),
+            announced_connected: AtomicBool::new(state == ConnectionState::Connected),
             supervisor: Mutex::new(None),
             retired: Mutex::new(Vec::new()),
         })
@@ -322,15 +329,34 @@ impl Sessions {
 
     /// Publishes `state` with the expiry bound changed by `bound` in the same status update.
     fn publish_with_bound(&self, state: ConnectionState, connected: bool, bound: impl FnOnce(&mut ExpiryBounds)) {
+        let _publishing = self.publishing.lock();
+        // Curator: the first read-write connection is CONNECTED, whatever came before it.
+        let state = match state {
+            ConnectionState::Reconnected | ConnectionState::Connected
+                if !self.announced_connected.swap(true, Ordering::SeqCst) =>
+            {
+                ConnectionState::Connected
+            }
+            ConnectionState::Connected => ConnectionState::Reconnected,
+            state => state,
+        };
         info!(%state, "connection state");
         crate::metrics::connection_state(state);
-        let _publishing = self.publishing.lock();
         self.status.send_modify(|s| {
             s.state = state;
             s.connected = connected;
             bound(&mut s.expiry_bounds);
         });
         let _ = self.events.send(state);
+    }
+
+    /// The earliest instant at which the quorum can expire the current session when it is served
+    /// read-only since `since` (counted as from a suspension at `since`: the last reply the quorum
+    /// saw came at most `suspended_within` before).
+    fn read_only_bound(&self, since: Instant) -> Instant {
+        let negotiated = self.negotiated_timeout();
+        let within = suspended_within(self.config.session_timeout, negotiated);
+        since.checked_add(negotiated.saturating_sub(within)).unwrap_or(since)
     }
 
     /// The earliest instant at which the server can expire `session`, while its connection is
@@ -459,9 +485,15 @@ async fn open_session(config: &SessionConfig) -> std::result::Result<zk::Client,
 }
 
 /// Watches the current session and turns its events into Curator's connection states; replaces
-/// the session when it is lost.
-async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
-    let mut suspended_since: Option<Instant> = None;
+/// the session when it is lost. `read_only_since`: the session is served read-only since then.
+async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher, read_only_since: Option<Instant>) {
+    // While read-only the LOST timer runs as if suspended: a read-only server cannot renew the
+    // session with the quorum.
+    let mut suspended_since: Option<Instant> = read_only_since;
+    // This handle was served read-only: `zookeeper-client` then re-connects to a read-write
+    // server without the session (read-only sessions are local to their server), so it gets a
+    // new session whose id the handle does not tell (`Client::session_id` stays the old one).
+    let mut handle_was_read_only = read_only_since.is_some();
     loop {
         let Some(this) = sessions.upgrade() else { return };
         let negotiated = this.negotiated_timeout();
@@ -478,21 +510,28 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
             _ = status_rx.wait_for(|s| s.closed) => return,
         };
         let Some(this) = sessions.upgrade() else { return };
-        match event {
+        // Why the session is given up, if it is: `None` for "not given up".
+        let ended: Option<Ended> = match event {
             Some(zk::SessionState::Disconnected) => {
                 if suspended_since.is_none() {
                     let now = Instant::now();
                     suspended_since = Some(now);
                     // The last reply came at most `suspended_within` ago; the server counts the
                     // session timeout from no later than that.
-                    let within = suspended_within(this.config.session_timeout, negotiated);
-                    let bound = now.checked_add(negotiated.saturating_sub(within)).unwrap_or(now);
+                    let bound = this.read_only_bound(now);
                     let session = this.session();
                     this.publish_with_bound(ConnectionState::Suspended, false, |b| b.suspended(session, bound));
                 }
+                None
+            }
+            Some(zk::SessionState::SyncConnected) if handle_was_read_only => {
+                // A read-write server again, but on a session that is not ours (see
+                // `handle_was_read_only`): ours is gone — or the quorum expires it, with our
+                // ephemeral nodes — so it is LOST, and a new session replaces the handle.
+                Some(Ended::LeftReadOnly)
             }
             Some(zk::SessionState::SyncConnected) => {
-                if suspended_since.is_some() || this.status.borrow().state == ConnectionState::ReadOnly {
+                if suspended_since.is_some() {
                     // zookeeper-client reports SyncConnected on the connect response, before the
                     // session is established (its ping and watch re-registration answered). A
                     // connection that fails in between is reported Disconnected only at the next
@@ -530,14 +569,14 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                     suspended_since = None;
                     this.publish_with_bound(ConnectionState::Reconnected, true, |b| b.current = None);
                 }
+                continue;
             }
             Some(zk::SessionState::ConnectedReadOnly) => {
                 // Reads are served, but nothing renews the session with the quorum: the LOST
                 // timer keeps running from the suspension (or starts now), as its expiry bound.
-                let now = Instant::now();
-                let since = *suspended_since.get_or_insert(now);
-                let within = suspended_within(this.config.session_timeout, negotiated);
-                let bound = since.checked_add(negotiated.saturating_sub(within)).unwrap_or(since);
+                handle_was_read_only = true;
+                let since = *suspended_since.get_or_insert_with(Instant::now);
+                let bound = this.read_only_bound(since);
                 let session = this.session();
                 if this.status.borrow().state == ConnectionState::ReadOnly {
                     // Read-only again after a disconnect from a read-only server (which published
@@ -547,31 +586,47 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher) {
                 } else {
                     this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
                 }
+                None
             }
             Some(zk::SessionState::Closed) if this.is_closing() => return,
-            ended => {
-                match ended {
-                    Some(state) => warn!(?state, "zookeeper session ended; opening a new one"),
-                    None => warn!(?negotiated, "connection suspended too long: session LOST"),
-                }
-                // Given up while suspended: the bound stays (the server may still hold the
-                // session until then). Ended by the server (expired, ...): no bound any more.
-                let given_up = ended.is_none();
-                this.publish_with_bound(ConnectionState::Lost, false, |b| {
-                    let current = b.current.take();
-                    if given_up {
-                        b.given_up = current;
-                    }
-                });
-                suspended_since = None;
-                drop(this);
-                match replace_session(&sessions).await {
-                    Some(w) => watcher = w,
-                    None => return,
-                }
+            Some(state) => Some(Ended::ByServer(state)),
+            None => Some(Ended::GivenUp),
+        };
+        let Some(ended) = ended else { continue };
+        match ended {
+            Ended::ByServer(state) => warn!(?state, "zookeeper session ended; opening a new one"),
+            Ended::GivenUp => warn!(?negotiated, "connection suspended (or read-only) too long: session LOST"),
+            Ended::LeftReadOnly => warn!("read-write server found after read-only: session LOST, opening a new one"),
+        }
+        // Given up (while suspended or read-only): the bound stays, the quorum may still hold the
+        // session until then. Ended by the server (expired, ...): no bound any more.
+        let given_up = !matches!(ended, Ended::ByServer(_));
+        this.publish_with_bound(ConnectionState::Lost, false, |b| {
+            let current = b.current.take();
+            if given_up {
+                b.given_up = current;
             }
+        });
+        drop(this);
+        match replace_session(&sessions).await {
+            Some((w, read_only)) => {
+                watcher = w;
+                suspended_since = read_only;
+                handle_was_read_only = read_only.is_some();
+            }
+            None => return,
         }
     }
+}
+
+/// Why [`supervise`] gives a session up.
+enum Ended {
+    /// The handle reported a terminal state (expired, authentication failed, closed).
+    ByServer(zk::SessionState),
+    /// Suspended, or served read-only, past [`lost_after_suspended`].
+    GivenUp,
+    /// The handle moved from a read-only server to a read-write one: on a new session.
+    LeftReadOnly,
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
@@ -583,7 +638,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 
 /// Abandons the current session (if any) and opens a new one, retrying until it works or the
 /// client closes.
-async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> {
+/// Returns the new session's watcher and, if it is served read-only, since when.
+async fn replace_session(sessions: &Weak<Sessions>) -> Option<(zk::StateWatcher, Option<Instant>)> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         let this = sessions.upgrade()?;
@@ -601,7 +657,9 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
         this.retire(keep, expiry);
         match open_session(&this.config).await {
             Ok(zk) => {
+                // The watcher first: a change after the state read below is reported to it.
                 let watcher = zk.state_watcher();
+                let read_only = (zk.state() == zk::SessionState::ConnectedReadOnly).then(Instant::now);
                 let session = {
                     let mut slot = this.slot.write();
                     // Checked under the slot lock that close() takes the handle under: either
@@ -619,10 +677,18 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<zk::StateWatcher> 
                 };
                 info!(epoch = session.epoch, session = format!("{:#x}", session.id), "new zookeeper session");
                 this.status.send_modify(|s| s.session = session);
-                // The first session of a client started in the background is its CONNECTED.
-                let state = if session.epoch == 1 { ConnectionState::Connected } else { ConnectionState::Reconnected };
-                this.publish(state, true);
-                return Some(watcher);
+                match read_only {
+                    // Never reported fully connected: no hold is `Held` on it, and the LOST timer
+                    // runs (see `supervise`), as Curator reports READ_ONLY for a read-only
+                    // connection whatever came before.
+                    Some(since) => {
+                        let bound = this.read_only_bound(since);
+                        this.publish_with_bound(ConnectionState::ReadOnly, true, |b| b.suspended(session, bound));
+                    }
+                    // CONNECTED if it is the client's first read-write connection (see `publish`).
+                    None => this.publish(ConnectionState::Reconnected, true),
+                }
+                return Some((watcher, read_only));
             }
             Err(err) => {
                 debug!(%err, "could not open a new session yet");

@@ -36,8 +36,55 @@ struct Node {
 ///
 /// Dropping the cluster kills and reaps every JVM and removes the directories; this also happens
 /// when the owning test panics. `ZK_CONNECT` is not consulted: a cluster is always local.
+///
+/// [`TestingCluster::builder`] starts one with options, e.g. read-only mode
+/// ([`TestingClusterBuilder::read_only_mode`]).
 pub struct TestingCluster {
     nodes: Vec<Node>,
+}
+
+/// Options of a [`TestingCluster`], made by [`TestingCluster::builder`].
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `start` is awaited"]
+pub struct TestingClusterBuilder {
+    nodes: usize,
+    read_only_mode: bool,
+}
+
+impl TestingClusterBuilder {
+    /// Runs every node with ZooKeeper's read-only mode (`-Dreadonlymode.enabled=true` on its JVM;
+    /// off by default): a node cut off from the quorum then serves reads to clients that allow
+    /// it (`can_be_read_only(true)`) and answers `srvr` with `Mode: read-only` (see
+    /// [`TestingCluster::wait_for_read_only`]). ZooKeeper starts its read-only server about 2 s
+    /// after the node lost the quorum.
+    pub fn read_only_mode(mut self, enabled: bool) -> Self {
+        self.read_only_mode = enabled;
+        self
+    }
+
+    /// Starts the ensemble as [`TestingCluster::start`] does, with these options.
+    ///
+    /// # Errors
+    /// As for [`TestingCluster::start`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nodes already started are killed and their directories removed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use zk_curator::testing::TestingCluster;
+    ///
+    /// let mut cluster = TestingCluster::builder(3).read_only_mode(true).start().await?;
+    /// cluster.stop(0).await?;
+    /// cluster.stop(1).await?;
+    /// cluster.wait_for_read_only(2, Duration::from_secs(30)).await?; // node 2 serves reads only
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(self) -> TestingResult<TestingCluster> {
+        TestingCluster::start_with(self).await
+    }
 }
 
 impl std::fmt::Debug for TestingCluster {
@@ -71,6 +118,24 @@ impl TestingCluster {
     /// # Ok(()) }
     /// ```
     pub async fn start(nodes: usize) -> TestingResult<TestingCluster> {
+        TestingCluster::builder(nodes).start().await
+    }
+
+    /// A builder for an ensemble of `nodes` servers with options (see [`TestingClusterBuilder`]);
+    /// [`TestingClusterBuilder::start`] starts it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = zk_curator::testing::TestingCluster::builder(3).read_only_mode(true).start().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(nodes: usize) -> TestingClusterBuilder {
+        TestingClusterBuilder { nodes, read_only_mode: false }
+    }
+
+    async fn start_with(options: TestingClusterBuilder) -> TestingResult<TestingCluster> {
+        let nodes = options.nodes;
         if nodes == 0 {
             return Err(TestingError::InvalidArgument { message: "a cluster needs at least one node".into() });
         }
@@ -89,7 +154,11 @@ impl TestingCluster {
             cfg.push_str(&servers);
             write_file(dir.path(), CONFIG_FILE, &cfg)?;
             write_file(dir.path(), "myid", &format!("{}\n", i + 1))?;
-            let spec = settings.jvm_spec(&install, dir.path(), QUORUM_MAIN);
+            let mut spec = settings.jvm_spec(&install, dir.path(), QUORUM_MAIN);
+            if options.read_only_mode {
+                // A system property only (not a zoo.cfg key); JVM options go before `-cp`.
+                spec.args.insert(0, "-Dreadonlymode.enabled=true".into());
+            }
             let supervisor = Supervisor::new(&format!("node{}-{client_port}", i + 1), spec)?;
             // Pushed before spawning so that a failure below still kills what was started.
             cluster.nodes.push(Node { supervisor, client_port, running: false, dir });
@@ -257,6 +326,48 @@ impl TestingCluster {
     /// ```
     pub async fn leader(&self) -> Option<usize> {
         self.modes().await.iter().position(|mode| mode.as_deref() == Some("leader"))
+    }
+
+    /// Waits until node `i` serves read-only (`srvr` reports `Mode: read-only`): it runs with
+    /// [`TestingClusterBuilder::read_only_mode`] and is cut off from the quorum.
+    ///
+    /// # Errors
+    /// [`TestingError::NoSuchNode`] for a bad index; [`TestingError::NotReady`] after `timeout`,
+    /// with the node's last mode and log tail.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use zk_curator::testing::TestingCluster;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut cluster = TestingCluster::builder(3).read_only_mode(true).start().await?;
+    /// cluster.kill(0).await?;
+    /// cluster.kill(1).await?;
+    /// cluster.wait_for_read_only(2, Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_read_only(&self, i: usize, timeout: Duration) -> TestingResult<()> {
+        let len = self.nodes.len();
+        let node = self.nodes.get(i).ok_or(TestingError::NoSuchNode { index: i, len })?;
+        let started = Instant::now();
+        loop {
+            let mode = if node.running { server_mode(node.client_port).await } else { None };
+            if mode.as_deref() == Some("read-only") {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                let what = format!(
+                    "node {i} (127.0.0.1:{}) serving read-only; last mode {mode:?}\n{}",
+                    node.client_port,
+                    log_tail(node.dir.path())
+                );
+                return Err(TestingError::NotReady { what, waited: started.elapsed() });
+            }
+            tokio::time::sleep(QUORUM_POLL).await;
+        }
     }
 
     /// Waits until the running nodes form a working ensemble: exactly one reports `leader`,

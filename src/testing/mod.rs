@@ -7,7 +7,8 @@
 //!   data directory; it can be stopped (`kill -9`), restarted on the same port with its data,
 //!   and paused/resumed (`SIGSTOP`/`SIGCONT`).
 //! * [`TestingCluster`]: an ensemble of `n` servers on loopback, with per-node stop, kill and
-//!   restart, leader lookup and a quorum wait.
+//!   restart, leader lookup and a quorum wait; optionally in ZooKeeper's read-only mode
+//!   ([`TestingClusterBuilder::read_only_mode`]), so a node cut off from the quorum serves reads.
 //! * [`FaultProxy`]: a TCP proxy owned by the test between a client and a server, which can cut
 //!   connections ([`ProxyMode::Cut`]) or silently drop all traffic ([`ProxyMode::Blackhole`]) to
 //!   make the *server* expire a session.
@@ -50,7 +51,7 @@ mod session;
 
 use std::time::Duration;
 
-pub use cluster::TestingCluster;
+pub use cluster::{TestingCluster, TestingClusterBuilder};
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{ServerTls, TestingServer, TestingServerBuilder};
 pub(crate) use session::expire_raw_session;
@@ -160,6 +161,7 @@ mod tests {
         send_sync::<TestingError>();
         send(TestingServer::start());
         send(TestingCluster::start(3));
+        send(TestingCluster::builder(3).read_only_mode(true).start());
         send(FaultProxy::start("127.0.0.1:1"));
         #[allow(dead_code)]
         fn methods(server: &mut TestingServer, cluster: &mut TestingCluster, client: &crate::CuratorClient) {
@@ -169,6 +171,7 @@ mod tests {
             send(cluster.stop(0));
             send(cluster.leader());
             send(cluster.wait_for_quorum(Duration::ZERO));
+            send(cluster.wait_for_read_only(0, Duration::ZERO));
             send(expire_session("127.0.0.1:1", client));
         }
     }

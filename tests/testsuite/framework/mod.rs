@@ -1,6 +1,8 @@
 //! The client and its session: builder, connection states, retries, protected creates, guaranteed
-//! deletes, close, a start while ZooKeeper is down, and the reconnect confirmation.
+//! deletes, close, a start while ZooKeeper is down, the reconnect confirmation, and sessions on a
+//! read-only server.
 
 mod client;
+mod read_only;
 mod reconnect_confirmation;
 mod startup;

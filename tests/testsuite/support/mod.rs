@@ -261,16 +261,17 @@ pub async fn session_replaced(client: &CuratorClient, old: i64) {
 
 /// Whether a connection-state stream may yield `next` right after `prev`: the rule of
 /// docs/failure-semantics.md ("Which sequences a subscriber sees"). Never the same state twice
-/// in a row; CONNECTED only as the first change of a LATENT client; SUSPENDED only from a
-/// connected state; LOST always followed by RECONNECTED (the new session).
+/// in a row; CONNECTED only for the first read-write connection (at most once; the caller checks
+/// that); SUSPENDED only from a connected state; READ_ONLY only ever followed by LOST; LOST
+/// always followed by the new session's state.
 pub fn may_follow(prev: zk_curator::ConnectionState, next: zk_curator::ConnectionState) -> bool {
     use zk_curator::ConnectionState::*;
     match prev {
-        Latent => next == Connected,
+        Latent => matches!(next, Connected | ReadOnly),
         Connected | Reconnected => matches!(next, Suspended | Lost | ReadOnly),
         Suspended => matches!(next, Reconnected | Lost | ReadOnly),
-        ReadOnly => matches!(next, Reconnected | Lost),
-        Lost => next == Reconnected,
+        ReadOnly => next == Lost,
+        Lost => matches!(next, Reconnected | Connected | ReadOnly),
         _ => false,
     }
 }
@@ -282,6 +283,9 @@ pub fn assert_documented_states(states: &[zk_curator::ConnectionState]) {
     for pair in states.windows(2) {
         assert!(may_follow(pair[0], pair[1]), "{} after {} breaks the documented rule: {states:?}", pair[1], pair[0]);
     }
+    let connected = states.iter().filter(|s| **s == zk_curator::ConnectionState::Connected).count();
+    assert!(connected <= 1, "CONNECTED at most once: {states:?}");
+
 }
 
 /// Everything `stream` has queued now, in order.
