@@ -56,7 +56,10 @@ impl TestingClusterBuilder {
     /// off by default): a node cut off from the quorum then serves reads to clients that allow
     /// it (`can_be_read_only(true)`) and answers `srvr` with `Mode: read-only` (see
     /// [`TestingCluster::wait_for_read_only`]). ZooKeeper starts its read-only server about 2 s
-    /// after the node lost the quorum.
+    /// after the node lost the quorum. A read-only server can only open *local* sessions, so
+    /// this also sets `localSessionsEnabled=true` and `localSessionsUpgradingEnabled=true`: every
+    /// new session starts local to its server and becomes a global one at its first ephemeral
+    /// node.
     pub fn read_only_mode(mut self, enabled: bool) -> Self {
         self.read_only_mode = enabled;
         self
@@ -151,6 +154,12 @@ impl TestingCluster {
             let dir = temp_dir(&format!("node{}", i + 1))?;
             let mut cfg = settings.base_config(dir.path(), client_port);
             cfg.push_str("initLimit=20\nsyncLimit=10\nstandaloneEnabled=false\nreconfigEnabled=false\n");
+            if options.read_only_mode {
+                // A read-only server creates only local sessions (a global one is a transaction
+                // of the quorum): without them it refuses every new session with NOTREADONLY.
+                // Upgrading makes a local session global at its first ephemeral node.
+                cfg.push_str("localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n");
+            }
             cfg.push_str(&servers);
             write_file(dir.path(), CONFIG_FILE, &cfg)?;
             write_file(dir.path(), "myid", &format!("{}\n", i + 1))?;

@@ -150,3 +150,11 @@ async fn a_replacement_session_on_a_read_only_server_is_read_only() {
     support::assert_documented_states(&seen);
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zz_probe_tmp() {
+    let cluster = read_only_member().await;
+    eprintln!("PROBE PORT {}", cluster.node_connect_string(2));
+    std::fs::write("/work/wt/readonly-state/.probe_port", cluster.node_connect_string(2)).unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
