@@ -16,13 +16,14 @@ pub enum ConnectionState {
     /// [`CuratorClientBuilder::start`](crate::CuratorClientBuilder::start) is still establishing
     /// its first session (Curator's `LATENT` client). Requests wait for it within their deadlines.
     Latent,
-    /// The first successful connection of this client (sent once).
+    /// The first read-write connection of this client (sent once; a read-only one before it is
+    /// `ReadOnly`, as in Curator).
     Connected,
     /// The connection was lost. The session may still be alive: a lock holder can no longer be
     /// sure it holds its lock until `Reconnected`.
     Suspended,
-    /// Connected again after `Suspended`, `Lost` or `ReadOnly`. After `Lost` this is a *new*
-    /// session (see [`CuratorClient::session_id`](crate::CuratorClient::session_id)).
+    /// Connected to a read-write server again after `Suspended` or `Lost`. After `Lost` this is a
+    /// *new* session (see [`CuratorClient::session_id`](crate::CuratorClient::session_id)).
     Reconnected,
     /// The session is gone: the server expired it, or the client gave it up because the
     /// connection stayed suspended so long that the server could soon expire it — at most 0.85 of
@@ -31,7 +32,9 @@ pub enum ConnectionState {
     /// of the old session, lock nodes included, is (or soon will be) deleted; the client opens a
     /// new session by itself.
     Lost,
-    /// Connected to a read-only server (only when the builder allows it).
+    /// Connected to a read-only server (only when the builder allows it): reads are served, writes
+    /// fail, no hold is `Held`, and the session is given up (`Lost`) like a suspended one — and
+    /// when a read-write server is found again (see docs/failure-semantics.md).
     ReadOnly,
 }
 

@@ -25,7 +25,11 @@ async fn read_only_member() -> TestingCluster {
 }
 
 /// Everything `states` yields until `want` (included) arrives; panics after `within`.
-async fn states_until(states: &mut ConnectionStateStream, want: ConnectionState, within: Duration) -> Vec<ConnectionState> {
+async fn states_until(
+    states: &mut ConnectionStateStream,
+    want: ConnectionState,
+    within: Duration,
+) -> Vec<ConnectionState> {
     let deadline = Instant::now() + within;
     let mut seen = Vec::new();
     loop {
@@ -44,7 +48,12 @@ async fn states_until(states: &mut ConnectionStateStream, want: ConnectionState,
 /// connection left behind), and a lock is `Held` on it.
 async fn serves_read_write_on_its_session(client: &CuratorClient, what: &str) {
     let path = support::unique_path("read-only-owner");
-    client.create(&path).mode(CreateMode::Ephemeral).creating_parent_containers_if_needed().await.unwrap_or_else(|e| panic!("{what}: create: {e:?}"));
+    client
+        .create(&path)
+        .mode(CreateMode::Ephemeral)
+        .creating_parent_containers_if_needed()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: create: {e:?}"));
     let (_, stat) = client.get_data(&path).await.expect("get_data");
     assert_eq!(
         stat.ephemeral_owner,
@@ -149,12 +158,4 @@ async fn a_replacement_session_on_a_read_only_server_is_read_only() {
     seen.extend(support::queued_states(&mut states));
     support::assert_documented_states(&seen);
     client.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zz_probe_tmp() {
-    let cluster = read_only_member().await;
-    eprintln!("PROBE PORT {}", cluster.node_connect_string(2));
-    std::fs::write("/work/wt/readonly-state/.probe_port", cluster.node_connect_string(2)).unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
 }

@@ -285,7 +285,6 @@ pub fn assert_documented_states(states: &[zk_curator::ConnectionState]) {
     }
     let connected = states.iter().filter(|s| **s == zk_curator::ConnectionState::Connected).count();
     assert!(connected <= 1, "CONNECTED at most once: {states:?}");
-
 }
 
 /// Everything `stream` has queued now, in order.
