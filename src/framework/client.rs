@@ -103,7 +103,7 @@ impl CuratorClient {
         Ok(Self::assemble(config, sessions))
     }
 
-    /// The client of [`CuratorClientBuilder::start`]: no session yet, one being opened.
+    /// The client of [`CuratorClientBuilder::start`](crate::CuratorClientBuilder::start): no session yet, one being opened.
     pub(crate) fn start_in_background(config: ClientConfig, session: SessionConfig) -> CuratorClient {
         Self::assemble(config, Sessions::open_in_background(session))
     }
@@ -212,7 +212,7 @@ impl CuratorClient {
     }
 
     /// The largest node data this client sends, in bytes (see
-    /// [`CuratorClientBuilder::max_data_size`]).
+    /// [`CuratorClientBuilder::max_data_size`](crate::CuratorClientBuilder::max_data_size)).
     pub fn max_data_size(&self) -> usize {
         self.inner.config.max_data_size
     }
@@ -427,7 +427,7 @@ impl CuratorClient {
     }
 
     /// The metrics labels of a lock of `recipe` on `path`, its `path` label made as this client's
-    /// builder said ([`CuratorClientBuilder::metrics_path_label`]).
+    /// builder said ([`CuratorClientBuilder::metrics_path_label`](crate::CuratorClientBuilder::metrics_path_label)).
     pub(crate) fn lock_labels(&self, recipe: crate::metrics::Recipe, path: &str) -> crate::metrics::LockLabels {
         #[cfg(feature = "metrics")]
         return crate::metrics::LockLabels::new(&self.inner.config.metrics_path_label, recipe, path);
