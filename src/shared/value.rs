@@ -333,10 +333,10 @@ async fn follow(inner: Arc<Inner>, first: zookeeper_client::OneshotWatcher) {
                     .with_retry(&inner.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await });
                 match exists.await {
                     Ok((None, w)) => {
-                        let _ = tokio::select! {
+                        tokio::select! {
                             _ = w.changed() => {}
                             _ = reconnected(&mut states) => {}
-                        };
+                        }
                     }
                     Ok((Some(_), _)) => {}
                     Err(e) => {

@@ -85,8 +85,9 @@ async fn concurrent_increments_from_several_clients_reach_the_exact_total() {
     let path = support::unique_path("atomic-total");
     let mut tasks = Vec::new();
     for client in &clients {
-        let counter =
-            DistributedAtomicLong::new(client, &path).unwrap().with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
+        let counter = DistributedAtomicLong::new(client, &path)
+            .unwrap()
+            .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
         tasks.push(tokio::spawn(async move {
             let mut posts = Vec::new();
             while posts.len() < EACH {
@@ -195,8 +196,9 @@ async fn curator_and_rust_incrementing_one_counter_reach_the_exact_total() {
     let connect = server.connect_string();
     let (mut peer, client) = tokio::join!(CuratorPeer::start(&connect), support::client(&connect));
     let path = support::unique_path("atomic-interop");
-    let counter =
-        DistributedAtomicLong::new(&client, &path).unwrap().with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
+    let counter = DistributedAtomicLong::new(&client, &path)
+        .unwrap()
+        .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
     let rust = async {
         let mut posts = Vec::new();
         while posts.len() < EACH {
