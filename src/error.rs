@@ -148,6 +148,29 @@ pub enum Error {
         code: ErrorCode,
     },
 
+    /// A node holds data that is not what the recipe reading it stores there (a counter of
+    /// another size, bytes written by someone else). Nothing was written.
+    #[error("corrupted value in {path}: {len} bytes, expected {expected}")]
+    CorruptedValue {
+        /// The node's path.
+        path: String,
+        /// The length of the data found.
+        len: usize,
+        /// What the recipe expected (e.g. "8 bytes (a big-endian i64) or none").
+        expected: &'static str,
+    },
+
+    /// A conditional write was sent, its reply was lost, and what the server holds now cannot
+    /// tell whether it was applied: it was applied once or not at all, never twice. The caller
+    /// decides (re-read, reconcile); retrying blindly could apply it twice.
+    #[error("outcome unknown for {during} {path}: the reply was lost and the node changed since")]
+    OutcomeUnknown {
+        /// The node's path.
+        path: String,
+        /// What was being written.
+        during: &'static str,
+    },
+
     /// The first connection could not be established.
     #[error("could not connect to {connect}{}: {detail}{}", auth_note(schemes), tls_note(*tls, *code))]
     Connect {
@@ -315,6 +338,7 @@ impl Error {
                 code.kind()
             }
             Error::Multiple { errors } => errors.first().map_or(ErrorKind::Other, Error::kind),
+            Error::CorruptedValue { .. } | Error::OutcomeUnknown { .. } => ErrorKind::Other,
         }
     }
 

@@ -76,6 +76,7 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/security.md")]
 struct SecurityDoctests;
 
+mod atomic;
 pub mod blocking;
 mod deadline;
 mod error;
@@ -85,10 +86,15 @@ mod leader;
 mod locks;
 mod metrics;
 pub mod raw;
+mod shared;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+pub use atomic::{
+    AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
+    DistributedAtomicValue, PromotedToLock,
+};
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;
@@ -115,6 +121,7 @@ pub use locks::{
     ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock, WriteLockDriver, WriteLockGuard,
     LEASE_NODE_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
+pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
 
 pub mod driver {
     //! For writing a [`LockDriver`]: the policy that names, sorts and judges a lock's nodes (Curator's

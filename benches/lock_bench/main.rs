@@ -18,6 +18,7 @@
 //!                                  while a Curator contender process arrives late: its wait
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
+//!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -69,6 +70,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::CuratorClient;
 
+use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
 use mutex_contended::{mutex_contended, mutex_contended_tasks};
@@ -80,6 +82,7 @@ use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
 
+mod counter;
 mod guards;
 mod hold;
 mod mutex_contended;
@@ -179,6 +182,8 @@ enum Mode {
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
+    /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
+    Counter { clients: usize, n: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -196,6 +201,7 @@ impl Mode {
             Mode::MutexMixedCurator { .. } => "mutex_mixed_curator",
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
+            Mode::Counter { .. } => "counter",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -319,6 +325,7 @@ async fn run(cli: Cli) -> ExitCode {
         Mode::Semaphore { leases, clients, n, hold_ms } => {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
+        Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

@@ -13,7 +13,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tracing::debug;
-use zookeeper_client as zk;
 
 use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
@@ -89,6 +88,8 @@ struct Shared {
     lock: InterProcessMutex,
     leases: LockInternals<LeaseDriver>,
     data: Option<Vec<u8>>,
+    /// The shared count the maximum follows ([`InterProcessSemaphoreV2::with_shared_count`]).
+    count: std::sync::OnceLock<crate::SharedCount>,
 }
 
 impl InterProcessSemaphoreV2 {
@@ -130,7 +131,7 @@ impl InterProcessSemaphoreV2 {
         let labels = client.lock_labels(recipe, path);
         let lease_path = paths::join(path, SEMAPHORE_LEASE_PARENT);
         let leases = LockInternals::new(client, &lease_path, LeaseDriver, max_leases, labels)?;
-        Ok(Self { shared: Arc::new(Shared { path: path.to_string(), lock, leases, data }) })
+        Ok(Self { shared: Arc::new(Shared { path: path.to_string(), lock, leases, data, count: Default::default() }) })
     }
 
     /// A semaphore whose maximum is the value of the counter node `count_path` (Curator's
@@ -164,12 +165,13 @@ impl InterProcessSemaphoreV2 {
         }
         // Every argument is checked before anything is written.
         let semaphore = Self::build(client, path, 1, None, Recipe::Semaphore)?;
-        let count = SharedCount::new(client, count_path, seed).await?;
-        // One read sets the maximum and arms the watch the follower starts from.
-        let (value, watcher) = count.get_and_watch().await?;
-        semaphore.shared.leases.set_max_leases(value.max(0) as usize);
+        let count = crate::SharedCount::start(client, count_path, seed).await?;
+        // The stream starts from the value read by `start`, which sets the first maximum.
+        let changes = count.changes();
+        semaphore.shared.leases.set_max_leases(count.count().max(0) as usize);
+        let _ = semaphore.shared.count.set(count);
         let weak = Arc::downgrade(&semaphore.shared);
-        tokio::spawn(follow_count(weak, count, watcher));
+        tokio::spawn(follow_count(weak, changes));
         Ok(semaphore)
     }
 
@@ -523,61 +525,13 @@ impl Drop for Lease {
     }
 }
 
-/// Curator's `SharedCount`: an integer in a node, 4 bytes big-endian.
-#[derive(Debug)]
-pub(crate) struct SharedCount {
-    client: CuratorClient,
-    path: String,
-}
-
-impl SharedCount {
-    pub(crate) async fn new(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
-        match client.create(path).data(seed.to_be_bytes()).creating_parent_containers_if_needed().await {
-            Ok(_) => {}
-            Err(e) if e.is(ErrorCode::NodeExists) => {}
-            Err(e) => return Err(e),
-        }
-        Ok(Self { client: client.clone(), path: path.to_string() })
-    }
-
-    fn decode(&self, data: &[u8]) -> Result<i32> {
-        let bytes: [u8; 4] = data
-            .try_into()
-            .map_err(|_| Error::invalid_argument("shared count", self.path.clone(), "is not a 4-byte integer"))?;
-        Ok(i32::from_be_bytes(bytes))
-    }
-
-    /// The count and a watcher that fires on its next change.
-    async fn get_and_watch(&self) -> Result<(i32, zk::OneshotWatcher)> {
-        let fixed = self.client.fix_path(&self.path);
-        let f = fixed.as_str();
-        let read = self.client.with_retry(&self.path, None, |zk| async move { zk.get_and_watch_data(f).await });
-        let (data, _, watcher) = read.await?;
-        Ok((self.decode(&data)?, watcher))
-    }
-}
-
-/// Keeps a semaphore's maximum equal to its shared count while the semaphore exists, starting
-/// from the watch armed by the read that set the first maximum.
-async fn follow_count(semaphore: Weak<Shared>, count: SharedCount, first: zk::OneshotWatcher) {
-    let mut backoff = crate::framework::backoff::Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-    let _ = first.changed().await;
-    loop {
-        if semaphore.strong_count() == 0 || count.client.is_closed() {
-            return;
-        }
-        match count.get_and_watch().await {
-            Ok((value, watcher)) => {
-                let Some(shared) = semaphore.upgrade() else { return };
-                shared.leases.set_max_leases(value.max(0) as usize);
-                drop(shared);
-                let _ = watcher.changed().await;
-            }
-            Err(e) => {
-                debug!(%e, path = %count.path, "reading the shared count failed; retrying");
-                backoff.wait().await;
-            }
-        }
+/// Keeps a semaphore's maximum equal to its shared count while the semaphore exists. The count
+/// lives in the semaphore: when the semaphore goes, the count's follower stops and the stream
+/// ends.
+async fn follow_count(semaphore: Weak<Shared>, mut changes: crate::SharedValueStream<i32>) {
+    while let Some(value) = changes.next().await {
+        let Some(shared) = semaphore.upgrade() else { return };
+        shared.leases.set_max_leases((*value.value()).max(0) as usize);
     }
 }
 

@@ -67,6 +67,8 @@ import java.util.concurrent.TimeoutException;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.api.transaction.CuratorOp;
+import org.apache.curator.framework.recipes.atomic.AtomicValue;
+import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -251,6 +253,25 @@ public class CuratorPeer {
 
     String execute(String[] cmd) throws Exception {
         switch (cmd[0]) {
+            case "increment": {
+                // increment PATH N: N successful DistributedAtomicLong increments (a call that
+                // gives up is made again); answers "INCREMENTED <post values, comma-separated>".
+                arity(cmd, 3);
+                DistributedAtomicLong counter = new DistributedAtomicLong(client, cmd[1], new org.apache.curator.retry.RetryNTimes(1000, 1));
+                StringBuilder posts = new StringBuilder();
+                for (int i = 0; i < Integer.parseInt(cmd[2]); i++) {
+                    AtomicValue<Long> v;
+                    do { v = counter.increment(); } while (!v.succeeded());
+                    if (posts.length() > 0) posts.append(',');
+                    posts.append(v.postValue());
+                }
+                return "INCREMENTED " + posts;
+            }
+            case "counter": {
+                // counter PATH: Curator's DistributedAtomicLong.get() of PATH.
+                arity(cmd, 2);
+                return "COUNTER " + new DistributedAtomicLong(client, cmd[1], new org.apache.curator.retry.RetryNTimes(3, 10)).get().postValue();
+            }
             case "acquire": {
                 arity(cmd, 3);
                 Handle h = handle(cmd[1], cmd[1]);

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod atomic;
 mod blocking;
 #[cfg(feature = "cli")]
 mod cli;

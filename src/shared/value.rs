@@ -1,0 +1,379 @@
+//! [`SharedValue`] (Curator's `SharedValue`): bytes in one node that every process reads, watches
+//! and sets with a versioned compare-and-set.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use super::write::{self, Written};
+use crate::error::{Error, ErrorCode, Result};
+use crate::framework::{backoff::Backoff, paths};
+use crate::{ConnectionState, CuratorClient};
+
+/// A value with the node version it was read at (Curator's `VersionedValue`): what
+/// [`SharedValue::try_set`] and [`SharedCount::try_set`](crate::SharedCount::try_set) compare.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VersionedValue<T> {
+    version: i32,
+    value: T,
+}
+
+impl<T> VersionedValue<T> {
+    /// A value seen at `version`.
+    pub fn new(version: i32, value: T) -> Self {
+        Self { version, value }
+    }
+
+    /// The node's data version (ZooKeeper's `Stat.version`; it wraps around past `i32::MAX`).
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    /// The value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The value, by move.
+    pub fn into_value(self) -> T {
+        self.value
+    }
+}
+
+/// The last value seen, with the zxid of the change that wrote it: the order of changes.
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    pub(crate) value: VersionedValue<Vec<u8>>,
+    mzxid: i64,
+}
+
+impl Seen {
+    /// True when `mzxid` is a later change than this one. Changes are ordered by zxid (an `i64`
+    /// the ensemble only increases), never by version: the version wraps around after
+    /// `i32::MAX` sets, and ordering by it would freeze the value there (Curator's CURATOR-688).
+    fn is_older_than(&self, mzxid: i64) -> bool {
+        mzxid > self.mzxid
+    }
+}
+
+pub(crate) struct Inner {
+    client: CuratorClient,
+    path: String,
+    seen: watch::Sender<Seen>,
+    /// Whether bytes are a value of this shared value (a count takes only 4 bytes).
+    accept: fn(&[u8]) -> bool,
+}
+
+impl Inner {
+    /// Takes `data` as the value if it is a later change than the one held.
+    fn observe(&self, data: Vec<u8>, stat: &zookeeper_client::Stat) {
+        if !(self.accept)(&data) {
+            warn!(path = %self.path, len = data.len(), "ignoring a shared value this recipe cannot read");
+            return;
+        }
+        self.seen.send_if_modified(|seen| {
+            if seen.is_older_than(stat.mzxid) {
+                *seen = Seen { value: VersionedValue::new(stat.version, data), mzxid: stat.mzxid };
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// Stops the follower when the last handle goes.
+struct Core {
+    inner: Arc<Inner>,
+    follower: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.follower.abort();
+    }
+}
+
+/// Bytes in one node, shared by every process that uses the path (Curator's `SharedValue`).
+///
+/// [`start`](Self::start) creates the node with a seed if it does not exist, reads it and keeps
+/// following it: [`value`](Self::value) is the latest value seen, [`changes`](Self::changes) a
+/// stream of them. The watch is re-armed after every change, reconnection and session
+/// replacement, and the value is re-read then, so every handle converges on the node's value.
+/// Clones share one follower; it stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct SharedValue {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for SharedValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedValue").field("path", &self.core.inner.path).finish_non_exhaustive()
+    }
+}
+
+impl SharedValue {
+    /// Starts following the shared value at `path`, creating it (parents as containers) with
+    /// `seed` if it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a seed over the client's data size
+    /// limit; server errors after the retry policy gave up.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: at most the node is created (with the seed), which any later start accepts.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mode = zk_curator::SharedValue::start(&client, "/config/mode", b"normal".to_vec()).await?;
+    /// println!("mode: {}", String::from_utf8_lossy(&mode.value()));
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(client: &CuratorClient, path: &str, seed: impl Into<Vec<u8>>) -> Result<Self> {
+        Self::start_with(client, path, seed.into(), |_| true).await
+    }
+
+    pub(crate) async fn start_with(
+        client: &CuratorClient,
+        path: &str,
+        seed: Vec<u8>,
+        accept: fn(&[u8]) -> bool,
+    ) -> Result<Self> {
+        paths::validate_path(path)?;
+        client.check_data_size("seed", path, seed.len())?;
+        match client.create(path).data(seed).creating_parent_containers_if_needed().await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorCode::NodeExists) => {}
+            Err(e) => return Err(e),
+        }
+        let fixed = client.fix_path(path);
+        let f = fixed.as_str();
+        let (data, stat, watcher) =
+            client.with_retry(path, None, |zk| async move { zk.get_and_watch_data(f).await }).await?;
+        if !accept(&data) {
+            return Err(Error::CorruptedValue {
+                path: path.to_string(),
+                len: data.len(),
+                expected: "4 bytes (a big-endian i32)",
+            });
+        }
+        let seen = Seen { value: VersionedValue::new(stat.version, data), mzxid: stat.mzxid };
+        let inner =
+            Arc::new(Inner { client: client.clone(), path: path.to_string(), seen: watch::channel(seen).0, accept });
+        let follower = tokio::spawn(follow(inner.clone(), watcher));
+        Ok(Self { core: Arc::new(Core { inner, follower }) })
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        &self.core.inner.path
+    }
+
+    /// The latest value seen.
+    pub fn value(&self) -> Vec<u8> {
+        self.core.inner.seen.borrow().value.value.clone()
+    }
+
+    /// The latest value seen, with its version: the `expected` of [`try_set`](Self::try_set).
+    pub fn versioned_value(&self) -> VersionedValue<Vec<u8>> {
+        self.core.inner.seen.borrow().value.clone()
+    }
+
+    /// The values as they change: each call of [`next`](SharedValueStream::next) waits for a
+    /// value later than the last one it returned (intermediate values may be skipped; the last
+    /// one is never missed).
+    pub fn changes(&self) -> SharedValueStream<Vec<u8>> {
+        SharedValueStream { seen: self.core.inner.seen.subscribe(), decode: |bytes| bytes.to_vec() }
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.core.inner
+    }
+
+    pub(crate) fn inner_seen(&self) -> watch::Receiver<Seen> {
+        self.core.inner.seen.subscribe()
+    }
+
+    /// Sets the value whatever it is now (Curator's `setValue`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for data over the client's size limit; server errors (e.g.
+    /// `NoNode` if the node was deleted) after the retry policy gave up.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call sets the value once or not at all.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// mode.set(b"maintenance".to_vec()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn set(&self, value: impl Into<Vec<u8>>) -> Result<()> {
+        let inner = &self.core.inner;
+        let value = value.into();
+        inner.client.check_data_size("value", &inner.path, value.len())?;
+        let fixed = inner.client.fix_path(&inner.path);
+        let (f, d) = (fixed.as_str(), value.as_slice());
+        let stat =
+            inner.client.with_retry(&inner.path, None, |zk| async move { zk.set_data(f, d, None).await }).await?;
+        inner.observe(value, &stat);
+        Ok(())
+    }
+
+    /// Sets the value to `new` only if the node is still at `expected`'s version (Curator's
+    /// `trySetValue`). `Ok(false)`: someone else changed it first; the value is read again, so
+    /// [`versioned_value`](Self::versioned_value) is the fresh one to retry from.
+    ///
+    /// # Errors
+    /// As [`set`](Self::set); [`Error::OutcomeUnknown`] when a reply was lost and the node no
+    /// longer tells whether the set applied (it applied once or not at all).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call applies at most once (the versioned set can only win once).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// loop {
+    ///     let current = mode.versioned_value();
+    ///     let mut next = current.value().clone();
+    ///     next.extend_from_slice(b"+");
+    ///     if mode.try_set(next, &current).await? {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_set(&self, new: impl Into<Vec<u8>>, expected: &VersionedValue<Vec<u8>>) -> Result<bool> {
+        let inner = &self.core.inner;
+        let new = new.into();
+        inner.client.check_data_size("value", &inner.path, new.len())?;
+        try_set_bytes(inner, new, expected.version).await
+    }
+}
+
+/// The versioned set behind both `try_set`s.
+pub(crate) async fn try_set_bytes(inner: &Inner, new: Vec<u8>, version: i32) -> Result<bool> {
+    match write::conditional_write(&inner.client, &inner.path, Some(version), &new, None, "setting").await? {
+        Written::Applied(stat) => {
+            inner.observe(new, &stat);
+            Ok(true)
+        }
+        Written::Conflict => {
+            if let Some((data, stat)) = write::read(&inner.client, &inner.path, None).await? {
+                inner.observe(data, &stat);
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// The values of a [`SharedValue`] or [`SharedCount`](crate::SharedCount) as they change.
+pub struct SharedValueStream<T> {
+    seen: watch::Receiver<Seen>,
+    decode: fn(&[u8]) -> T,
+}
+
+impl<T> std::fmt::Debug for SharedValueStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedValueStream").finish_non_exhaustive()
+    }
+}
+
+impl<T> SharedValueStream<T> {
+    pub(crate) fn new(seen: watch::Receiver<Seen>, decode: fn(&[u8]) -> T) -> Self {
+        Self { seen, decode }
+    }
+
+    /// The next value later than the last one returned (or than the value when the stream was
+    /// made); `None` once the shared value is dropped.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call loses nothing; the next call returns the latest value.
+    pub async fn next(&mut self) -> Option<VersionedValue<T>> {
+        self.seen.changed().await.ok()?;
+        let seen = self.seen.borrow_and_update();
+        Some(VersionedValue::new(seen.value.version, (self.decode)(&seen.value.value)))
+    }
+}
+
+/// Re-reads the node (re-arming the watch) after every change, reconnection and session change.
+async fn follow(inner: Arc<Inner>, first: zookeeper_client::OneshotWatcher) {
+    let mut states = inner.client.connection_states();
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    let mut watcher = Some(first);
+    loop {
+        if let Some(w) = watcher.take() {
+            tokio::select! {
+                _ = w.changed() => {}
+                _ = reconnected(&mut states) => {}
+            }
+        }
+        if inner.client.is_closed() {
+            return;
+        }
+        let fixed = inner.client.fix_path(&inner.path);
+        let f = fixed.as_str();
+        let deadline = Some(Instant::now() + inner.client.negotiated_session_timeout().max(Duration::from_secs(1)));
+        match inner.client.with_retry(&inner.path, deadline, |zk| async move { zk.get_and_watch_data(f).await }).await {
+            Ok((data, stat, w)) => {
+                inner.observe(data, &stat);
+                watcher = Some(w);
+                backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+            }
+            Err(Error::Closed { .. }) => return,
+            Err(e) if e.is(ErrorCode::NoNode) => {
+                // Deleted: keep the last value and wait for the node to come back.
+                let exists = inner
+                    .client
+                    .with_retry(&inner.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await });
+                match exists.await {
+                    Ok((None, w)) => {
+                        tokio::select! {
+                            _ = w.changed() => {}
+                            _ = reconnected(&mut states) => {}
+                        }
+                    }
+                    Ok((Some(_), _)) => {}
+                    Err(e) => {
+                        debug!(%e, path = %inner.path, "watching a deleted shared value failed; retrying");
+                        backoff.wait().await;
+                    }
+                }
+            }
+            Err(e) => {
+                debug!(%e, path = %inner.path, "reading the shared value failed; retrying");
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+/// Returns at the next `Reconnected` (a new connection or a new session: watches may be gone).
+async fn reconnected(states: &mut crate::ConnectionStateStream) {
+    loop {
+        match states.recv().await {
+            Some(ConnectionState::Reconnected) => return,
+            Some(_) => {}
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_past_the_version_wrap_around_is_still_newer() {
+        let at_max = Seen { value: VersionedValue::new(i32::MAX, vec![1]), mzxid: 1_000 };
+        // The next set wraps the version to i32::MIN; its zxid is later: it must be taken.
+        assert!(at_max.is_older_than(1_001));
+        assert!(!at_max.is_older_than(999));
+        assert_eq!(i32::MAX.wrapping_add(1), i32::MIN);
+    }
+}
