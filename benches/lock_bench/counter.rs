@@ -35,7 +35,7 @@ pub(crate) async fn counter(report: &Report, connect: &str, clients: usize, n: u
     let bad_post = Arc::new(AtomicU64::new(0));
     let start_line = Arc::new(tokio::sync::Barrier::new(clients + 1));
     let mut tasks = Vec::new();
-    for c in counters.iter().cloned() {
+    for c in counters.clone() {
         let (tickets, gave_up, post_seen, bad_post, start_line) =
             (tickets.clone(), gave_up.clone(), post_seen.clone(), bad_post.clone(), start_line.clone());
         tasks.push(tokio::spawn(async move {
