@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use zk_curator::testing::TestingServer;
 use zk_curator::{
     inspect, inspect_with, CuratorClient, InspectOptions, Inspection, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership, LockInfo, LockKind,
@@ -242,7 +243,11 @@ impl Curator {
 /// Curator holders of every kind, Curator and zk-curator waiters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_made_by_curator() {
-    let server = support::server().await;
+    // Containers are not reaped during this test: the Curator side prints its lock's tree right
+    // after it acquires and stops at a node that vanishes mid-walk (a semaphore's empty `locks`
+    // container, reaped within 100 ms by default), which ended a holder under load.
+    let server =
+        support::server_with(TestingServer::builder().container_check_interval(Duration::from_secs(3600))).await;
     let connect = server.connect_string();
     let obs = support::observer(&connect).await;
     let base = support::unique_path("inspect-curator");
