@@ -106,14 +106,11 @@ async fn many_leases_all_or_none_and_typed_errors() {
     let started = Instant::now();
     assert!(semaphore.acquire_many_timeout(2, Duration::from_millis(500)).await.unwrap().is_none());
     assert!(started.elapsed() < Duration::from_secs(3), "one deadline for the whole set");
-    let left = support::children_become(
-        &obs,
-        &leases_path,
-        &support::sorted_children(&obs, &leases_path).await,
-        Duration::ZERO,
-    )
-    .await;
-    assert_eq!(left.len(), 2, "the lease taken before the timeout was given back: {left:?}");
+    // The give-back is bounded by the spent deadline: its delete may finish in the background.
+    let mut held: Vec<String> = two.iter().map(|l| l.node_name().to_string()).collect();
+    held.sort();
+    let left = support::children_become(&obs, &leases_path, &held, Duration::from_secs(5)).await;
+    assert_eq!(left, held, "the lease taken before the timeout was given back");
     let third = semaphore.acquire_timeout(Duration::from_secs(5)).await.unwrap().expect("the third lease");
     assert!(semaphore.acquire_timeout(Duration::ZERO).await.unwrap().is_none(), "a fourth does not fit");
     zk_curator::return_all(two).await.unwrap();
