@@ -420,6 +420,15 @@ impl CuratorClient {
     ///
     /// # Cancel safety
     /// Cancel safe.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
+    /// // ... recipes on `client` ...
+    /// client.close().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(connect_string: &str) -> Result<CuratorClient> {
         Self::builder(connect_string).connect().await
     }

@@ -294,6 +294,17 @@ impl<T> SharedValueStream<T> {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing; the next call returns the latest value.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let limit = zk_curator::SharedCount::start(&client, "/config/limit", 10).await?;
+    /// let mut changes = limit.changes();
+    /// while let Some(seen) = changes.next().await {
+    ///     println!("limit {} (version {})", seen.value(), seen.version());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn next(&mut self) -> Option<VersionedValue<T>> {
         self.seen.changed().await.ok()?;
         let seen = self.seen.borrow_and_update();
