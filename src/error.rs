@@ -171,6 +171,18 @@ pub enum Error {
         during: &'static str,
     },
 
+    /// A bound the caller set was reached (e.g. a [`CuratorCache`](crate::CuratorCache)'s
+    /// `max_nodes`): the work stopped instead of growing past it.
+    #[error("limit exceeded under {path}: more than {limit} {what}")]
+    LimitExceeded {
+        /// The path the bound is about.
+        path: String,
+        /// What was counted (e.g. "nodes").
+        what: &'static str,
+        /// The bound.
+        limit: usize,
+    },
+
     /// The first connection could not be established.
     #[error("could not connect to {connect}{}: {detail}{}", auth_note(schemes), tls_note(*tls, *code))]
     Connect {
@@ -338,7 +350,9 @@ impl Error {
                 code.kind()
             }
             Error::Multiple { errors } => errors.first().map_or(ErrorKind::Other, Error::kind),
-            Error::CorruptedValue { .. } | Error::OutcomeUnknown { .. } => ErrorKind::Other,
+            Error::CorruptedValue { .. } | Error::OutcomeUnknown { .. } | Error::LimitExceeded { .. } => {
+                ErrorKind::Other
+            }
         }
     }
 

@@ -1,0 +1,510 @@
+//! Caches (Curator's `recipes/cache`): [`CuratorCache`], a local copy of a node, its children or a
+//! whole tree, kept current by one persistent (recursive) watch and re-read after every gap, so that
+//! it always converges to the server.
+//!
+//! The parts: this door (the public types), `tree` (the cached nodes, the diff and the event
+//! fan-out, all under one lock) and `sync` (the task that arms the watch, loads the tree and follows
+//! the events).
+
+mod sync;
+mod tree;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+
+use crate::deadline::deadline_after;
+use crate::error::{Error, Result};
+use crate::framework::paths::validate_path;
+use crate::framework::{CuratorClient, Stat};
+
+use tree::Shared;
+
+/// How much of the tree under its path a [`CuratorCache`] holds: Curator's three older caches as
+/// one option.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheMode {
+    /// Only the node itself (Curator's `NodeCache`; `CuratorCacheBridge` with `SINGLE_NODE_CACHE`).
+    Node,
+    /// The node and its children (Curator's `PathChildrenCache`; the node itself is included).
+    Children,
+    /// The node and all its descendants (Curator's `TreeCache`/`CuratorCache`), down to
+    /// [`max_depth`](CuratorCacheBuilder::max_depth) if set.
+    #[default]
+    Tree,
+}
+
+/// One cached node: its path (as the client sees it, without namespace), data and [`Stat`].
+///
+/// Cheap to clone (one reference count); the data is shared, never copied, by the cache, its
+/// events and its readers.
+#[derive(Clone)]
+pub struct CacheEntry(Arc<EntryInner>);
+
+struct EntryInner {
+    path: Box<str>,
+    data: Box<[u8]>,
+    stat: Stat,
+}
+
+impl CacheEntry {
+    pub(crate) fn new(path: &str, data: Vec<u8>, stat: Stat) -> CacheEntry {
+        CacheEntry(Arc::new(EntryInner { path: path.into(), data: data.into_boxed_slice(), stat }))
+    }
+
+    /// The node's path, without the client's namespace.
+    pub fn path(&self) -> &str {
+        &self.0.path
+    }
+
+    /// The node's data.
+    pub fn data(&self) -> &[u8] {
+        &self.0.data
+    }
+
+    /// The node's stat as last read (or as of the change that was read).
+    pub fn stat(&self) -> &Stat {
+        &self.0.stat
+    }
+
+    /// The node's name: the last segment of its path (`""` for `/`).
+    pub fn name(&self) -> &str {
+        self.path().rsplit('/').next().unwrap_or("")
+    }
+
+    /// True when both entries describe the same state of the node (same modification and data).
+    fn same_state(&self, other: &CacheEntry) -> bool {
+        self.0.stat == other.0.stat && self.0.data == other.0.data
+    }
+}
+
+impl fmt::Debug for CacheEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheEntry")
+            .field("path", &self.path())
+            .field("data_len", &self.data().len())
+            .field("version", &self.stat().version)
+            .field("mzxid", &self.stat().mzxid)
+            .finish()
+    }
+}
+
+impl PartialEq for CacheEntry {
+    fn eq(&self, other: &CacheEntry) -> bool {
+        self.path() == other.path() && self.same_state(other)
+    }
+}
+
+impl Eq for CacheEntry {}
+
+/// A change the cache saw, as [`CuratorCache::events`] yields them.
+///
+/// Applying a subscriber's events in order to an empty map (insert on `Created`, replace on
+/// `Changed`, remove on `Deleted`) always gives the cache's contents as of the last event: a
+/// subscriber starts with a `Created` for each node already cached (and `Initialized` if the first
+/// load is done), and after a gap (disconnect, new session) the cache reports the net difference it
+/// found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheEvent {
+    /// A node appeared in the cache.
+    Created(CacheEntry),
+    /// A cached node's data or stat changed.
+    Changed {
+        /// The entry before.
+        old: CacheEntry,
+        /// The entry now.
+        new: CacheEntry,
+    },
+    /// A node left the cache (deleted on the server).
+    Deleted(CacheEntry),
+    /// The first full load is in (once per cache, after the `Created` events of that load).
+    Initialized,
+}
+
+impl CacheEvent {
+    /// The path the event is about; `None` for [`Initialized`](CacheEvent::Initialized).
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            CacheEvent::Created(e) | CacheEvent::Deleted(e) => Some(e.path()),
+            CacheEvent::Changed { new, .. } => Some(new.path()),
+            CacheEvent::Initialized => None,
+        }
+    }
+}
+
+/// How sure a [`CuratorCache`] is of its contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheState {
+    /// The first load is under way (or waits for a connection); the cache may be incomplete.
+    Loading,
+    /// The watch is armed and the last load is in: the cache follows the server.
+    Synced,
+    /// The connection is down: the cache holds what it last knew, which may be stale.
+    Suspended,
+    /// Back after a gap (reconnect, new session): re-arming the watch and re-reading the tree;
+    /// the differences found are being applied.
+    Resyncing,
+    /// Closed ([`CuratorCache::close`], or its client was closed): no more changes.
+    Closed,
+    /// Stopped on an error ([`CuratorCache::error`] says which, e.g. [`Error::LimitExceeded`] or a
+    /// server without persistent watches); no more changes.
+    Failed,
+}
+
+impl CacheState {
+    /// True for the states after which nothing changes any more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, CacheState::Closed | CacheState::Failed)
+    }
+}
+
+/// Options of a [`CuratorCache`], from [`CuratorCache::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until start()"]
+pub struct CuratorCacheBuilder {
+    client: CuratorClient,
+    path: String,
+    mode: CacheMode,
+    max_depth: Option<usize>,
+    max_nodes: Option<usize>,
+}
+
+impl CuratorCacheBuilder {
+    /// What to cache: the node, its children, or the tree (the default).
+    pub fn mode(mut self, mode: CacheMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// In [`CacheMode::Tree`], cache nodes at most `depth` levels below the path (0: only the
+    /// node; 1: also its children; …) — like Curator's `TreeCache.setMaxDepth`: deeper nodes are
+    /// simply not cached.
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Stop with [`Error::LimitExceeded`] (state [`CacheState::Failed`]) rather than hold more
+    /// than `nodes` nodes: a bound on memory for trees that may grow without one.
+    pub fn max_nodes(mut self, nodes: usize) -> Self {
+        self.max_nodes = Some(nodes);
+        self
+    }
+
+    /// Starts the cache: its task arms the watch and loads the tree in the background; see
+    /// [`CuratorCache::wait_initialized`].
+    ///
+    /// Must be called within the client's tokio runtime (it spawns the cache's task there).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `max_nodes(0)`; [`Error::Closed`] when the client is closed.
+    /// Failures while running (e.g. a server older than 3.6, which has no persistent watches:
+    /// [`ErrorCode::Unimplemented`](crate::ErrorCode::Unimplemented)) are reported through
+    /// [`CuratorCache::error`] and [`wait_initialized`](CuratorCache::wait_initialized).
+    ///
+    /// ```no_run
+    /// use zk_curator::{CacheMode, CuratorCache, CuratorClient};
+    ///
+    /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
+    /// let services = CuratorCache::builder(&client, "/services")?.mode(CacheMode::Children).max_nodes(10_000).start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn start(self) -> Result<CuratorCache> {
+        if self.client.is_closed() {
+            return Err(Error::Closed { path: self.path });
+        }
+        if self.max_nodes == Some(0) {
+            return Err(Error::invalid_argument("max_nodes", 0, "must be at least 1"));
+        }
+        let depth = match self.mode {
+            CacheMode::Node => 0,
+            CacheMode::Children => 1,
+            CacheMode::Tree => self.max_depth.unwrap_or(usize::MAX),
+        };
+        let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes));
+        let (stop, stopped) = watch::channel(false);
+        let task = self.client.runtime().spawn(sync::run(shared.clone(), self.client.clone(), stopped));
+        Ok(CuratorCache { shared, stop, task: Mutex::new(Some(task)) })
+    }
+}
+
+/// A local copy of a node, its children or a whole tree (Curator's `CuratorCache`, and its
+/// `NodeCache`/`PathChildrenCache`/`TreeCache` as [`CacheMode`]s), kept current by one ZooKeeper
+/// persistent recursive watch (ZooKeeper ≥ 3.6).
+///
+/// * **Reads without a round trip**, from any thread: [`entry`](Self::entry),
+///   [`children`](Self::children), [`snapshot`](Self::snapshot), [`size`](Self::size).
+/// * **Changes** as a stream per subscriber ([`events`](Self::events)), ordered per path, and a
+///   latest-value receiver of the cached node itself ([`latest`](Self::latest)) for config readers.
+/// * **Always converges** (beyond Curator, whose cache misses what happens during a partition):
+///   after a disconnect, a new session, a server restart or a failover it re-arms its watch
+///   *first*, then re-reads the tree (after a `sync`) and emits the net difference; once writes
+///   stop, it equals the server's tree. While it cannot be sure it says so ([`state`](Self::state)).
+/// * The path need not exist (the cache fills when it appears, empties when it goes, also when the
+///   server reaps a container); the cache never creates or deletes anything. A node the client may
+///   not read is listed by [`unreadable`](Self::unreadable), not fatal.
+///
+/// Dropping the cache stops its task (like [`close`](Self::close), without waiting).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::{CacheEvent, CuratorCache, CuratorClient};
+///
+/// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
+/// let cache = CuratorCache::start(&client, "/config")?;
+/// let mut events = cache.events();
+/// cache.wait_initialized(Duration::from_secs(10)).await?;
+/// if let Some(flag) = cache.entry("/config/feature-x") {
+///     println!("feature-x = {:?}", flag.data());
+/// }
+/// while let Some(event) = events.next().await {
+///     if let CacheEvent::Changed { new, .. } = event {
+///         println!("{} is now {:?}", new.path(), new.data());
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct CuratorCache {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl CuratorCache {
+    /// Options for a cache of `path` (a tree cache unless [`mode`](CuratorCacheBuilder::mode) says
+    /// otherwise).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming `path`.
+    pub fn builder(client: &CuratorClient, path: &str) -> Result<CuratorCacheBuilder> {
+        validate_path(path)?;
+        Ok(CuratorCacheBuilder {
+            client: client.clone(),
+            path: path.to_string(),
+            mode: CacheMode::Tree,
+            max_depth: None,
+            max_nodes: None,
+        })
+    }
+
+    /// Starts a tree cache of `path` with the default options.
+    ///
+    /// # Errors
+    /// As [`builder`](Self::builder) and [`CuratorCacheBuilder::start`].
+    pub fn start(client: &CuratorClient, path: &str) -> Result<CuratorCache> {
+        Self::builder(client, path)?.start()
+    }
+
+    /// The cached path (without the namespace).
+    pub fn path(&self) -> &str {
+        self.shared.root()
+    }
+
+    /// The mode the cache was started with.
+    pub fn mode(&self) -> CacheMode {
+        self.shared.mode()
+    }
+
+    /// The cached entry of `path`, if the cache holds it.
+    pub fn entry(&self, path: &str) -> Option<CacheEntry> {
+        self.shared.entry(path)
+    }
+
+    /// The names of the cached children of `path`, sorted.
+    pub fn children(&self, path: &str) -> Vec<String> {
+        self.shared.children(path)
+    }
+
+    /// Every cached entry by path.
+    pub fn snapshot(&self) -> BTreeMap<String, CacheEntry> {
+        self.shared.snapshot()
+    }
+
+    /// The number of cached nodes.
+    pub fn size(&self) -> usize {
+        self.shared.size()
+    }
+
+    /// Paths the client may not read (`NoAuth`), as last seen; they are not cached.
+    pub fn unreadable(&self) -> Vec<String> {
+        self.shared.unreadable()
+    }
+
+    /// The cache's state now.
+    pub fn state(&self) -> CacheState {
+        *self.shared.states().borrow()
+    }
+
+    /// A receiver of the cache's state (`changed().await` on it waits for the next one).
+    pub fn states(&self) -> watch::Receiver<CacheState> {
+        self.shared.states()
+    }
+
+    /// Why the cache stopped, once its state is [`CacheState::Failed`].
+    pub fn error(&self) -> Option<Error> {
+        self.shared.error()
+    }
+
+    /// True once the first full load is in.
+    pub fn is_initialized(&self) -> bool {
+        self.shared.is_initialized()
+    }
+
+    /// A new, independent subscriber to the cache's changes. It starts with a
+    /// [`Created`](CacheEvent::Created) for every node cached now (and
+    /// [`Initialized`](CacheEvent::Initialized) if the first load is in), then follows; see
+    /// [`CacheEvent`]. It ends when the cache closes or fails.
+    ///
+    /// Events are buffered for each subscriber until it reads them: read them, or drop the stream.
+    pub fn events(&self) -> CacheEventStream {
+        CacheEventStream { rx: self.shared.subscribe() }
+    }
+
+    /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
+    /// entry (`None` while it does not exist) — what a config reader wants.
+    pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
+        self.shared.latest()
+    }
+
+    /// Waits until the first full load is in, at most `timeout`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] when `timeout` passes first (the call returns then, whatever the
+    /// connection does); the cache's error if it failed; [`Error::Closed`] if it was closed.
+    ///
+    /// ```no_run
+    /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
+    /// cache.wait_initialized(std::time::Duration::from_secs(5)).await?;
+    /// println!("{} nodes", cache.size());
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_initialized(&self, timeout: Duration) -> Result<()> {
+        let deadline = deadline_after(timeout);
+        let start = tokio::time::Instant::now();
+        let mut states = self.shared.states();
+        loop {
+            if self.shared.is_initialized() {
+                return Ok(());
+            }
+            let state = *states.borrow_and_update();
+            if state == CacheState::Failed {
+                return Err(self.shared.error().unwrap_or(Error::Closed { path: self.path().to_string() }));
+            }
+            if state == CacheState::Closed {
+                return Err(Error::Closed { path: self.path().to_string() });
+            }
+            match tokio::time::timeout_at(deadline.into(), states.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Error::Closed { path: self.path().to_string() }),
+                Err(_) => {
+                    return Err(Error::DeadlineExceeded {
+                        path: self.path().to_string(),
+                        during: "waiting for the first load of the cache of",
+                        waited: start.elapsed(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Stops the cache: removes its watch, stops its task, ends its subscribers' streams; the state
+    /// becomes [`CacheState::Closed`] (unless it had failed). The cached contents stay readable.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the stop is requested at the first poll; a dropped call only stops waiting for
+    /// the task to end.
+    ///
+    /// ```no_run
+    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// cache.close().await;
+    /// assert!(cache.state().is_terminal());
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        self.stop.send_replace(true);
+        let task = self.task.lock().take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        self.shared.finish(CacheState::Closed, None);
+    }
+}
+
+impl Drop for CuratorCache {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        // Aborting needs no runtime context and never panics; the task's future (and the watch it
+        // holds) is dropped by the runtime.
+        if let Some(task) = self.task.get_mut().take() {
+            task.abort();
+        }
+        self.shared.finish(CacheState::Closed, None);
+    }
+}
+
+impl fmt::Debug for CuratorCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CuratorCache")
+            .field("path", &self.path())
+            .field("mode", &self.mode())
+            .field("state", &self.state())
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+/// The changes of a [`CuratorCache`] for one subscriber ([`CuratorCache::events`]), a
+/// [`Stream`](futures_core::Stream) of [`CacheEvent`]s.
+pub struct CacheEventStream {
+    rx: mpsc::UnboundedReceiver<CacheEvent>,
+}
+
+impl CacheEventStream {
+    /// The next event; `None` once the cache closed or failed and every event was read.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an event not yet returned is returned by the next call.
+    ///
+    /// ```no_run
+    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// let mut events = cache.events();
+    /// while let Some(event) = events.next().await {
+    ///     println!("{event:?}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn next(&mut self) -> Option<CacheEvent> {
+        self.rx.recv().await
+    }
+
+    /// The next event if one is buffered, without waiting.
+    pub fn try_next(&mut self) -> Option<CacheEvent> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl fmt::Debug for CacheEventStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheEventStream").field("buffered", &self.rx.len()).finish()
+    }
+}
+
+impl futures_core::Stream for CacheEventStream {
+    type Item = CacheEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<CacheEvent>> {
+        self.get_mut().rx.poll_recv(cx)
+    }
+}

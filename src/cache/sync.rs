@@ -1,0 +1,323 @@
+//! The task behind a [`CuratorCache`](super::CuratorCache): on every (re)connection it arms the
+//! persistent watch *first*, then `sync`s and re-reads the tree, applies the net difference, and
+//! follows the watch's events until the next gap.
+//!
+//! Why this order leaves no window: a change made after the watch is armed is reported by it (and
+//! read again after the load, which is never older than the event); a change made before is seen by
+//! the load. zookeeper-client re-sends the watch on a reconnect of the same session, but events of
+//! the gap are not replayed for persistent watches (ZOOKEEPER-4698), and a new session has no
+//! watch at all: hence a full re-read after every gap. Reads on one connection are answered in
+//! order, so applying them in the order they were sent never regresses an entry; the `mzxid`
+//! check in [`Shared::apply`] guards the rest.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+use zookeeper_client as zk;
+
+use super::tree::{Applied, Shared};
+use super::{CacheEntry, CacheMode, CacheState};
+use crate::error::{Error, ErrorCode, ErrorKind};
+use crate::framework::{CuratorClient, SessionIdentity};
+
+/// Reads in flight at once while loading (each a small request; the replies are applied in order).
+const LOAD_WINDOW: usize = 1024;
+
+/// Most events handled in one batch (their reads are pipelined).
+const EVENT_BATCH: usize = 1024;
+
+/// Pause before retrying after a failed attempt, doubling up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(20);
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// Runs the cache until `stop` says so or it fails; then ends it (state, error, subscribers).
+pub(super) async fn run(shared: Arc<Shared>, client: CuratorClient, mut stop: watch::Receiver<bool>) {
+    let outcome = tokio::select! {
+        biased;
+        _ = stop.wait_for(|stop| *stop) => None,
+        err = keep_in_sync(&shared, &client) => Some(err),
+    };
+    match outcome {
+        Some(err) if err.kind() != ErrorKind::Closed => {
+            warn!(path = shared.root(), error = %err, "cache stopped");
+            shared.finish(CacheState::Failed, Some(err));
+        }
+        _ => shared.finish(CacheState::Closed, None),
+    }
+}
+
+/// Why a load or an event batch stopped.
+enum Stop {
+    /// A gap (disconnect, session change, a read failed on the connection): re-arm and re-read.
+    Resync,
+    /// For good.
+    Fatal(Error),
+}
+
+/// Classifies a failed read or watch: the client closed and bounds are fatal, the rest calls for a
+/// re-sync (after a pause).
+fn stop_for(path: &str, err: zk::Error) -> Stop {
+    let err = Error::zk(path, err);
+    match err.kind() {
+        ErrorKind::Closed => Stop::Fatal(err),
+        _ => {
+            debug!(path, error = %err, "cache read failed; re-syncing");
+            Stop::Resync
+        }
+    }
+}
+
+/// Arms, loads and follows, again after every gap; returns only the error that stops the cache.
+async fn keep_in_sync(shared: &Shared, client: &CuratorClient) -> Error {
+    let root = shared.root().to_string();
+    let fixed = client.fix_path(&root);
+    let mode = if shared.mode() == CacheMode::Node {
+        zk::AddWatchMode::Persistent
+    } else {
+        zk::AddWatchMode::PersistentRecursive
+    };
+    let mut pause = Duration::ZERO;
+    // The last session's watcher, dropped only once the next one is armed (on the same session,
+    // dropping it first could remove the server's watch for a moment).
+    let mut previous: Option<zk::PersistentWatcher> = None;
+    loop {
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+        pause = (pause * 2).clamp(FIRST_PAUSE, MAX_PAUSE);
+        if shared.is_initialized() && !client.is_connected() {
+            shared.set_state(CacheState::Suspended);
+        }
+        let (zk, session) = match client.connected(&root, None).await {
+            Ok(connected) => connected,
+            Err(err) if err.kind() == ErrorKind::Closed => return err,
+            Err(_) => continue,
+        };
+        shared.set_state(if shared.is_initialized() { CacheState::Resyncing } else { CacheState::Loading });
+        // 1. The watch first.
+        let mut watcher = match zk.watch(&fixed, mode).await {
+            Ok(watcher) => watcher,
+            Err(err) => {
+                let err = Error::zk(&root, err);
+                match err.code() {
+                    // A server without persistent watches (before 3.6).
+                    Some(ErrorCode::Unimplemented) => return err,
+                    _ if err.kind() == ErrorKind::Closed => return err,
+                    _ => {
+                        debug!(path = root, error = %err, "arming the cache's watch failed; retrying");
+                        continue;
+                    }
+                }
+            }
+        };
+        drop(previous.take());
+        // 2. Then the tree.
+        match load(shared, client, &zk, &fixed).await {
+            Ok((entries, unreadable)) => shared.replace(entries, unreadable),
+            Err(Stop::Fatal(err)) => return err,
+            Err(Stop::Resync) => {
+                previous = Some(watcher);
+                continue;
+            }
+        }
+        shared.set_state(CacheState::Synced);
+        info!(path = root, nodes = shared.size(), "cache synced");
+        pause = Duration::ZERO;
+        // 3. Then the changes, until the next gap.
+        let ended = match follow(shared, client, &zk, session, &mut watcher).await {
+            Ok(ended) => ended,
+            Err(err) => return err,
+        };
+        // A watcher that reported its session's end must not be polled (nor kept) again.
+        previous = (!ended).then_some(watcher);
+        if shared.is_initialized() {
+            shared.set_state(CacheState::Suspended);
+        }
+    }
+}
+
+/// Reads the whole cached tree (after a `sync`, so that a new session's server is at least as
+/// recent as the leader was): level by level, with [`LOAD_WINDOW`] reads in flight. A node gone
+/// meanwhile is simply absent (CURATOR-476); one it may not read is listed in the second set.
+async fn load(
+    shared: &Shared,
+    client: &CuratorClient,
+    zk: &zk::Client,
+    fixed_root: &str,
+) -> Result<(Vec<CacheEntry>, BTreeSet<String>), Stop> {
+    let root = shared.root();
+    zk.sync(fixed_root).await.map_err(|err| stop_for(root, err))?;
+    let mut entries = Vec::new();
+    let mut unreadable = BTreeSet::new();
+    let mut level = vec![root.to_string()];
+    let mut depth = 0usize;
+    while !level.is_empty() {
+        let want_children = depth < shared.max_depth();
+        let mut next = Vec::new();
+        let mut inflight = VecDeque::with_capacity(LOAD_WINDOW.min(level.len()));
+        for path in level {
+            let fixed = client.fix_path(&path);
+            let data = zk.get_data(&fixed);
+            let children = want_children.then(|| zk.get_children(&fixed));
+            inflight.push_back((path, data, children));
+            if inflight.len() >= LOAD_WINDOW {
+                if let Some((path, data, children)) = inflight.pop_front() {
+                    settle(shared, path, data, children, &mut entries, &mut next, &mut unreadable).await?;
+                }
+            }
+        }
+        while let Some((path, data, children)) = inflight.pop_front() {
+            settle(shared, path, data, children, &mut entries, &mut next, &mut unreadable).await?;
+        }
+        shared.check_size(entries.len() + next.len()).map_err(Stop::Fatal)?;
+        level = next;
+        depth += 1;
+    }
+    entries.sort_by(|a, b| a.path().cmp(b.path()));
+    Ok((entries, unreadable))
+}
+
+/// Applies one node's replies to the load.
+async fn settle(
+    shared: &Shared,
+    path: String,
+    data: impl Future<Output = std::result::Result<(Vec<u8>, zk::Stat), zk::Error>>,
+    children: Option<impl Future<Output = std::result::Result<(Vec<String>, zk::Stat), zk::Error>>>,
+    entries: &mut Vec<CacheEntry>,
+    next: &mut Vec<String>,
+    unreadable: &mut BTreeSet<String>,
+) -> Result<(), Stop> {
+    let data = data.await;
+    let children = match children {
+        Some(children) => Some(children.await),
+        None => None,
+    };
+    match data {
+        Ok((data, stat)) => entries.push(CacheEntry::new(&path, data, stat.into())),
+        Err(zk::Error::NoNode) => return Ok(()),
+        Err(zk::Error::NoAuth) => {
+            warn!(path, "the cache may not read this node; it is not cached");
+            unreadable.insert(path);
+            return Ok(());
+        }
+        Err(err) => return Err(stop_for(&path, err)),
+    }
+    match children {
+        None | Some(Err(zk::Error::NoNode)) => {}
+        Some(Err(zk::Error::NoAuth)) => {
+            unreadable.insert(path);
+        }
+        Some(Err(err)) => return Err(stop_for(&path, err)),
+        Some(Ok((names, _))) => {
+            shared.check_size(entries.len() + next.len() + names.len()).map_err(Stop::Fatal)?;
+            let prefix = if path == "/" { "" } else { path.as_str() };
+            next.extend(names.into_iter().map(|name| format!("{prefix}/{name}")));
+        }
+    }
+    Ok(())
+}
+
+/// Follows the watch until a gap: returns `Ok(true)` when the watcher reported its session's end,
+/// `Ok(false)` for another gap (disconnect, session change, a failed read), an error only when the
+/// cache must stop.
+async fn follow(
+    shared: &Shared,
+    client: &CuratorClient,
+    zk: &zk::Client,
+    session: SessionIdentity,
+    watcher: &mut zk::PersistentWatcher,
+) -> Result<bool, Error> {
+    let mut status = client.status();
+    loop {
+        let first = tokio::select! {
+            event = watcher.changed() => event,
+            _ = status.wait_for(|s| s.closed || s.session != session) => return Ok(false),
+        };
+        let mut batch = vec![first];
+        let mut ended = false;
+        loop {
+            let last = batch.last().map(|e: &zk::WatchedEvent| e.event_type);
+            if last == Some(zk::EventType::Session) || batch.len() >= EVENT_BATCH {
+                break;
+            }
+            let more = tokio::select! {
+                biased;
+                event = watcher.changed() => Some(event),
+                _ = std::future::ready(()) => None,
+            };
+            match more {
+                Some(event) => batch.push(event),
+                None => break,
+            }
+        }
+        let gap = batch.iter().find(|e| e.event_type == zk::EventType::Session).map(|e| e.session_state);
+        if let Some(state) = gap {
+            ended = state.is_terminated();
+            if state != zk::SessionState::SyncConnected {
+                shared.set_state(CacheState::Suspended);
+            }
+            debug!(path = shared.root(), ?state, "cache's connection changed; re-syncing");
+            batch.retain(|e| e.event_type != zk::EventType::Session);
+        }
+        match apply_batch(shared, client, zk, &batch).await {
+            Ok(()) if gap.is_some() => return Ok(ended),
+            Ok(()) => {}
+            Err(Stop::Resync) => return Ok(ended),
+            Err(Stop::Fatal(err)) => return Err(err),
+        }
+    }
+}
+
+/// Reads again every path the batch names (the last event of each path counts; a deletion needs
+/// no read), all requests sent before the first reply is awaited, and applies the replies in order.
+async fn apply_batch(
+    shared: &Shared,
+    client: &CuratorClient,
+    zk: &zk::Client,
+    batch: &[zk::WatchedEvent],
+) -> Result<(), Stop> {
+    let last: HashMap<&str, usize> = batch.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
+    let mut wanted: Vec<(String, bool)> = Vec::with_capacity(batch.len());
+    for (i, event) in batch.iter().enumerate() {
+        let path = client.unfix_path(&event.path);
+        if last.get(event.path.as_str()) != Some(&i) || !shared.wants(path) {
+            continue;
+        }
+        match event.event_type {
+            zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => wanted.push((path.to_string(), true)),
+            zk::EventType::NodeDeleted => wanted.push((path.to_string(), false)),
+            _ => {}
+        }
+    }
+    let reads: Vec<_> = wanted
+        .into_iter()
+        .map(|(path, read)| {
+            let fixed = client.fix_path(&path);
+            let reply = read.then(|| zk.get_data(&fixed));
+            (path, reply)
+        })
+        .collect();
+    for (path, reply) in reads {
+        let applied = match reply {
+            None => shared.apply(&path, None),
+            Some(reply) => match reply.await {
+                Ok((data, stat)) => shared.apply(&path, Some(CacheEntry::new(&path, data, stat.into()))),
+                Err(zk::Error::NoNode) => shared.apply(&path, None),
+                Err(zk::Error::NoAuth) => {
+                    warn!(path, "the cache may not read this node; it is not cached");
+                    shared.mark_unreadable(&path);
+                    Applied::Ok
+                }
+                Err(err) => return Err(stop_for(&path, err)),
+            },
+        };
+        if let Applied::Full(err) = applied {
+            return Err(Stop::Fatal(err));
+        }
+    }
+    Ok(())
+}
