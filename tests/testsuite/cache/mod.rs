@@ -1,0 +1,139 @@
+//! `CuratorCache`: reads, events, modes and bounds (reads_and_events), convergence after faults
+//! (convergence), the holes of Curator's caches reproduced (curator_bugs), and a real Curator writer
+//! and cache on the same tree (curator_interop).
+
+mod convergence;
+mod curator_bugs;
+mod curator_interop;
+mod reads_and_events;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use zk_curator::{CacheEvent, CacheEventStream, CacheState, CuratorCache};
+
+/// A node as compared between the cache, a replay of its events and the server: data and `mzxid`.
+pub type Node = (Vec<u8>, i64);
+
+/// The cache's contents as comparable nodes.
+pub fn cached(cache: &CuratorCache) -> BTreeMap<String, Node> {
+    cache.snapshot().into_iter().map(|(p, e)| (p, (e.data().to_vec(), e.stat().mzxid))).collect()
+}
+
+/// Applies events to a map, as the events' documentation says a subscriber may.
+#[derive(Debug, Default)]
+pub struct Replay {
+    pub nodes: BTreeMap<String, Node>,
+    pub initialized: usize,
+    /// Set when an event contradicts the replayed map (a create of a present node, a change or a
+    /// delete of an absent one, a change whose `old` is not what the replay holds).
+    pub inconsistencies: Vec<String>,
+}
+
+impl Replay {
+    pub fn apply(&mut self, event: CacheEvent) {
+        match event {
+            CacheEvent::Created(e) => {
+                if self.nodes.insert(e.path().to_string(), (e.data().to_vec(), e.stat().mzxid)).is_some() {
+                    self.inconsistencies.push(format!("created twice: {}", e.path()));
+                }
+            }
+            CacheEvent::Changed { old, new } => {
+                let before = self.nodes.insert(new.path().to_string(), (new.data().to_vec(), new.stat().mzxid));
+                if before != Some((old.data().to_vec(), old.stat().mzxid)) {
+                    self.inconsistencies.push(format!("changed from an unknown state: {}", new.path()));
+                }
+            }
+            CacheEvent::Deleted(e) => {
+                if self.nodes.remove(e.path()).is_none() {
+                    self.inconsistencies.push(format!("deleted while absent: {}", e.path()));
+                }
+            }
+            CacheEvent::Initialized => self.initialized += 1,
+            other => self.inconsistencies.push(format!("unknown event {other:?}")),
+        }
+    }
+
+    /// Applies every event buffered in `events`.
+    pub fn drain(&mut self, events: &mut CacheEventStream) {
+        while let Some(event) = events.try_next() {
+            self.apply(event);
+        }
+    }
+}
+
+/// The tree under `root` (root included) as the server holds it now, through a fresh session.
+pub async fn server_tree(connect: &str, root: &str) -> BTreeMap<String, Node> {
+    let zk = crate::support::observer(connect).await;
+    let mut tree = BTreeMap::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(path) = todo.pop() {
+        match zk.get_data(&path).await {
+            Ok((data, stat)) => {
+                tree.insert(path.clone(), (data, stat.mzxid));
+            }
+            Err(zookeeper_client::Error::NoNode) => continue,
+            Err(e) => panic!("read {path}: {e}"),
+        }
+        match zk.list_children(&path).await {
+            Ok(children) => {
+                let prefix = if path == "/" { "" } else { path.as_str() };
+                todo.extend(children.into_iter().map(|c| format!("{prefix}/{c}")));
+            }
+            Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => panic!("list {path}: {e}"),
+        }
+    }
+    tree
+}
+
+/// Waits until the cache is synced and equals a fresh listing of the server under its path (through
+/// `connect`, which carries the cache's client's namespace as a chroot if it has one) and the replay
+/// of `events` equals the cache; panics showing the three after `within`.
+pub async fn assert_converges(
+    cache: &CuratorCache,
+    events: &mut CacheEventStream,
+    replay: &mut Replay,
+    connect: &str,
+    within: Duration,
+) {
+    let root = cache.path().to_string();
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        replay.drain(events);
+        let cache_now = cached(cache);
+        let state = cache.state();
+        let server = server_tree(connect, &root).await;
+        if state == CacheState::Synced && cache_now == server && replay.nodes == cache_now {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!(
+                "the cache of {root} did not converge within {within:?} (state {state:?}):\n cache  {cache_now:?}\n server {server:?}\n replay {:?}",
+                replay.nodes
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(replay.inconsistencies.is_empty(), "the event stream contradicts itself: {:?}", replay.inconsistencies);
+    assert_eq!(replay.initialized, 1, "one Initialized");
+}
+
+/// Creates `path` (and its missing parents) with `data`.
+pub async fn put(c: &zk_curator::CuratorClient, path: &str, data: &[u8]) {
+    c.create(path)
+        .data(data.to_vec())
+        .creating_parents_if_needed()
+        .await
+        .unwrap_or_else(|e| panic!("create {path}: {e}"));
+}
+
+/// Sets `path`'s data.
+pub async fn set(c: &zk_curator::CuratorClient, path: &str, data: &[u8]) {
+    c.set_data(path, data.to_vec()).await.unwrap_or_else(|e| panic!("set {path}: {e}"));
+}
+
+/// Deletes `path`.
+pub async fn del(c: &zk_curator::CuratorClient, path: &str) {
+    c.delete(path).await.unwrap_or_else(|e| panic!("delete {path}: {e}"));
+}
