@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster};
-use zk_curator::{CacheState, CuratorCache, CuratorClient};
+use zk_curator::{CacheState, CreateMode, CuratorCache, CuratorClient};
 
 use super::{assert_converges, put, Replay};
 use crate::support::{client, client_with_timeouts, init_tracing, join, owned_server, seed, server, unique_path};
@@ -18,7 +18,7 @@ use crate::support::{client, client_with_timeouts, init_tracing, join, owned_ser
 const CONVERGE_WITHIN: Duration = Duration::from_secs(40);
 
 /// Writes at random across `root/{a..d}/{0..3}` until `stop`: creates what is missing (data of a
-/// few bytes), changes or deletes what is there. Errors (the node changed meanwhile, the connection
+/// few bytes), changes or deletes what is there, and adds sequential nodes under `root/s`. Errors (the node changed meanwhile, the connection
 /// is down) are part of the game.
 async fn write_at_random(writer: CuratorClient, root: String, rng_seed: u64, stop: Arc<AtomicBool>) -> usize {
     let mut rng = StdRng::seed_from_u64(rng_seed);
@@ -27,8 +27,22 @@ async fn write_at_random(writer: CuratorClient, root: String, rng_seed: u64, sto
         let dir = format!("{root}/{}", ["a", "b", "c", "d"][rng.gen_range(0..4)]);
         let path = if rng.gen_bool(0.2) { dir.clone() } else { format!("{dir}/{}", rng.gen_range(0..4)) };
         let data = format!("{}", rng.gen::<u32>()).into_bytes();
-        let result = match rng.gen_range(0..3) {
-            0 => writer.create(&path).data(data).creating_parents_if_needed().timeout(Duration::from_secs(2)).await.map(drop),
+        let result = match rng.gen_range(0..4) {
+            // A node nobody touches again: a change the cache misses is never healed by a later one.
+            3 => writer
+                .create(&format!("{root}/s/n-"))
+                .mode(CreateMode::PersistentSequential)
+                .creating_parents_if_needed()
+                .timeout(Duration::from_secs(2))
+                .await
+                .map(drop),
+            0 => writer
+                .create(&path)
+                .data(data)
+                .creating_parents_if_needed()
+                .timeout(Duration::from_secs(2))
+                .await
+                .map(drop),
             1 => writer.set_data(&path, data).timeout(Duration::from_secs(2)).await.map(drop),
             _ => writer.delete(&path).timeout(Duration::from_secs(2)).await.map(drop),
         };
@@ -72,6 +86,7 @@ where
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     fault().await;
+    // Writes go on while the cache re-syncs.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::SeqCst);
     let mut writes = 0;
@@ -91,7 +106,8 @@ async fn the_cache_converges_after_its_link_is_cut() {
     init_tracing();
     let server = server().await;
     let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
-    let cache_client = client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
+    let cache_client =
+        client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
     let writer = client(&server.connect_string()).await;
     converges_after(&cache_client, &writer, &server.connect_string(), || async {
         proxy.set_mode(ProxyMode::Cut);
@@ -106,7 +122,8 @@ async fn the_cache_converges_after_a_blackhole_longer_than_its_session() {
     init_tracing();
     let server = server().await;
     let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
-    let cache_client = client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    let cache_client =
+        client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
     let writer = client(&server.connect_string()).await;
     let old = cache_client.session_id();
     converges_after(&cache_client, &writer, &server.connect_string(), || async {
