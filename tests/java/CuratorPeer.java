@@ -38,6 +38,7 @@
 //                                  | PENDING | ERROR ...   (a hold is KIND:TOKEN:START_US:END_US,
 //                                  KIND R|W|L, wall-clock epoch microseconds; violations are
 //                                  listed after the log as " violation: ...")
+//   cwrite, cset, cdelete, cache, cachedump: the caches block below
 //   quit                        -> BYE, then exit
 //
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
@@ -465,8 +466,100 @@ public class CuratorPeer {
                 }
                 return result;
             }
-            default:
+            default: {
+                String cached = cacheCommand(cmd);
+                if (cached != null) {
+                    return cached;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
+            }
+        }
+    }
+
+    // ---- caches (tests/testsuite/cache/curator_interop.rs) -------------------------------------
+    //   cwrite KIND PATH DATA   -> WROTE <created path>   (KIND persistent|protected|sequential|ttl:
+    //                              persistent, ephemeral sequential withProtection, persistent
+    //                              sequential, persistent with a 60 s TTL; parents created)
+    //   cset PATH DATA          -> SET
+    //   cdelete PATH            -> DELETED
+    //   cache NAME PATH         -> STARTED   (a Curator CuratorCache of PATH named NAME)
+    //   cachedump NAME          -> CACHE <path>=<hex data>;...   (sorted by path; "CACHE " if empty)
+
+    private final Map<String, org.apache.curator.framework.recipes.cache.CuratorCache> caches = new HashMap<>();
+
+    private String cacheCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "cwrite": {
+                arity(cmd, 4);
+                byte[] data = cmd[3].getBytes(StandardCharsets.UTF_8);
+                String created;
+                switch (cmd[1]) {
+                    case "persistent":
+                        created = client.create().creatingParentsIfNeeded().forPath(cmd[2], data);
+                        break;
+                    case "protected":
+                        created = client.create().creatingParentsIfNeeded().withProtection()
+                                .withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(cmd[2], data);
+                        break;
+                    case "sequential":
+                        created = client.create().creatingParentsIfNeeded()
+                                .withMode(CreateMode.PERSISTENT_SEQUENTIAL).forPath(cmd[2], data);
+                        break;
+                    case "ttl":
+                        created = client.create().withTtl(60_000).creatingParentsIfNeeded()
+                                .withMode(CreateMode.PERSISTENT_WITH_TTL).forPath(cmd[2], data);
+                        break;
+                    default:
+                        throw new IllegalArgumentException("unknown kind " + cmd[1]);
+                }
+                return "WROTE " + created;
+            }
+            case "cset": {
+                arity(cmd, 3);
+                client.setData().forPath(cmd[1], cmd[2].getBytes(StandardCharsets.UTF_8));
+                return "SET";
+            }
+            case "cdelete": {
+                arity(cmd, 2);
+                client.delete().forPath(cmd[1]);
+                return "DELETED";
+            }
+            case "cache": {
+                arity(cmd, 3);
+                org.apache.curator.framework.recipes.cache.CuratorCache cache =
+                        org.apache.curator.framework.recipes.cache.CuratorCache.build(client, cmd[2]);
+                java.util.concurrent.CountDownLatch initialized = new java.util.concurrent.CountDownLatch(1);
+                cache.listenable().addListener(org.apache.curator.framework.recipes.cache.CuratorCacheListener.builder()
+                        .forInitialized(initialized::countDown).build());
+                cache.start();
+                if (!initialized.await(20, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException("the Curator cache did not initialise");
+                }
+                caches.put(cmd[1], cache);
+                return "STARTED";
+            }
+            case "cachedump": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.cache.CuratorCache cache = caches.get(cmd[1]);
+                if (cache == null) {
+                    throw new IllegalArgumentException("no cache " + cmd[1]);
+                }
+                java.util.TreeMap<String, String> nodes = new java.util.TreeMap<>();
+                cache.stream().forEach(d -> {
+                    StringBuilder hex = new StringBuilder();
+                    for (byte b : d.getData() == null ? new byte[0] : d.getData()) {
+                        hex.append(String.format("%02x", b));
+                    }
+                    nodes.put(d.getPath(), hex.toString());
+                });
+                StringBuilder answer = new StringBuilder("CACHE ");
+                for (Map.Entry<String, String> e : nodes.entrySet()) {
+                    answer.append(e.getKey()).append('=').append(e.getValue()).append(';');
+                }
+                return answer.toString();
+            }
+            default:
+                return null;
         }
     }
 
