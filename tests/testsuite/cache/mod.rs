@@ -2,6 +2,7 @@
 //! (convergence), the holes of Curator's caches reproduced (curator_bugs), and a real Curator writer
 //! and cache on the same tree (curator_interop).
 
+mod blocking_facade;
 mod convergence;
 mod curator_bugs;
 mod curator_interop;

@@ -1,0 +1,174 @@
+//! [`CuratorCache`]: the blocking cache, and [`CacheEvents`], the blocking iterator of its changes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{Core, CuratorClient};
+use crate::error::Result;
+use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
+
+/// A blocking [`CuratorCache`](crate::CuratorCache): the same cache (one persistent recursive
+/// watch, re-armed then re-read after every gap, so that it always converges to the server), its
+/// task on the client's runtime thread. Reads never wait; [`wait_initialized`](Self::wait_initialized),
+/// [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
+///
+/// Dropping it — on any thread — stops its task.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::blocking::{CuratorCache, CuratorClient};
+/// use zk_curator::CacheMode;
+///
+/// fn services() -> zk_curator::Result<()> {
+///     let client = CuratorClient::connect("127.0.0.1:2181")?;
+///     let cache = CuratorCache::start(&client, "/services", CacheMode::Children)?;
+///     cache.wait_initialized(Duration::from_secs(10))?;
+///     println!("services: {:?}", cache.children("/services"));
+///     for event in cache.events() {
+///         println!("{event:?}");
+///         # break;
+///     }
+///     cache.close()
+/// }
+/// ```
+pub struct CuratorCache {
+    inner: crate::CuratorCache,
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for CuratorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl CuratorCache {
+    /// Starts a cache of `path` in `mode` (see [`CacheMode`]); for the other options build an
+    /// async [`CuratorCacheBuilder`](crate::CuratorCacheBuilder) on
+    /// [`CuratorClient::async_client`] and pass the cache to [`from_async`](Self::from_async).
+    ///
+    /// # Errors
+    /// As [`CuratorCacheBuilder::start`](crate::CuratorCacheBuilder::start): [`Error::InvalidPath`]
+    /// naming `path`, [`Error::Closed`].
+    pub fn start(client: &CuratorClient, path: &str, mode: CacheMode) -> Result<CuratorCache> {
+        let core = client.core().clone();
+        let inner = core.enter(|| crate::CuratorCache::builder(core.client(), path)?.mode(mode).start())?;
+        Ok(CuratorCache { inner, core })
+    }
+
+    /// Wraps a cache started on `client`'s [`async_client`](CuratorClient::async_client).
+    pub fn from_async(client: &CuratorClient, cache: crate::CuratorCache) -> CuratorCache {
+        CuratorCache { inner: cache, core: client.core().clone() }
+    }
+
+    /// The cached path.
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// See [`CuratorCache::entry`](crate::CuratorCache::entry).
+    pub fn entry(&self, path: &str) -> Option<CacheEntry> {
+        self.inner.entry(path)
+    }
+
+    /// See [`CuratorCache::children`](crate::CuratorCache::children).
+    pub fn children(&self, path: &str) -> Vec<String> {
+        self.inner.children(path)
+    }
+
+    /// See [`CuratorCache::snapshot`](crate::CuratorCache::snapshot).
+    pub fn snapshot(&self) -> BTreeMap<String, CacheEntry> {
+        self.inner.snapshot()
+    }
+
+    /// See [`CuratorCache::size`](crate::CuratorCache::size).
+    pub fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    /// See [`CuratorCache::unreadable`](crate::CuratorCache::unreadable).
+    pub fn unreadable(&self) -> Vec<String> {
+        self.inner.unreadable()
+    }
+
+    /// See [`CuratorCache::state`](crate::CuratorCache::state).
+    pub fn state(&self) -> CacheState {
+        self.inner.state()
+    }
+
+    /// See [`CuratorCache::error`](crate::CuratorCache::error).
+    pub fn error(&self) -> Option<Error> {
+        self.inner.error()
+    }
+
+    /// See [`CuratorCache::latest`](crate::CuratorCache::latest) (`borrow()` on it never waits).
+    pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
+        self.inner.latest()
+    }
+
+    /// Waits on the calling thread until the first full load is in, at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`CuratorCache::wait_initialized`](crate::CuratorCache::wait_initialized);
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_initialized(&self, timeout: Duration) -> Result<()> {
+        self.core.block_on(self.inner.wait_initialized(timeout))?
+    }
+
+    /// A new subscriber to the cache's changes, as a blocking iterator (see
+    /// [`CuratorCache::events`](crate::CuratorCache::events)).
+    pub fn events(&self) -> CacheEvents {
+        CacheEvents { inner: self.inner.events(), core: self.core.clone() }
+    }
+
+    /// Stops the cache and waits for its task to end.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn close(&self) -> Result<()> {
+        self.core.block_on(self.inner.close())
+    }
+}
+
+/// The changes of a blocking [`CuratorCache`] for one subscriber: an iterator that waits on the
+/// calling thread and ends when the cache closes (or when called inside a tokio runtime context).
+pub struct CacheEvents {
+    inner: crate::CacheEventStream,
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for CacheEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl CacheEvents {
+    /// The next event, waiting at most `timeout`; `Ok(None)` when none came in time or the cache
+    /// closed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<CacheEvent>> {
+        let next = self.inner.next();
+        // The timer is made inside the runtime.
+        Ok(self.core.block_on(async move { tokio::time::timeout(timeout, next).await })?.ok().flatten())
+    }
+
+    /// The next event if one is buffered, without waiting.
+    pub fn try_recv(&mut self) -> Option<CacheEvent> {
+        self.inner.try_next()
+    }
+}
+
+impl Iterator for CacheEvents {
+    type Item = CacheEvent;
+
+    fn next(&mut self) -> Option<CacheEvent> {
+        self.core.block_on(self.inner.next()).ok().flatten()
+    }
+}
