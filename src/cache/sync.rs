@@ -11,7 +11,6 @@
 //! check in [`Shared::apply`] guards the rest.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::framework::{CuratorClient, SessionIdentity};
 
 /// Reads in flight at once while loading (each a small request; the replies are applied in order).
-const LOAD_WINDOW: usize = 1024;
+const LOAD_WINDOW: usize = 8192;
 
 /// Most events handled in one batch (their reads are pipelined).
 const EVENT_BATCH: usize = 1024;
@@ -141,8 +140,10 @@ async fn keep_in_sync(shared: &Shared, client: &CuratorClient) -> Error {
 }
 
 /// Reads the whole cached tree (after a `sync`, so that a new session's server is at least as
-/// recent as the leader was): level by level, with [`LOAD_WINDOW`] reads in flight. A node gone
-/// meanwhile is simply absent (CURATOR-476); one it may not read is listed in the second set.
+/// recent as the leader was): level by level, first the data of the level's nodes, then the
+/// children of those that have any, with [`LOAD_WINDOW`] reads in flight. A node gone meanwhile is
+/// simply absent (CURATOR-476); one it may not read is listed in the second set. A child created
+/// after its parent's read is reported by the watch, armed before.
 async fn load(
     shared: &Shared,
     client: &CuratorClient,
@@ -157,68 +158,60 @@ async fn load(
     let mut depth = 0usize;
     while !level.is_empty() {
         let want_children = depth < shared.max_depth();
-        let mut next = Vec::new();
+        let mut parents = Vec::new();
         let mut inflight = VecDeque::with_capacity(LOAD_WINDOW.min(level.len()));
-        for path in level {
-            let fixed = client.fix_path(&path);
-            let data = zk.get_data(&fixed);
-            let children = want_children.then(|| zk.get_children(&fixed));
-            inflight.push_back((path, data, children));
-            if inflight.len() >= LOAD_WINDOW {
-                if let Some((path, data, children)) = inflight.pop_front() {
-                    settle(shared, path, data, children, &mut entries, &mut next, &mut unreadable).await?;
+        let mut todo = std::mem::take(&mut level).into_iter();
+        loop {
+            while inflight.len() < LOAD_WINDOW {
+                let Some(path) = todo.next() else { break };
+                let data = zk.get_data(&client.fix_path(&path));
+                inflight.push_back((path, data));
+            }
+            let Some((path, data)) = inflight.pop_front() else { break };
+            match data.await {
+                Ok((data, stat)) => {
+                    if want_children && stat.num_children > 0 {
+                        parents.push(path.clone());
+                    }
+                    entries.push(CacheEntry::new(&path, data, stat.into()));
+                    shared.check_size(entries.len()).map_err(Stop::Fatal)?;
                 }
+                Err(zk::Error::NoNode) => {}
+                Err(zk::Error::NoAuth) => {
+                    warn!(path, "the cache may not read this node; it is not cached");
+                    unreadable.insert(path);
+                }
+                Err(err) => return Err(stop_for(&path, err)),
             }
         }
-        while let Some((path, data, children)) = inflight.pop_front() {
-            settle(shared, path, data, children, &mut entries, &mut next, &mut unreadable).await?;
+        let mut next = Vec::new();
+        let mut inflight = VecDeque::with_capacity(LOAD_WINDOW.min(parents.len()));
+        let mut parents = parents.into_iter();
+        loop {
+            while inflight.len() < LOAD_WINDOW {
+                let Some(path) = parents.next() else { break };
+                let children = zk.get_children(&client.fix_path(&path));
+                inflight.push_back((path, children));
+            }
+            let Some((path, children)) = inflight.pop_front() else { break };
+            match children.await {
+                Ok((names, _)) => {
+                    shared.check_size(entries.len() + next.len() + names.len()).map_err(Stop::Fatal)?;
+                    let prefix = if path == "/" { "" } else { path.as_str() };
+                    next.extend(names.into_iter().map(|name| format!("{prefix}/{name}")));
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(zk::Error::NoAuth) => {
+                    unreadable.insert(path);
+                }
+                Err(err) => return Err(stop_for(&path, err)),
+            }
         }
-        shared.check_size(entries.len() + next.len()).map_err(Stop::Fatal)?;
         level = next;
         depth += 1;
     }
     entries.sort_by(|a, b| a.path().cmp(b.path()));
     Ok((entries, unreadable))
-}
-
-/// Applies one node's replies to the load.
-async fn settle(
-    shared: &Shared,
-    path: String,
-    data: impl Future<Output = std::result::Result<(Vec<u8>, zk::Stat), zk::Error>>,
-    children: Option<impl Future<Output = std::result::Result<(Vec<String>, zk::Stat), zk::Error>>>,
-    entries: &mut Vec<CacheEntry>,
-    next: &mut Vec<String>,
-    unreadable: &mut BTreeSet<String>,
-) -> Result<(), Stop> {
-    let data = data.await;
-    let children = match children {
-        Some(children) => Some(children.await),
-        None => None,
-    };
-    match data {
-        Ok((data, stat)) => entries.push(CacheEntry::new(&path, data, stat.into())),
-        Err(zk::Error::NoNode) => return Ok(()),
-        Err(zk::Error::NoAuth) => {
-            warn!(path, "the cache may not read this node; it is not cached");
-            unreadable.insert(path);
-            return Ok(());
-        }
-        Err(err) => return Err(stop_for(&path, err)),
-    }
-    match children {
-        None | Some(Err(zk::Error::NoNode)) => {}
-        Some(Err(zk::Error::NoAuth)) => {
-            unreadable.insert(path);
-        }
-        Some(Err(err)) => return Err(stop_for(&path, err)),
-        Some(Ok((names, _))) => {
-            shared.check_size(entries.len() + next.len() + names.len()).map_err(Stop::Fatal)?;
-            let prefix = if path == "/" { "" } else { path.as_str() };
-            next.extend(names.into_iter().map(|name| format!("{prefix}/{name}")));
-        }
-    }
-    Ok(())
 }
 
 /// Follows the watch until a gap: returns `Ok(true)` when the watcher reported its session's end,
