@@ -1,8 +1,14 @@
 //! Config reload: several reader *processes* serve a configuration kept in ZooKeeper as several
-//! nodes, each read under the read lock of an `InterProcessReadWriteLock`, while a writer process
-//! reloads it — part by part, deliberately slowly — under the write lock. At the end the program
-//! proves that no reader ever saw a half-written configuration, that readers shared the lock, and
-//! that no read overlapped a write.
+//! nodes, while a writer process reloads it — part by part, deliberately slowly — under the write
+//! lock of an `InterProcessReadWriteLock`, and then bumps the config's version (the data of the
+//! config node itself, written last). At the end the program proves that no reader ever saw a
+//! half-written configuration, that readers shared the lock, and that no read overlapped a write.
+//!
+//! Readers keep the config in a [`CuratorCache`] of the config node and its parts: they never poll.
+//! They wait on the cache's latest-value receiver for a new version, and take the read lock only
+//! for what needs it — a consistent read of several nodes: under the lock (no reload can run), they
+//! read the version on the server once, wait until their cache has caught up with it, and read
+//! every part from the cache, without another round trip.
 //!
 //! ```text
 //! cargo run --release --example config_reload                  # starts its own ZooKeeper
@@ -17,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::{CuratorClient, GuardedWrite, InterProcessReadWriteLock};
+use zk_curator::{CacheMode, CuratorCache, CuratorClient, GuardedWrite, InterProcessReadWriteLock};
 
 #[derive(Parser, Debug)]
 #[command(about = "Reload a multi-node config under a ZooKeeper write lock while reader processes serve it")]
@@ -64,9 +70,17 @@ fn now_us() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
 }
 
+/// The config node: its data is the config's version (`vN`), written last by every reload.
+fn config_path(base: &str) -> String {
+    format!("{base}/config")
+}
+
 fn part_path(base: &str, i: u32) -> String {
     format!("{base}/config/part-{i}")
 }
+
+/// How long a reader waits for its cache to catch up with the version it read under the lock.
+const CATCH_UP: Duration = Duration::from_secs(10);
 
 /// One interval of a worker, parsed from its output.
 #[derive(Debug)]
@@ -88,6 +102,7 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     };
     let client = CuratorClient::builder(&connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let base = format!("/config-reload/run-{}", std::process::id());
+    client.create(&config_path(&base)).data("v0").creating_parent_containers_if_needed().await?;
     for i in 0..args.parts {
         client.create(&part_path(&base, i)).data(b"v0").creating_parent_containers_if_needed().await?;
     }
@@ -200,32 +215,76 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
                 guard.guarded_write(GuardedWrite::new().set_data(&part_path(base, i), data.as_bytes(), None)).await?;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
+            // The version last: readers' caches see it once every part is written.
+            guard.guarded_write(GuardedWrite::new().set_data(&config_path(base), data.as_bytes(), None)).await?;
             let end = now_us();
             guard.release().await?;
             println!("WROTE {data} {start} {end}");
         }
     } else {
+        // The config node and its parts, kept current by one watch.
+        let cache = CuratorCache::builder(&client, &config_path(base))?.mode(CacheMode::Children).start()?;
+        cache.wait_initialized(Duration::from_secs(30)).await?;
+        // The config node's latest entry (its version): no polling, only `changed()`.
+        let mut version = cache.latest();
         loop {
-            let guard = lock.read_lock().lock().await?;
-            let start = now_us();
-            let mut seen = Vec::new();
-            for i in 0..parts {
-                let (data, _) = client.get_data(&part_path(base, i)).await?;
-                seen.push(String::from_utf8_lossy(&data).into_owned());
-                tokio::time::sleep(Duration::from_millis(3)).await;
-            }
-            let end = now_us();
-            guard.release().await?;
-            let whole = seen.iter().all(|v| v == &seen[0]);
-            let verdict = if whole { seen[0].clone() } else { format!("TORN:{}", seen.join(",")) };
-            println!("READ reader-{id} {verdict} {start} {end}");
-            if whole && seen[0] == last {
+            let seen = read_consistently(&client, &lock, &cache, base, parts).await?;
+            let whole = seen.values.iter().all(|v| v == &seen.values[0]);
+            let verdict = if whole { seen.values[0].clone() } else { format!("TORN:{}", seen.values.join(",")) };
+            println!("READ reader-{id} {verdict} {} {}", seen.start, seen.end);
+            if whole && seen.values[0] == last {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(7)).await;
+            // Serve this config until the next version is in (a reader that needs one node only
+            // reads it from the cache, without the lock).
+            let served = seen.version;
+            version.wait_for(|entry| entry.as_ref().is_some_and(|e| e.data() != served.as_bytes())).await?;
         }
+        cache.close().await;
         println!("DONE reader-{id}");
     }
     client.close().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One consistent read of every part, and when it started and ended.
+struct Read {
+    /// The config's version the cache held (the config node's data).
+    version: String,
+    values: Vec<String>,
+    start: u128,
+    end: u128,
+}
+
+/// Reads every part under the read lock: no reload runs meanwhile, so once the cache holds the
+/// version the server has (one read), it holds the parts of that version too — the cache re-reads
+/// changed nodes in the order of their changes, and every reload writes the version last — and the
+/// parts are read from the cache.
+async fn read_consistently(
+    client: &CuratorClient,
+    lock: &InterProcessReadWriteLock,
+    cache: &CuratorCache,
+    base: &str,
+    parts: u32,
+) -> AnyResult<Read> {
+    let guard = lock.read_lock().lock().await?;
+    let start = now_us();
+    let (_, current) = client.get_data(&config_path(base)).await?;
+    let mut version = cache.latest();
+    let caught_up = version.wait_for(|entry| entry.as_ref().is_some_and(|e| e.stat().mzxid >= current.mzxid));
+    let held = tokio::time::timeout(CATCH_UP, caught_up)
+        .await
+        .map_err(|_| "the cache did not catch up with the version")??;
+    let version = held.as_ref().map(|e| String::from_utf8_lossy(e.data()).into_owned()).unwrap_or_default();
+    drop(held);
+    let mut values = Vec::new();
+    for i in 0..parts {
+        let part = cache.entry(&part_path(base, i)).ok_or("a part is missing from the cache")?;
+        values.push(String::from_utf8_lossy(part.data()).into_owned());
+        // As if serving a request from it: the read is not instantaneous.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let end = now_us();
+    guard.release().await?;
+    Ok(Read { version, values, start, end })
 }

@@ -19,6 +19,11 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
+//!   cache-load N                   N children (100 B) under a fresh parent, then a CuratorCache of it:
+//!                                  start -> initialized, nodes, peak RSS, bytes per cached node
+//!   cache-events N                 CuratorCache on one node; another session sets it WARMUP + N times,
+//!                                  each time waiting for the event: set -> event p50/p99, missed,
+//!                                  and a bare set_data round trip for comparison
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -70,6 +75,8 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::CuratorClient;
 
+use cache_events::cache_events;
+use cache_load::cache_load;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
@@ -82,6 +89,8 @@ use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
 
+mod cache_events;
+mod cache_load;
 mod counter;
 mod guards;
 mod hold;
@@ -184,6 +193,11 @@ enum Mode {
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
+    /// N children of 100 B under a fresh parent, then a CuratorCache of it: start -> initialized.
+    CacheLoad { n: usize },
+    /// A CuratorCache on one node; a second session sets its data WARMUP + N times (env WARMUP,
+    /// default 200), each time waiting <= 5 s for the event carrying it.
+    CacheEvents { n: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -202,6 +216,8 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::CacheLoad { .. } => "cache_load",
+            Mode::CacheEvents { .. } => "cache_events",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +342,8 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::CacheLoad { n } => cache_load(&report, &connect, n).await,
+        Mode::CacheEvents { n } => cache_events(&report, &connect, n).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

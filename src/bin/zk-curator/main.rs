@@ -1,5 +1,5 @@
 //! `zk-curator`: run a command under a Curator-compatible ZooKeeper lock or only while leader of an
-//! election, and look at or hold locks.
+//! election, look at or hold locks, and watch a tree change.
 //!
 //! ```text
 //! zk-curator --connect 127.0.0.1:2181 lock /locks/nightly-report --timeout 0 -- ./generate-report
@@ -7,6 +7,7 @@
 //! zk-curator --connect 127.0.0.1:2181 inspect /locks --older-than 3600
 //! zk-curator --connect 127.0.0.1:2181 hold /locks/nightly-report --seconds 30 --timeout 5
 //! zk-curator --connect 127.0.0.1:2181 elect /election/billing --id "$(hostname)" -- ./billing-daemon
+//! zk-curator --connect 127.0.0.1:2181 watch /config --json
 //! ```
 
 mod acquire;
@@ -19,14 +20,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use commands::{elect, hold, inspect, lock, participants};
+use commands::{elect, hold, inspect, lock, participants, watch};
 use common::{parse_lock_path, EXIT_UNAVAILABLE, EXIT_USAGE};
 use connection::Connection;
 
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "Run commands under Curator-compatible ZooKeeper locks or leader elections; inspect and hold locks"
+    about = "Run commands under Curator-compatible ZooKeeper locks or leader elections; inspect and hold locks; watch a tree"
 )]
 struct Cli {
     #[command(flatten)]
@@ -54,6 +55,9 @@ enum Command {
     /// Take part in a leader election (a Curator LeaderLatch) on PATH and run COMMAND only while
     /// leader; queue again after each term (`--once`: exit after the first, with its status).
     Elect(elect::ElectArgs),
+    /// Print the nodes under PATH (a CuratorCache), then every change as it happens, one line per
+    /// event (`--json`: one object per line), until SIGINT/SIGTERM.
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,5 +84,6 @@ fn main() -> ExitCode {
         Command::Hold(args) => runtime.block_on(hold::run(&connection, args)),
         Command::Inspect(args) => runtime.block_on(inspect::run(&connection, args)),
         Command::Elect(args) => runtime.block_on(elect::run(&connection, args)),
+        Command::Watch(args) => runtime.block_on(watch::run(&connection, args)),
     }
 }

@@ -7,3 +7,4 @@ pub(crate) mod hold;
 pub(crate) mod inspect;
 pub(crate) mod lock;
 pub(crate) mod participants;
+pub(crate) mod watch;
