@@ -113,6 +113,16 @@ pub(crate) struct Config {
 /// The outcome of [`Engine::apply`], in bytes (empty: absent or empty node).
 pub(crate) type Raw = AtomicValue<Vec<u8>>;
 
+/// A node's bytes (empty when absent) and version (`None` when absent).
+pub(crate) type Current = (Vec<u8>, Option<i32>);
+
+fn current(node: write::Node) -> Current {
+    match node {
+        Some((data, stat)) => (data, Some(stat.version)),
+        None => (Vec::new(), None),
+    }
+}
+
 /// The attempt loops shared by the byte value and the numbers.
 #[derive(Clone, Debug)]
 pub(crate) struct Engine {
@@ -175,21 +185,24 @@ impl Engine {
     }
 
     /// The node's bytes (empty when absent) and version (`None` when absent).
-    pub(crate) async fn read(&self, deadline: Option<Instant>) -> Result<(Vec<u8>, Option<i32>)> {
-        Ok(match write::read(&self.config.client, &self.config.path, deadline).await? {
-            Some((data, stat)) => (data, Some(stat.version)),
-            None => (Vec::new(), None),
-        })
+    pub(crate) async fn read(&self, deadline: Option<Instant>) -> Result<Current> {
+        Ok(current(write::read(&self.config.client, &self.config.path, deadline).await?))
     }
 
-    /// One attempt: read, make the new bytes from the old, write them conditionally.
+    /// One attempt: make the new bytes from the node's current ones (`current`, read first if
+    /// unknown), write them conditionally. A refused write leaves in `current` the node as read
+    /// right behind it (in the same pipeline), for the next attempt.
     async fn try_once(
         &self,
         make: &(dyn Fn(&[u8]) -> Result<Vec<u8>> + Sync),
         result: &mut Raw,
+        current: &mut Option<Current>,
         deadline: Option<Instant>,
     ) -> Result<bool> {
-        let (pre, version) = self.read(deadline).await?;
+        let (pre, version) = match current.take() {
+            Some(known) => known,
+            None => self.read(deadline).await?,
+        };
         let new = make(&pre)?;
         self.config.client.check_data_size("value", &self.config.path, new.len())?;
         result.pre_value = pre;
@@ -199,7 +212,10 @@ impl Engine {
                 result.post_value = new;
                 Ok(true)
             }
-            Written::Conflict => Ok(false),
+            Written::Conflict { now } => {
+                *current = now.map(self::current);
+                Ok(false)
+            }
         }
     }
 
@@ -219,9 +235,10 @@ impl Engine {
         let policy = self.config.retry_policy.as_deref().unwrap_or_else(|| self.config.client.retry_policy());
         let start = Instant::now();
         let mut retries = 0;
+        let mut current = None;
         loop {
             result.stats.optimistic_tries += 1;
-            if self.try_once(make, &mut result, deadline).await? {
+            if self.try_once(make, &mut result, &mut current, deadline).await? {
                 result.succeeded = true;
                 break;
             }
@@ -264,10 +281,11 @@ impl Engine {
         };
         if let Some(guard) = guard {
             let mut retries = 0;
+            let mut current = None;
             let outcome = async {
                 loop {
                     result.stats.promoted_tries += 1;
-                    if self.try_once(make, result, deadline).await? {
+                    if self.try_once(make, result, &mut current, deadline).await? {
                         result.succeeded = true;
                         return Ok(());
                     }
@@ -358,7 +376,7 @@ impl Engine {
             match write::conditional_write(&c.client, &c.path, None, d, deadline, "force-setting").await {
                 Ok(Written::Applied(_)) => return Ok(()),
                 // Created by someone else meanwhile: set it.
-                Ok(Written::Conflict) => {}
+                Ok(Written::Conflict { .. }) => {}
                 // The node holds something: ours or someone's; setting it again is what was asked.
                 Err(Error::OutcomeUnknown { .. }) => {}
                 Err(e) => return Err(e),
