@@ -245,7 +245,7 @@ impl Engine {
             match policy.allow_retry(retries, start.elapsed()) {
                 Some(sleep) => {
                     retries += 1;
-                    self.sleep(sleep, deadline, start).await?;
+                    self.back_off(sleep, &current, deadline, start).await?;
                 }
                 None => break,
             }
@@ -295,7 +295,7 @@ impl Engine {
                         return Ok(());
                     };
                     retries += 1;
-                    self.sleep(sleep, deadline, start).await?;
+                    self.back_off(sleep, &current, deadline, start).await?;
                 }
             }
             .await;
@@ -306,6 +306,22 @@ impl Engine {
         }
         result.stats.promoted_time = start.elapsed();
         Ok(())
+    }
+
+    /// Before the next attempt: at once when the refused set brought the node's current value
+    /// back (it is fresh now and would only grow stale while sleeping: every sleeper's next set
+    /// would lose to the writers that did not sleep), else the policy's sleep.
+    async fn back_off(
+        &self,
+        sleep: Duration,
+        current: &Option<Current>,
+        deadline: Option<Instant>,
+        start: Instant,
+    ) -> Result<()> {
+        match current {
+            Some(_) => Ok(()),
+            None => self.sleep(sleep, deadline, start).await,
+        }
     }
 
     async fn sleep(&self, sleep: Duration, deadline: Option<Instant>, start: Instant) -> Result<()> {
@@ -390,6 +406,14 @@ impl Engine {
 /// while another process wins, and optionally promoted to an [`InterProcessMutex`]
 /// ([`PromotedToLock`]).
 ///
+/// # Contention
+/// Each versioned set travels with a read of the node in the same pipeline, so a set that lost to
+/// another writer comes back with the node's current value and version: the next attempt is one
+/// round trip (the set, from that value), made at once. The retry policy bounds how many attempts
+/// are made and for how long; its sleep is taken only when the current value did not come back
+/// (a sleep would leave it stale, and the set after it would lose again to the writers that did
+/// not sleep).
+///
 /// A missing node reads as empty bytes. Clones share their settings; the builder methods
 /// ([`with_retry_policy`](Self::with_retry_policy), [`promoted_to_lock`](Self::promoted_to_lock),
 /// [`timeout`](Self::timeout)) return a new counter.
@@ -415,7 +439,7 @@ impl DistributedAtomicValue {
     }
 
     /// The same value with its optimistic attempts under `policy` (Curator's constructor
-    /// argument) instead of the client's.
+    /// argument) instead of the client's; see [Contention](Self#contention) for its sleeps.
     pub fn with_retry_policy(&self, policy: impl RetryPolicy) -> Self {
         Self { engine: self.engine.with_retry_policy(Arc::new(policy)) }
     }

@@ -68,31 +68,10 @@ pub(crate) async fn conditional_write(
                     sends.fetch_add(1, Ordering::Relaxed);
                     // Both queued now, in this order: the read sees the node right after the set.
                     let set = zk.set_data(f, data, Some(version));
-                    let read = zk.get_data(f);
-                    async move {
-                        match set.await {
-                            Ok(stat) => Ok(Ok(stat)),
-                            Err(e) if is_refusal(&e) => {
-                                let now = match read.await {
-                                    Ok(found) => Some(Some(found)),
-                                    Err(zk::Error::NoNode) => Some(None),
-                                    Err(_) => None,
-                                };
-                                Ok(Err((e, now)))
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
+                    read_behind(set, zk.get_data(f))
                 })
                 .await;
-            match set {
-                Ok(Ok(stat)) => Ok(stat),
-                Ok(Err((e, read))) => {
-                    now = read;
-                    Err(Error::zk(path, e))
-                }
-                Err(e) => Err(e),
-            }
+            refused(path, set, &mut now)
         }
         None => {
             let acls = client.raw_acls_for(f);
@@ -102,9 +81,15 @@ pub(crate) async fn conditional_write(
                 let created = client
                     .with_retry(path, deadline, |zk| {
                         sends.fetch_add(1, Ordering::Relaxed);
-                        async move { zk.create(f, data, options).await.map(|(stat, _)| stat) }
+                        // As for the set: the read sees the node right after the create.
+                        async move {
+                            let create = zk.create(f, data, options);
+                            let read = zk.get_data(f);
+                            read_behind(async move { create.await.map(|(stat, _)| stat) }, read).await
+                        }
                     })
                     .await;
+                let created = refused(path, created, &mut now);
                 match created {
                     Err(e) if e.is(ErrorCode::NoNode) && !made_parents && paths::parent(f) != "/" => {
                         // No parent: nothing was created. Make the parents and try once more.
@@ -140,7 +125,40 @@ pub(crate) async fn conditional_write(
     }
 }
 
-/// The server refused a versioned set because of the node's state (not the connection's).
-fn is_refusal(e: &zk::Error) -> bool {
-    matches!(e, zk::Error::BadVersion | zk::Error::NoNode)
+type ZkResult<T> = std::result::Result<T, zk::Error>;
+
+/// A write's outcome, with (when the node's state refused it) the node as read right behind it.
+type Behind = std::result::Result<zk::Stat, (zk::Error, Option<Node>)>;
+
+/// Awaits `write`, and when the server refused it for the node's state (a version, an existing
+/// or missing node) also `read`, queued right behind it; otherwise `read` is dropped unawaited
+/// (its reply is discarded).
+async fn read_behind(
+    write: impl std::future::Future<Output = ZkResult<zk::Stat>>,
+    read: impl std::future::Future<Output = ZkResult<(Vec<u8>, zk::Stat)>>,
+) -> ZkResult<Behind> {
+    match write.await {
+        Ok(stat) => Ok(Ok(stat)),
+        Err(e @ (zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists)) => {
+            let now = match read.await {
+                Ok(found) => Some(Some(found)),
+                Err(zk::Error::NoNode) => Some(None),
+                Err(_) => None,
+            };
+            Ok(Err((e, now)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The write's outcome as a `Result`, keeping in `now` the node read behind a refusal.
+fn refused(path: &str, outcome: Result<Behind>, now: &mut Option<Node>) -> Result<zk::Stat> {
+    match outcome {
+        Ok(Ok(stat)) => Ok(stat),
+        Ok(Err((e, read))) => {
+            *now = read;
+            Err(Error::zk(path, e))
+        }
+        Err(e) => Err(e),
+    }
 }
