@@ -22,7 +22,8 @@ pub struct AtomicStats {
     pub optimistic_tries: u32,
     /// Attempts made while holding the promoted lock.
     pub promoted_tries: u32,
-    /// Time spent in optimistic attempts, back-off sleeps included.
+    /// Time spent in optimistic attempts, back-off sleeps and the wait for this client's turn on
+    /// the node included.
     pub optimistic_time: Duration,
     /// Time spent on the promoted lock: acquiring it, the attempts under it.
     pub promoted_time: Duration,
@@ -123,6 +124,23 @@ fn current(node: write::Node) -> Current {
     }
 }
 
+/// The changes of one node by one client take turns (a FIFO `tokio` mutex per path, kept in the
+/// client's registry of local queues), so that the client's own tasks never race each other;
+/// each turn hands the node's value and version, as its successful write left them, to the next
+/// one, whose first attempt then needs no read.
+type Turn = tokio::sync::Mutex<Option<(Current, Instant)>>;
+
+/// How long a handed-over value may be used instead of a read: a hand-off is immediate; an older
+/// value is read again (a versioned set from it would be refused anyway if the node changed, but
+/// not if the node was deleted and re-created up to the same version meanwhile).
+const HANDED_OVER_FOR: Duration = Duration::from_millis(10);
+
+/// The turn of `path` on `client`.
+fn turn(client: &CuratorClient, path: &str) -> Arc<Turn> {
+    let key = (std::any::TypeId::of::<Turn>(), path.to_string(), String::new(), Vec::new(), false);
+    client.local_queue(key, || Arc::new(Turn::new(None)))
+}
+
 /// The attempt loops shared by the byte value and the numbers.
 #[derive(Clone, Debug)]
 pub(crate) struct Engine {
@@ -208,7 +226,8 @@ impl Engine {
         result.pre_value = pre;
         let c = &self.config;
         match write::conditional_write(&c.client, &c.path, version, &new, deadline, "setting").await? {
-            Written::Applied(_) => {
+            Written::Applied(stat) => {
+                *current = Some((new.clone(), Some(stat.version)));
                 result.post_value = new;
                 Ok(true)
             }
@@ -234,8 +253,11 @@ impl Engine {
         };
         let policy = self.config.retry_policy.as_deref().unwrap_or_else(|| self.config.client.retry_policy());
         let start = Instant::now();
+        let turn = turn(&self.config.client, &self.config.path);
+        let mut turn = turn.lock().await;
+        // Only a successful write below hands a value over to the next turn.
+        let mut current = turn.take().filter(|(_, at)| at.elapsed() < HANDED_OVER_FOR).map(|(known, _)| known);
         let mut retries = 0;
-        let mut current = None;
         loop {
             result.stats.optimistic_tries += 1;
             if self.try_once(make, &mut result, &mut current, deadline).await? {
@@ -251,10 +273,10 @@ impl Engine {
             }
         }
         result.stats.optimistic_time = start.elapsed();
-        if !result.succeeded {
-            if let Some((promoted, mutex)) = &self.config.promoted {
-                self.apply_promoted(promoted, mutex, make, &mut result, deadline).await?;
-            }
+        if result.succeeded {
+            *turn = current.map(|known| (known, Instant::now()));
+        } else if let Some((promoted, mutex)) = &self.config.promoted {
+            self.apply_promoted(promoted, mutex, make, &mut result, deadline).await?;
         }
         if !result.succeeded {
             result.post_value = result.pre_value.clone();

@@ -1113,8 +1113,7 @@ fn counter_and_shared_value_calls_keep_deadlines_refuse_a_runtime_and_drop_anywh
     let mut zk = Zk::owned();
     let client = zk.client();
     let base = support::unique_path("blocking-counter-deadlines");
-    let counter =
-        blocking::DistributedAtomicLong::new(&client, &format!("{base}/n")).unwrap().timeout(Duration::from_secs(1));
+    let counter = blocking::DistributedAtomicLong::new(&client, &format!("{base}/n")).unwrap();
     assert!(counter.increment().unwrap().succeeded());
     let count = blocking::SharedCount::start(&client, &format!("{base}/limit"), 1).unwrap();
 
@@ -1130,7 +1129,7 @@ fn counter_and_shared_value_calls_keep_deadlines_refuse_a_runtime_and_drop_anywh
     assert_runtime_refused(in_runtime_next, "changes().next() in block_on");
 
     zk.stop();
-    let timed = counter.clone();
+    let timed = counter.timeout(Duration::from_secs(1));
     let (result, took) =
         within("an increment with the server down", Duration::from_secs(1) + SLACK, move || timed.increment());
     let err = result.unwrap_err();
