@@ -436,6 +436,10 @@ impl Engine {
 /// (a sleep would leave it stale, and the set after it would lose again to the writers that did
 /// not sleep).
 ///
+/// The tasks of one client take turns on a node (first come, first served), so they never race
+/// each other; a turn that wrote hands the node's value and version to the next one (used for at
+/// most 10 ms), whose first attempt is then the set alone.
+///
 /// A missing node reads as empty bytes. Clones share their settings; the builder methods
 /// ([`with_retry_policy`](Self::with_retry_policy), [`promoted_to_lock`](Self::promoted_to_lock),
 /// [`timeout`](Self::timeout)) return a new counter.
