@@ -78,7 +78,9 @@ impl AtomicNumber for i32 {
 /// Each change is a read and a versioned set (a create where the node is absent) retried under
 /// the retry policy (the client's, or [`with_retry_policy`](Self::with_retry_policy)) while
 /// another process wins, then optionally under a mutex ([`promoted_to_lock`](Self::promoted_to_lock)).
-/// Every result is an [`AtomicValue`]: check [`succeeded`](AtomicValue::succeeded).
+/// Every result is an [`AtomicValue`]: check [`succeeded`](AtomicValue::succeeded). A set that
+/// lost comes back with the current value (read in the same pipeline) and is tried again at once
+/// from it (see [Contention](crate::DistributedAtomicValue#contention)).
 ///
 /// A change never applies twice: a retry after a lost reply carries the same version, and when
 /// the node cannot tell whether the first send applied the call returns
@@ -123,7 +125,8 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     }
 
     /// The same counter with its optimistic attempts under `policy` (Curator's constructor
-    /// argument) instead of the client's.
+    /// argument) instead of the client's; see [Contention](crate::DistributedAtomicValue#contention)
+    /// for its sleeps.
     pub fn with_retry_policy(&self, policy: impl RetryPolicy) -> Self {
         Self::of(self.engine.with_retry_policy(Arc::new(policy)))
     }

@@ -22,7 +22,8 @@ pub struct AtomicStats {
     pub optimistic_tries: u32,
     /// Attempts made while holding the promoted lock.
     pub promoted_tries: u32,
-    /// Time spent in optimistic attempts, back-off sleeps included.
+    /// Time spent in optimistic attempts, back-off sleeps and the wait for this client's turn on
+    /// the node included.
     pub optimistic_time: Duration,
     /// Time spent on the promoted lock: acquiring it, the attempts under it.
     pub promoted_time: Duration,
@@ -113,6 +114,33 @@ pub(crate) struct Config {
 /// The outcome of [`Engine::apply`], in bytes (empty: absent or empty node).
 pub(crate) type Raw = AtomicValue<Vec<u8>>;
 
+/// A node's bytes (empty when absent) and version (`None` when absent).
+pub(crate) type Current = (Vec<u8>, Option<i32>);
+
+fn current(node: write::Node) -> Current {
+    match node {
+        Some((data, stat)) => (data, Some(stat.version)),
+        None => (Vec::new(), None),
+    }
+}
+
+/// The changes of one node by one client take turns (a FIFO `tokio` mutex per path, kept in the
+/// client's registry of local queues), so that the client's own tasks never race each other;
+/// each turn hands the node's value and version, as its successful write left them, to the next
+/// one, whose first attempt then needs no read.
+type Turn = tokio::sync::Mutex<Option<(Current, Instant)>>;
+
+/// How long a handed-over value may be used instead of a read: a hand-off is immediate; an older
+/// value is read again (a versioned set from it would be refused anyway if the node changed, but
+/// not if the node was deleted and re-created up to the same version meanwhile).
+const HANDED_OVER_FOR: Duration = Duration::from_millis(10);
+
+/// The turn of `path` on `client`.
+fn turn(client: &CuratorClient, path: &str) -> Arc<Turn> {
+    let key = (std::any::TypeId::of::<Turn>(), path.to_string(), String::new(), Vec::new(), false);
+    client.local_queue(key, || Arc::new(Turn::new(None)))
+}
+
 /// The attempt loops shared by the byte value and the numbers.
 #[derive(Clone, Debug)]
 pub(crate) struct Engine {
@@ -175,31 +203,38 @@ impl Engine {
     }
 
     /// The node's bytes (empty when absent) and version (`None` when absent).
-    pub(crate) async fn read(&self, deadline: Option<Instant>) -> Result<(Vec<u8>, Option<i32>)> {
-        Ok(match write::read(&self.config.client, &self.config.path, deadline).await? {
-            Some((data, stat)) => (data, Some(stat.version)),
-            None => (Vec::new(), None),
-        })
+    pub(crate) async fn read(&self, deadline: Option<Instant>) -> Result<Current> {
+        Ok(current(write::read(&self.config.client, &self.config.path, deadline).await?))
     }
 
-    /// One attempt: read, make the new bytes from the old, write them conditionally.
+    /// One attempt: make the new bytes from the node's current ones (`current`, read first if
+    /// unknown), write them conditionally. A refused write leaves in `current` the node as read
+    /// right behind it (in the same pipeline), for the next attempt.
     async fn try_once(
         &self,
         make: &(dyn Fn(&[u8]) -> Result<Vec<u8>> + Sync),
         result: &mut Raw,
+        current: &mut Option<Current>,
         deadline: Option<Instant>,
     ) -> Result<bool> {
-        let (pre, version) = self.read(deadline).await?;
+        let (pre, version) = match current.take() {
+            Some(known) => known,
+            None => self.read(deadline).await?,
+        };
         let new = make(&pre)?;
         self.config.client.check_data_size("value", &self.config.path, new.len())?;
         result.pre_value = pre;
         let c = &self.config;
         match write::conditional_write(&c.client, &c.path, version, &new, deadline, "setting").await? {
-            Written::Applied(_) => {
+            Written::Applied(stat) => {
+                *current = Some((new.clone(), Some(stat.version)));
                 result.post_value = new;
                 Ok(true)
             }
-            Written::Conflict => Ok(false),
+            Written::Conflict { now } => {
+                *current = now.map(self::current);
+                Ok(false)
+            }
         }
     }
 
@@ -218,26 +253,30 @@ impl Engine {
         };
         let policy = self.config.retry_policy.as_deref().unwrap_or_else(|| self.config.client.retry_policy());
         let start = Instant::now();
+        let turn = turn(&self.config.client, &self.config.path);
+        let mut turn = turn.lock().await;
+        // Only a successful write below hands a value over to the next turn.
+        let mut current = turn.take().filter(|(_, at)| at.elapsed() < HANDED_OVER_FOR).map(|(known, _)| known);
         let mut retries = 0;
         loop {
             result.stats.optimistic_tries += 1;
-            if self.try_once(make, &mut result, deadline).await? {
+            if self.try_once(make, &mut result, &mut current, deadline).await? {
                 result.succeeded = true;
                 break;
             }
             match policy.allow_retry(retries, start.elapsed()) {
                 Some(sleep) => {
                     retries += 1;
-                    self.sleep(sleep, deadline, start).await?;
+                    self.back_off(sleep, &current, deadline, start).await?;
                 }
                 None => break,
             }
         }
         result.stats.optimistic_time = start.elapsed();
-        if !result.succeeded {
-            if let Some((promoted, mutex)) = &self.config.promoted {
-                self.apply_promoted(promoted, mutex, make, &mut result, deadline).await?;
-            }
+        if result.succeeded {
+            *turn = current.map(|known| (known, Instant::now()));
+        } else if let Some((promoted, mutex)) = &self.config.promoted {
+            self.apply_promoted(promoted, mutex, make, &mut result, deadline).await?;
         }
         if !result.succeeded {
             result.post_value = result.pre_value.clone();
@@ -264,10 +303,11 @@ impl Engine {
         };
         if let Some(guard) = guard {
             let mut retries = 0;
+            let mut current = None;
             let outcome = async {
                 loop {
                     result.stats.promoted_tries += 1;
-                    if self.try_once(make, result, deadline).await? {
+                    if self.try_once(make, result, &mut current, deadline).await? {
                         result.succeeded = true;
                         return Ok(());
                     }
@@ -277,7 +317,7 @@ impl Engine {
                         return Ok(());
                     };
                     retries += 1;
-                    self.sleep(sleep, deadline, start).await?;
+                    self.back_off(sleep, &current, deadline, start).await?;
                 }
             }
             .await;
@@ -288,6 +328,22 @@ impl Engine {
         }
         result.stats.promoted_time = start.elapsed();
         Ok(())
+    }
+
+    /// Before the next attempt: at once when the refused set brought the node's current value
+    /// back (it is fresh now and would only grow stale while sleeping: every sleeper's next set
+    /// would lose to the writers that did not sleep), else the policy's sleep.
+    async fn back_off(
+        &self,
+        sleep: Duration,
+        current: &Option<Current>,
+        deadline: Option<Instant>,
+        start: Instant,
+    ) -> Result<()> {
+        match current {
+            Some(_) => Ok(()),
+            None => self.sleep(sleep, deadline, start).await,
+        }
     }
 
     async fn sleep(&self, sleep: Duration, deadline: Option<Instant>, start: Instant) -> Result<()> {
@@ -358,7 +414,7 @@ impl Engine {
             match write::conditional_write(&c.client, &c.path, None, d, deadline, "force-setting").await {
                 Ok(Written::Applied(_)) => return Ok(()),
                 // Created by someone else meanwhile: set it.
-                Ok(Written::Conflict) => {}
+                Ok(Written::Conflict { .. }) => {}
                 // The node holds something: ours or someone's; setting it again is what was asked.
                 Err(Error::OutcomeUnknown { .. }) => {}
                 Err(e) => return Err(e),
@@ -371,6 +427,18 @@ impl Engine {
 /// read and a versioned set (a create where the node is absent), retried under the retry policy
 /// while another process wins, and optionally promoted to an [`InterProcessMutex`]
 /// ([`PromotedToLock`]).
+///
+/// # Contention
+/// Each versioned set travels with a read of the node in the same pipeline, so a set that lost to
+/// another writer comes back with the node's current value and version: the next attempt is one
+/// round trip (the set, from that value), made at once. The retry policy bounds how many attempts
+/// are made and for how long; its sleep is taken only when the current value did not come back
+/// (a sleep would leave it stale, and the set after it would lose again to the writers that did
+/// not sleep).
+///
+/// The tasks of one client take turns on a node (first come, first served), so they never race
+/// each other; a turn that wrote hands the node's value and version to the next one (used for at
+/// most 10 ms), whose first attempt is then the set alone.
 ///
 /// A missing node reads as empty bytes. Clones share their settings; the builder methods
 /// ([`with_retry_policy`](Self::with_retry_policy), [`promoted_to_lock`](Self::promoted_to_lock),
@@ -397,7 +465,7 @@ impl DistributedAtomicValue {
     }
 
     /// The same value with its optimistic attempts under `policy` (Curator's constructor
-    /// argument) instead of the client's.
+    /// argument) instead of the client's; see [Contention](Self#contention) for its sleeps.
     pub fn with_retry_policy(&self, policy: impl RetryPolicy) -> Self {
         Self { engine: self.engine.with_retry_policy(Arc::new(policy)) }
     }

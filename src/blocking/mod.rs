@@ -1,13 +1,17 @@
 //! A blocking facade over the client (its data API included) and the recipes — the mutex, the
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
-//! `LeaderSelector`) and the cache (`CuratorCache`) — for programs that are not async (like `reqwest::blocking`).
+//! `LeaderSelector`), the cache (`CuratorCache`), the shared values and the atomic counters — for
+//! programs that are not async (like `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
 //! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],
 //! [`InterProcessReadWriteLock`], [`InterProcessSemaphoreV2`], [`InterProcessSemaphoreMutex`],
 //! [`InterProcessMultiLock`]) and the elections ([`LeaderLatch`], and [`LeaderSelector`], whose
 //! leadership work runs on a plain thread of its own and is told — [`Leadership::is_cancelled`] —
-//! when to stop). The promises are the async API's:
+//! when to stop), the shared values ([`SharedValue`], [`SharedCount`], whose follower runs on the
+//! client's runtime, and their [`SharedValueChanges`]) and the atomic counters
+//! ([`DistributedAtomicValue`], [`DistributedAtomicLong`], [`DistributedAtomicInteger`]). The
+//! promises are the async API's:
 //!
 //! * **Guards release on drop** — on any thread, also one that never saw a runtime: dropping a
 //!   [`MutexGuard`] or a [`Lease`] hands the delete to the client's background queue. `release()`
@@ -43,6 +47,7 @@
 //! }
 //! ```
 
+mod atomic;
 mod cache;
 mod client;
 mod leader_latch;
@@ -51,6 +56,7 @@ mod multi_lock;
 mod mutex;
 mod read_write;
 mod semaphore;
+mod shared;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,6 +66,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
+pub use atomic::{DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber, DistributedAtomicValue};
 pub use cache::{CacheEvents, CuratorCache};
 pub use client::CuratorClient;
 pub use leader_latch::{LeaderLatch, LeadershipChanges};
@@ -68,6 +75,7 @@ pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
+pub use shared::{SharedCount, SharedValue, SharedValueChanges};
 
 /// The runtime of one blocking client and the client itself, shared (through an `Arc`) by the
 /// client's clones, its recipes and their guards: the runtime lives as long as anything that may

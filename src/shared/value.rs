@@ -263,8 +263,13 @@ pub(crate) async fn try_set_bytes(inner: &Inner, new: Vec<u8>, version: i32) -> 
             inner.observe(new, &stat);
             Ok(true)
         }
-        Written::Conflict => {
-            if let Some((data, stat)) = write::read(&inner.client, &inner.path, None).await? {
+        Written::Conflict { now } => {
+            // The node as read behind the refused set, or (that read lost) read again.
+            let now = match now {
+                Some(now) => now,
+                None => write::read(&inner.client, &inner.path, None).await?,
+            };
+            if let Some((data, stat)) = now {
                 inner.observe(data, &stat);
             }
             Ok(false)

@@ -3,8 +3,9 @@
 //! released on drop on any thread, Curator-style re-entrancy per OS thread, strict deadlines with
 //! the server down, recovery after a restart, the read-write lock and the semaphores from threads,
 //! the blocking leader latch and selector (the selector's work on a plain thread, stopped before
-//! the next leader's starts and before its node goes), and a typed error (never a panic) for a
-//! blocking call made inside a tokio runtime.
+//! the next leader's starts and before its node goes), the shared values and atomic counters from
+//! threads (exact totals, change streams, deadlines with the server down), and a typed error
+//! (never a panic) for a blocking call made inside a tokio runtime.
 //!
 //! No test here is a `#[tokio::test]`: the blocking calls run on plain `#[test]` threads. A small
 //! runtime of the test's own only starts and stops the ZooKeeper server and looks at the tree
@@ -137,6 +138,12 @@ fn the_facade_types_cross_threads() {
     shared::<blocking::LeaderSelector>();
     shared::<blocking::Leadership>();
     send::<blocking::LeadershipChanges>();
+    shared::<blocking::SharedValue>();
+    shared::<blocking::SharedCount>();
+    send::<blocking::SharedValueChanges<i32>>();
+    shared::<blocking::DistributedAtomicValue>();
+    shared::<blocking::DistributedAtomicLong>();
+    shared::<blocking::DistributedAtomicInteger>();
 }
 
 /// Three threads, each on its own client (session), take the mutex 8 times each with guards: the
@@ -1020,4 +1027,124 @@ fn selectors_dropped_from_their_work_or_panicking_leave_no_node_and_no_thread() 
     }
     assert!(thread_count() <= baseline, "threads left behind: {} now, {baseline} before", thread_count());
     client.close().unwrap();
+}
+
+// =============================================================================================
+// shared values and atomic counters
+// =============================================================================================
+
+/// Threads incrementing one blocking `DistributedAtomicLong` reach the exact total (every success
+/// one distinct step); the integer counter, the byte value and both shared values work from plain
+/// threads; a shared count set on one client is seen on another's blocking change stream.
+#[test]
+fn counters_and_shared_values_from_plain_threads() {
+    const THREADS: usize = 4;
+    const EACH: usize = 25;
+    let zk = Zk::start();
+    let clients: Vec<_> = (0..2).map(|_| zk.client()).collect();
+    let base = support::unique_path("blocking-counters");
+    let path = format!("{base}/sold");
+    let mut threads = Vec::new();
+    for t in 0..THREADS {
+        let counter = blocking::DistributedAtomicLong::new(&clients[t % 2], &path)
+            .unwrap()
+            .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
+        threads.push(thread::spawn(move || {
+            let mut posts = Vec::new();
+            while posts.len() < EACH {
+                let r = counter.increment().expect("increment");
+                if r.succeeded() {
+                    assert_eq!(*r.post_value(), r.pre_value() + 1);
+                    posts.push(*r.post_value());
+                }
+            }
+            posts
+        }));
+    }
+    let mut posts: Vec<i64> = threads.into_iter().flat_map(|t| t.join().expect("incrementer")).collect();
+    posts.sort_unstable();
+    let total = (THREADS * EACH) as i64;
+    assert_eq!(posts, (1..=total).collect::<Vec<_>>(), "every success is one step, none twice");
+    let counter = blocking::DistributedAtomicLong::new(&clients[0], &path).unwrap();
+    assert_eq!(*counter.get().unwrap().post_value(), total);
+    assert!(counter.compare_and_set(total, -1).unwrap().succeeded());
+    assert_eq!(*counter.decrement().unwrap().post_value(), -2);
+
+    let stock = blocking::DistributedAtomicInteger::new(&clients[1], &format!("{base}/stock")).unwrap();
+    assert!(stock.try_initialize(10).unwrap());
+    assert!(!stock.try_initialize(99).unwrap(), "initialize only creates");
+    assert_eq!(*stock.subtract(3).unwrap().post_value(), 7);
+    assert_eq!(*stock.add(1).unwrap().post_value(), 8);
+    stock.force_set(0).unwrap();
+    assert_eq!(*stock.try_set(5).unwrap().post_value(), 5);
+    let token = blocking::DistributedAtomicValue::new(&clients[0], &format!("{base}/token")).unwrap();
+    assert!(token.try_set(b"v1".to_vec()).unwrap().succeeded());
+    assert!(!token.compare_and_set(b"v0".to_vec(), b"v2".to_vec()).unwrap().succeeded());
+    assert!(token.compare_and_set(b"v1".to_vec(), b"v2".to_vec()).unwrap().succeeded());
+    assert_eq!(token.get().unwrap().post_value(), b"v2");
+
+    let count_path = format!("{base}/limit");
+    let a = blocking::SharedCount::start(&clients[0], &count_path, 3).unwrap();
+    let b = blocking::SharedCount::start(&clients[1], &count_path, 99).unwrap();
+    assert_eq!((a.count(), b.count()), (3, 3), "the seed only creates");
+    let mut changes = b.changes();
+    let stale = b.versioned_value();
+    let setter = a.clone();
+    thread::spawn(move || setter.set_count(7).unwrap()).join().unwrap();
+    let (seen, _) = within("b sees a's change", SLACK, move || changes.next_timeout(SLACK).unwrap());
+    assert_eq!(seen.map(|s| *s.value()), Some(7));
+    assert!(!b.try_set(100, &stale).unwrap(), "a stale version is refused");
+    let fresh = b.versioned_value();
+    assert!(b.try_set(8, &fresh).unwrap());
+    let value = blocking::SharedValue::start(&clients[0], &format!("{base}/mode"), "normal").unwrap();
+    assert_eq!(value.value(), b"normal");
+    value.set("maintenance").unwrap();
+    let current = value.versioned_value();
+    assert_eq!(current.value(), b"maintenance");
+    assert!(value.try_set("normal", &current).unwrap());
+    assert!(!value.try_set("other", &current).unwrap(), "the version moved on");
+}
+
+/// With the server down, a timed blocking increment and a change wait return within their
+/// timeouts; inside a tokio runtime the calls are typed errors; a shared value dropped on a plain
+/// thread ends its change stream (no panic, no runtime needed).
+#[test]
+fn counter_and_shared_value_calls_keep_deadlines_refuse_a_runtime_and_drop_anywhere() {
+    let mut zk = Zk::owned();
+    let client = zk.client();
+    let base = support::unique_path("blocking-counter-deadlines");
+    let counter = blocking::DistributedAtomicLong::new(&client, &format!("{base}/n")).unwrap();
+    assert!(counter.increment().unwrap().succeeded());
+    let count = blocking::SharedCount::start(&client, &format!("{base}/limit"), 1).unwrap();
+
+    let (in_runtime_increment, in_runtime_start, in_runtime_next) = zk.rt.block_on(async {
+        (
+            counter.increment().map(|_| ()),
+            blocking::SharedCount::start(&client, &format!("{base}/other"), 1).map(|_| ()),
+            count.changes().next().map(|_| ()),
+        )
+    });
+    assert_runtime_refused(in_runtime_increment, "increment in block_on");
+    assert_runtime_refused(in_runtime_start, "SharedCount::start in block_on");
+    assert_runtime_refused(in_runtime_next, "changes().next() in block_on");
+
+    zk.stop();
+    let timed = counter.timeout(Duration::from_secs(1));
+    let (result, took) =
+        within("an increment with the server down", Duration::from_secs(1) + SLACK, move || timed.increment());
+    let err = result.unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::DeadlineExceeded | ErrorKind::Retryable), "{err:?} after {took:?}");
+    let mut changes = count.changes();
+    let (seen, _) = within("a change wait with the server down", Duration::from_millis(500) + SLACK, move || {
+        let seen = changes.next_timeout(Duration::from_millis(500)).unwrap();
+        (seen, changes)
+    });
+    let (seen, mut changes) = seen;
+    assert_eq!(seen, None, "nothing changed");
+    zk.restart();
+
+    drop(count);
+    let (ended, _) = within("the change stream of a dropped count", SLACK, move || changes.next().unwrap());
+    assert_eq!(ended, None, "a dropped shared count ends its stream");
+    assert!(*counter.get().unwrap().post_value() >= 1);
 }

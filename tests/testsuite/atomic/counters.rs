@@ -218,3 +218,67 @@ async fn curator_and_rust_incrementing_one_counter_reach_the_exact_total() {
     assert_eq!(peer.cmd(&format!("counter {path}")).await, format!("COUNTER {}", 2 * EACH), "Curator reads our bytes");
     assert_eq!(*counter.get().await.unwrap().post_value(), 2 * EACH as i64);
 }
+
+#[tokio::test]
+async fn a_lost_race_is_retried_at_once_from_the_value_its_refused_set_brought_back() {
+    const CLIENTS: usize = 4;
+    const EACH: usize = 20;
+    let (_server, clients) = support::server_and_clients(CLIENTS).await;
+    let path = support::unique_path("atomic-lost-race");
+    let mut tasks = Vec::new();
+    for client in &clients {
+        // A policy that sleeps an hour between attempts: an attempt that slept would hang the test.
+        let counter = DistributedAtomicLong::new(client, &path)
+            .unwrap()
+            .with_retry_policy(RetryNTimes::new(1000, Duration::from_secs(3600)));
+        tasks.push(tokio::spawn(async move {
+            let (mut done, mut retried) = (0, 0);
+            while done < EACH {
+                let r = counter.increment().await.expect("increment");
+                assert!(r.succeeded(), "1000 attempts are plenty for {CLIENTS} clients");
+                retried += usize::from(r.stats().optimistic_tries > 1);
+                done += 1;
+            }
+            retried
+        }));
+    }
+    let mut retried = 0;
+    for task in tasks {
+        retried += support::join("increments", HANG, task).await;
+    }
+    assert!(retried > 0, "no increment ever lost a race: the test did not test anything");
+    let total = *DistributedAtomicLong::new(&clients[0], &path).unwrap().get().await.unwrap().post_value();
+    assert_eq!(total, (CLIENTS * EACH) as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_client_take_turns_and_never_lose_a_race_to_each_other() {
+    const TASKS: usize = 8;
+    const EACH: usize = 25;
+    let (_server, clients) = support::server_and_clients(1).await;
+    let path = support::unique_path("atomic-one-client");
+    let counter = DistributedAtomicLong::new(&clients[0], &path)
+        .unwrap()
+        .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        // Each task its own instance: the turn belongs to the client and the path.
+        let counter = DistributedAtomicLong::new(&clients[0], &path)
+            .unwrap()
+            .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
+        tasks.push(tokio::spawn(async move {
+            let mut tries = Vec::new();
+            for _ in 0..EACH {
+                let r = counter.increment().await.expect("increment");
+                assert!(r.succeeded());
+                tries.push(r.stats().optimistic_tries);
+            }
+            tries
+        }));
+    }
+    for task in tasks {
+        let tries = support::join("increments", HANG, task).await;
+        assert!(tries.iter().all(|&t| t == 1), "a task lost a race to its own client's tasks: tries {tries:?}");
+    }
+    assert_eq!(*counter.get().await.unwrap().post_value(), (TASKS * EACH) as i64);
+}

@@ -1,7 +1,8 @@
 //! Curator's atomic counters and shared values (`DistributedAtomicLong` / `Integer` / `Value`,
 //! `SharedCount` / `SharedValue`) against a real server: Curator's bytes, exact totals under
 //! contention, compare-and-set, corrupted nodes, promotion to a lock, deadlines, a lost reply,
-//! and real Curator incrementing the same counter.
+//! real Curator incrementing the same counter, and a fault run (exactly once through faults).
 
 mod counters;
+mod exactly_once_under_faults;
 mod shared_count;

@@ -1,0 +1,368 @@
+//! [`SharedValue`] and [`SharedCount`] with their [`SharedValueChanges`], blocking.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Core, CuratorClient};
+use crate::error::Result;
+use crate::{SharedValueStream, VersionedValue};
+
+/// A blocking [`SharedValue`](crate::SharedValue): bytes in one node shared by every process
+/// (Curator's `SharedValue`), followed in the background on the client's runtime and set with a
+/// versioned compare-and-set. Clones share one follower; it stops when the last clone is dropped
+/// (on any thread).
+///
+/// # Examples
+/// ```no_run
+/// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+/// let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+/// println!("mode: {}", String::from_utf8_lossy(&mode.value()));
+/// mode.set("maintenance")?;
+/// # Ok::<(), zk_curator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SharedValue {
+    inner: crate::SharedValue,
+    core: Arc<Core>,
+}
+
+impl SharedValue {
+    /// Starts following the shared value at `path`, creating it (parents as containers) with
+    /// `seed` if it does not exist, as [`SharedValue::start`](crate::SharedValue::start).
+    ///
+    /// # Errors
+    /// As [`SharedValue::start`](crate::SharedValue::start);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
+    /// inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn start(client: &CuratorClient, path: &str, seed: impl Into<Vec<u8>>) -> Result<Self> {
+        let core = client.core();
+        let inner = core.block_on(crate::SharedValue::start(core.client(), path, seed))??;
+        Ok(Self { inner, core: core.clone() })
+    }
+
+    /// The path.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// assert_eq!(mode.path(), "/config/mode");
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// The async shared value inside (the same one, the same follower).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// let same: zk_curator::SharedValue = mode.as_async().clone();
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn as_async(&self) -> &crate::SharedValue {
+        &self.inner
+    }
+
+    /// The latest value seen (no round trip).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// let bytes: Vec<u8> = mode.value();
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn value(&self) -> Vec<u8> {
+        self.inner.value()
+    }
+
+    /// The latest value seen with its version: the `expected` of [`try_set`](Self::try_set).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// println!("version {}", mode.versioned_value().version());
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn versioned_value(&self) -> VersionedValue<Vec<u8>> {
+        self.inner.versioned_value()
+    }
+
+    /// The values as they change (see [`SharedValue::changes`](crate::SharedValue::changes)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// let mut changes = mode.changes();
+    /// while let Some(seen) = changes.next()? {
+    ///     println!("mode now {:?}", seen.value());
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn changes(&self) -> SharedValueChanges<Vec<u8>> {
+        SharedValueChanges { inner: self.inner.changes(), core: self.core.clone() }
+    }
+
+    /// Sets the value whatever it is now (Curator's `setValue`).
+    ///
+    /// # Errors
+    /// As [`SharedValue::set`](crate::SharedValue::set);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// mode.set("maintenance")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn set(&self, value: impl Into<Vec<u8>>) -> Result<()> {
+        self.core.block_on(self.inner.set(value))?
+    }
+
+    /// Sets `new` only if the node is still at `expected`'s version (Curator's `trySetValue`);
+    /// `Ok(false)` if someone changed it first (the value is then read again).
+    ///
+    /// # Errors
+    /// As [`SharedValue::try_set`](crate::SharedValue::try_set) (an
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) set applied once or not at all);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// let current = mode.versioned_value();
+    /// if !mode.try_set("maintenance", &current)? {
+    ///     println!("changed meanwhile to {:?}", mode.value());
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn try_set(&self, new: impl Into<Vec<u8>>, expected: &VersionedValue<Vec<u8>>) -> Result<bool> {
+        self.core.block_on(self.inner.try_set(new, expected))?
+    }
+}
+
+/// A blocking [`SharedCount`](crate::SharedCount): an `i32` in one node (Curator's
+/// `SharedCount`: 4 bytes, big-endian), followed in the background and set with a versioned
+/// compare-and-set.
+///
+/// # Examples
+/// ```no_run
+/// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+/// let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+/// loop {
+///     let current = limit.versioned_value();
+///     if limit.try_set(current.value() * 2, &current)? {
+///         break;
+///     }
+/// }
+/// # Ok::<(), zk_curator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SharedCount {
+    inner: crate::SharedCount,
+    core: Arc<Core>,
+}
+
+impl SharedCount {
+    /// Starts following the count at `path`, creating it with `seed` if it does not exist, as
+    /// [`SharedCount::start`](crate::SharedCount::start).
+    ///
+    /// # Errors
+    /// As [`SharedCount::start`](crate::SharedCount::start)
+    /// ([`Error::CorruptedValue`](crate::Error::CorruptedValue) when the node holds anything but
+    /// 4 bytes); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime`
+    /// inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn start(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
+        let core = client.core();
+        let inner = core.block_on(crate::SharedCount::start(core.client(), path, seed))??;
+        Ok(Self { inner, core: core.clone() })
+    }
+
+    /// The path.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// assert_eq!(limit.path(), "/throttle/limit");
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// The async count inside (the same one, the same follower).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let same: zk_curator::SharedCount = limit.as_async().clone();
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn as_async(&self) -> &crate::SharedCount {
+        &self.inner
+    }
+
+    /// The latest count seen (Curator's `getCount`; no round trip).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// println!("limit {}", limit.count());
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn count(&self) -> i32 {
+        self.inner.count()
+    }
+
+    /// The latest count seen with its version: the `expected` of [`try_set`](Self::try_set).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let seen = limit.versioned_value();
+    /// println!("{} at version {}", seen.value(), seen.version());
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn versioned_value(&self) -> VersionedValue<i32> {
+        self.inner.versioned_value()
+    }
+
+    /// The counts as they change (see [`SharedValue::changes`](crate::SharedValue::changes)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let mut changes = limit.changes();
+    /// if let Some(seen) = changes.next_timeout(std::time::Duration::from_secs(5))? {
+    ///     println!("limit now {}", seen.value());
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn changes(&self) -> SharedValueChanges<i32> {
+        SharedValueChanges { inner: self.inner.changes(), core: self.core.clone() }
+    }
+
+    /// Sets the count whatever it is now (Curator's `setCount`).
+    ///
+    /// # Errors
+    /// As [`SharedCount::set_count`](crate::SharedCount::set_count);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// limit.set_count(20)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn set_count(&self, count: i32) -> Result<()> {
+        self.core.block_on(self.inner.set_count(count))?
+    }
+
+    /// Sets `new` only if the node is still at `expected`'s version (Curator's `trySetCount`);
+    /// `Ok(false)` if someone changed it first (the count is then read again).
+    ///
+    /// # Errors
+    /// As [`SharedCount::try_set`](crate::SharedCount::try_set);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let current = limit.versioned_value();
+    /// let doubled = limit.try_set(current.value() * 2, &current)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn try_set(&self, new: i32, expected: &VersionedValue<i32>) -> Result<bool> {
+        self.core.block_on(self.inner.try_set(new, expected))?
+    }
+}
+
+/// The values of a blocking [`SharedValue`] or [`SharedCount`] as they change (a blocking
+/// [`SharedValueStream`]): each call waits for a value later than the last one it returned
+/// (intermediate values may be skipped; the last one is never missed).
+pub struct SharedValueChanges<T> {
+    inner: SharedValueStream<T>,
+    core: Arc<Core>,
+}
+
+impl<T> std::fmt::Debug for SharedValueChanges<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedValueChanges").finish_non_exhaustive()
+    }
+}
+
+impl<T> SharedValueChanges<T> {
+    /// Waits for the next value; `Ok(None)` once the shared value is dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let mut changes = limit.changes();
+    /// let next = changes.next()?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    #[allow(clippy::should_implement_trait)] // fallible: not an `Iterator`
+    pub fn next(&mut self) -> Result<Option<VersionedValue<T>>> {
+        self.core.block_on(self.inner.next())
+    }
+
+    /// The next value within `timeout`; `Ok(None)` when none came in time (or the shared value
+    /// is dropped). Returns within `timeout` (plus a few ms); nothing is lost by a timeout.
+    ///
+    /// # Errors
+    /// As [`next`](Self::next).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let mut changes = limit.changes();
+    /// match changes.next_timeout(std::time::Duration::from_secs(1))? {
+    ///     Some(seen) => println!("limit now {}", seen.value()),
+    ///     None => println!("unchanged"),
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<VersionedValue<T>>> {
+        // The timer is made inside the future: only the runtime's thread context has a timer.
+        let next = async { tokio::time::timeout(timeout, self.inner.next()).await };
+        Ok(self.core.block_on(next)?.ok().flatten())
+    }
+}
