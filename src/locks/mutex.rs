@@ -162,7 +162,18 @@ impl<D: LockDriver> InterProcessMutex<D> {
         data: Option<Vec<u8>>,
         labels: LockLabels,
     ) -> Result<Self> {
-        let internals = Arc::new(LockInternals::new(client, path, driver, 1, labels)?);
+        let internals = LockInternals::new(client, path, driver, 1, labels)?;
+        Self::from_internals(client, path, internals, data)
+    }
+
+    /// A mutex whose acquisitions go through `internals` (a racing one: the non-fair mutex).
+    pub(crate) fn from_internals(
+        client: &CuratorClient,
+        path: &str,
+        internals: LockInternals<D>,
+        data: Option<Vec<u8>>,
+    ) -> Result<Self> {
+        let internals = Arc::new(internals);
         client.check_data_size("data", path, data.as_ref().map_or(0, Vec::len))?;
         let shared = Shared {
             internals,
