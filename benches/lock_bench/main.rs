@@ -19,6 +19,12 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
+//!   many-paths K C N [--guards] [--nonfair] [--floor]
+//!                                  one session, C tasks, N acquisitions over K lock paths (task t's
+//!                                  i-th: path (t + i*C) mod K); --nonfair: the non-fair mutex;
+//!                                  --floor: pipelined create + list + delete on K parents instead
+//!   nonfair-contended C N [--hold-us H]
+//!                                  C sessions on one lock, fair then non-fair: rate, worst wait
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -73,6 +79,7 @@ use zk_curator::CuratorClient;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
+use many_paths::{many_paths, many_paths_floor, nonfair_contended, PathsStyle};
 use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
 use mutex_mixed_curator::{mutex_mixed_curator, Mixed};
@@ -85,6 +92,7 @@ use semaphore::semaphore;
 mod counter;
 mod guards;
 mod hold;
+mod many_paths;
 mod mutex_contended;
 mod mutex_many_waiters;
 mod mutex_mixed_curator;
@@ -184,6 +192,29 @@ enum Mode {
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
+    /// One session, C tasks, N acquisitions over K lock paths (task t's i-th: path (t + i*C) mod K).
+    ManyPaths {
+        k: usize,
+        c: usize,
+        n: usize,
+        /// Guard-style `lock()` instead of Curator-style `acquire()`.
+        #[arg(long)]
+        guards: bool,
+        /// The non-fair mutex instead of the fair one.
+        #[arg(long)]
+        nonfair: bool,
+        /// The raw floor instead: pipelined create + list + delete cycles on K distinct parents.
+        #[arg(long, conflicts_with_all = ["guards", "nonfair"])]
+        floor: bool,
+    },
+    /// C sessions, one task each, N acquisitions each of one lock: fair, then non-fair (worst wait).
+    NonfairContended {
+        c: usize,
+        n: usize,
+        /// How long each holder holds, in µs.
+        #[arg(long, default_value_t = 0)]
+        hold_us: u64,
+    },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -202,6 +233,9 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::ManyPaths { floor: false, .. } => "many_paths",
+            Mode::ManyPaths { floor: true, .. } => "many_paths_floor",
+            Mode::NonfairContended { .. } => "nonfair_contended",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +360,13 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::ManyPaths { k, c, n, floor: true, .. } => many_paths_floor(&report, &connect, k, c, n).await,
+        Mode::ManyPaths { k, c, n, guards, nonfair, floor: false } => {
+            many_paths(&report, &connect, k, c, n, PathsStyle { guards, nonfair }).await
+        }
+        Mode::NonfairContended { c, n, hold_us } => {
+            nonfair_contended(&report, &connect, c, n, Duration::from_micros(hold_us)).await
+        }
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

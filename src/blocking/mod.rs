@@ -48,6 +48,7 @@ mod leader_latch;
 mod leader_selector;
 mod multi_lock;
 mod mutex;
+mod nonfair;
 mod read_write;
 mod semaphore;
 
@@ -64,6 +65,7 @@ pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
+pub use nonfair::InterProcessNonFairMutex;
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 
