@@ -193,6 +193,11 @@ impl<D: LockDriver> LockInternals<D> {
         self
     }
 
+    /// Contenders race for one node (see [`racing`](Self::racing)).
+    pub(crate) fn races(&self) -> bool {
+        self.race
+    }
+
     /// The lock's base path.
     pub fn base_path(&self) -> &str {
         &self.base

@@ -351,7 +351,14 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 return Ok(Some(hold));
             }
         }
-        let Some(hold) = self.attempt(wait, basis).await? else {
+        // A racing lock (the non-fair mutex) races once per process: its Curator-style holds
+        // come through the local queue too, so a release wakes one racer per process.
+        let attempt = if self.shared.internals.races() {
+            self.attempt_guarded(wait).await?
+        } else {
+            self.attempt(wait, basis).await?
+        };
+        let Some(hold) = attempt else {
             return Ok(None);
         };
         // No await between winning and recording: a cancelled caller cannot lose a won node.

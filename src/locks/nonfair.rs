@@ -20,7 +20,8 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 ///
 /// * **A free lock costs one create** (one round trip); a release, one delete.
 /// * **Contended**, an acquire watches the node (a data watch) and races again when it is deleted:
-///   no queue, no order. Inside a process, waiters go through the same
+///   no queue, no order. Inside a process, waiters — guards and Curator-style first acquisitions
+///   alike — go through the same
 ///   [local queue](crate::InterProcessMutex#thousands-of-tasks-one-node-per-process) as the fair
 ///   mutex's guards: one racer per process and lock path, and the node handed from local holder to
 ///   local holder without a round trip. So a release wakes one racer per process, not one per task.
