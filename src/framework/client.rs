@@ -493,7 +493,7 @@ impl CuratorClient {
         let result = self
             .with_retry(&path, deadline, |zk| async move {
                 match owner {
-                    Some((session, token)) => delete_if_owned(&zk, f, *session, token).await,
+                    Some((session, token)) => delete_if_owned(&zk, f, *session, token.as_deref()).await,
                     None => zk.delete(f, None).await,
                 }
             })
@@ -572,7 +572,7 @@ impl CuratorClient {
             DeleteTarget::Node(fixed) => delete(fixed).await,
             DeleteTarget::Owned { path: fixed, session, token } => {
                 let path = self.unfix_path(&fixed).to_string();
-                let (f, token) = (fixed.as_str(), token.as_slice());
+                let (f, token) = (fixed.as_str(), token.as_deref());
                 let deleted = retry_loop(sessions, policy, &path, None, |zk| async move {
                     delete_if_owned(&zk, f, session, token).await
                 });
@@ -635,18 +635,22 @@ impl CuratorClient {
     }
 }
 
-/// Deletes the node at `fixed` if it is the ephemeral node of `session` holding `token`, and only
-/// through a handle of that session (see [`DeleteTarget::Owned`]); a node of someone else, or one
-/// whose session is not the handle's (it goes with its session), is left alone.
+/// Deletes the node at `fixed` through a handle of `session` only, and with `token` only if it is
+/// the ephemeral node of `session` holding `token` (see [`DeleteTarget::Owned`]); a node of
+/// someone else, or one whose session is not the handle's (it goes with its session), is left alone.
 async fn delete_if_owned(
     zk: &zk::Client,
     fixed: &str,
     session: i64,
-    token: &[u8],
+    token: Option<&[u8]>,
 ) -> std::result::Result<(), zk::Error> {
     if zk.session_id().0 != session {
         return Ok(());
     }
+    let Some(token) = token else {
+        // A node we hold, on its own session: ours unless an operator deleted it.
+        return zk.delete(fixed, None).await;
+    };
     let (data, stat) = zk.get_data(fixed).await?;
     if stat.ephemeral_owner != session || data != token {
         debug!(path = %fixed, "a node of the same name that is not ours: left alone");

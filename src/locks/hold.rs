@@ -531,9 +531,9 @@ impl Hold {
     /// path only while it is ours.
     fn delete_target(&self) -> DeleteTarget {
         match &self.owner_mark {
-            Some(mark) => {
-                DeleteTarget::Owned { path: self.fixed.clone(), session: self.node.session.id, token: mark.clone() }
-            }
+            // Held: ours on its own session, no look needed (the mark told it apart while its
+            // create's outcome was unknown).
+            Some(_) => DeleteTarget::Owned { path: self.fixed.clone(), session: self.node.session.id, token: None },
             None => DeleteTarget::Node(self.fixed.clone()),
         }
     }

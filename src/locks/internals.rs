@@ -502,7 +502,8 @@ impl<D: LockDriver> LockInternals<D> {
                 },
             };
             if cleanup.as_ref().map_or(true, |(armed, _)| *armed != session.id) {
-                let target = DeleteTarget::Owned { path: fixed_node.clone(), session: session.id, token: mark.clone() };
+                let target =
+                    DeleteTarget::Owned { path: fixed_node.clone(), session: session.id, token: Some(mark.clone()) };
                 cleanup = Some((session.id, self.client.delete_on_drop(target)));
             }
             let create = zk.create(&fixed_node, &mark, &options);

@@ -29,8 +29,9 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 ///   unique mark into it, and a node whose `ephemeralOwner` is our session and whose data is our
 ///   mark is ours.
 /// * **Its deletes touch only its own node**: every holder re-creates the same path, so a release
-///   (also one queued in the background) deletes the node only while it is still ours, checked on
-///   its own session — never a later holder's.
+///   (also one queued in the background) deletes the node only through its own session — once that
+///   session has ended, the node went with it and the one at the path is a later holder's — and the
+///   clean-up of a create whose outcome is unknown first checks the owner session and the mark.
 ///
 /// Everything else is the [hold contract](crate::InterProcessMutex) of every lock here: guards
 /// ([`lock`](Self::lock), movable, never re-entered) or Curator-style [`acquire`](Self::acquire)
@@ -49,9 +50,9 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 /// [`InterProcessMutex`](crate::InterProcessMutex). Not Curator-compatible: Curator has no such
 /// recipe, and neither mutex must be used on the other's path.
 ///
-/// A node deleted by hand while its holder writes can let a guarded write of that holder pass
-/// against the next holder's node of the same name (the check is on the path): use the fencing
-/// token where that matters.
+/// A node deleted by hand while it is held can let that holder's guarded writes — and its release —
+/// act on the next holder's node of the same name before the holder learns of the deletion (both
+/// act on the path): use the fencing token where that matters.
 pub struct InterProcessNonFairMutex {
     inner: InterProcessMutex,
 }
