@@ -130,17 +130,25 @@ async fn timed_calls_keep_their_deadline_and_leave_no_node() {
     assert!(start.elapsed() < PROMPT, "timed calls hung: {:?}", start.elapsed());
     held.release().await.unwrap();
 
-    // A silent connection: the create reaches the server, its reply does not.
+    // A silent connection: the create reaches the server (a persistent sibling keeps the lock
+    // path from being reaped), its reply does not.
+    let obs = support::observer(&connect).await;
+    let keep = format!("{path}/keep");
+    obs.create(&keep, b"", &zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all()))
+        .await
+        .unwrap();
     proxy.set_mode(ProxyMode::DropReplies);
     let start = Instant::now();
     assert!(m.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
     assert!(!m.acquire_timeout(Duration::from_millis(300)).await.unwrap());
     assert!(start.elapsed() < PROMPT, "timed calls on a silent connection hung: {:?}", start.elapsed());
+    assert!(support::exists(&obs, &m.node_path()).await, "the lost create made the node");
     proxy.set_mode(ProxyMode::Pass);
-    assert!(
-        support::eventually_no_children(&connect, &path, Duration::from_secs(20)).await.is_empty(),
-        "the node whose create reply was lost is deleted"
-    );
+    support::eventually(Duration::from_secs(20), "the node whose create reply was lost is deleted", || async {
+        !support::exists(&obs, &m.node_path()).await
+    })
+    .await;
+    obs.delete(&keep, None).await.unwrap();
     let guard = m.try_lock_for(Duration::from_secs(5)).await.unwrap().expect("free lock acquired");
     guard.release().await.unwrap();
 }
