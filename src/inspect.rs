@@ -16,9 +16,11 @@
 //!   once the server reaped the empty `leases` container — a semaphore is only
 //!   `PATH/locks/<mutex nodes>`, exactly a mutex at `PATH/locks`, and is reported as one;
 //! * leader latch: `latch-<seq>` children; the first leads.
+//! * non-fair mutex (`InterProcessNonFairMutex`): one EPHEMERAL child `nonfair-lock`, the holder;
+//!   its waiters only watch it, so none are listed.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
-//! number (10 digits or more). Lock nodes are ephemeral, so they are never listed; every other
+//! number (10 digits or more), or a non-fair mutex's `nonfair-lock`. Lock nodes are ephemeral, so they are never listed; every other
 //! child is a directory that is listed in turn.
 
 use std::cmp::Ordering;
@@ -35,6 +37,7 @@ use crate::framework::paths::validate_path;
 use crate::framework::protected::parse_sequence;
 use crate::leader::LATCH_LOCK_NAME;
 use crate::locks::driver::{java_cmp, standard_sort_key};
+use crate::locks::nonfair::NONFAIR_LOCK_NAME;
 use crate::locks::read_write::{read_write_sort_key, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use crate::locks::semaphore::{LEASE_NODE_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT};
 
@@ -56,17 +59,21 @@ pub enum LockKind {
     Semaphore,
     /// `LeaderLatch`: the holder is the leader.
     Latch,
+    /// `InterProcessNonFairMutex`: its one node is the holder; its waiters, who only watch the
+    /// node, are not seen.
+    NonFairMutex,
 }
 
 impl LockKind {
     /// The kind's name as `zk-curator inspect` prints it: `mutex`, `read-write`, `semaphore`,
-    /// `latch`.
+    /// `latch`, `nonfair-mutex`.
     pub fn as_str(&self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
             LockKind::ReadWrite => "read-write",
             LockKind::Semaphore => "semaphore",
             LockKind::Latch => "latch",
+            LockKind::NonFairMutex => "nonfair-mutex",
         }
     }
 }
@@ -398,10 +405,11 @@ pub async fn inspect_lock(client: &CuratorClient, path: &str) -> Result<Option<L
 
 /// A child of a recipe: a lock name and a sequence number.
 fn is_lock_node(name: &str) -> bool {
-    parse_sequence(name).is_some()
-        && [MUTEX_LOCK_NAME, LATCH_LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME, LEASE_NODE_NAME]
-            .iter()
-            .any(|lock_name| name.contains(lock_name))
+    name == NONFAIR_LOCK_NAME
+        || parse_sequence(name).is_some()
+            && [MUTEX_LOCK_NAME, LATCH_LOCK_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME, LEASE_NODE_NAME]
+                .iter()
+                .any(|lock_name| name.contains(lock_name))
 }
 
 /// A semaphore's children: a `leases` child, and no lock nodes of its own (a mutex with a `leases`
@@ -575,7 +583,10 @@ impl<'a> Walk<'a> {
     async fn queue(&self, path: &str, names: &[String]) -> Result<Option<LockInfo>> {
         let is_rw = |n: &str| n.contains(READ_LOCK_NAME) || n.contains(WRITE_LOCK_NAME);
         let (kind, holders, waiters): (LockKind, Vec<String>, Vec<String>) =
-            if names.iter().any(|n| is_rw(n) && is_lock_node(n)) {
+            if names.iter().any(|n| n == NONFAIR_LOCK_NAME) {
+                // One node, the holder; waiters only watch it.
+                (LockKind::NonFairMutex, vec![child(path, NONFAIR_LOCK_NAME)], Vec::new())
+            } else if names.iter().any(|n| is_rw(n) && is_lock_node(n)) {
                 // Every child is in the queue, sorted as the recipe sorts it (a foreign child that
                 // sorts first keeps writers out, as in Curator); only lock nodes are reported.
                 let sorted = sorted_by(names, read_write_sort_key);
@@ -620,7 +631,7 @@ impl<'a> Walk<'a> {
         let oldest_wait = self.first_wait(&waiters).await?;
         let holders = self.holders(holders).await?;
         let lease_limit = match kind {
-            LockKind::Mutex | LockKind::Latch => Some(1),
+            LockKind::Mutex | LockKind::Latch | LockKind::NonFairMutex => Some(1),
             _ => None,
         };
         Ok(Some(LockInfo { path: path.to_string(), kind, holders, pending: None, waiters, oldest_wait, lease_limit }))

@@ -13,7 +13,7 @@
 //!   [`watch`](CuratorClient::watch), [`commit`](CuratorClient::commit) of a [`Transaction`]) in
 //!   the crate's own types ([`CreateMode`], [`Acl`], [`Stat`], [`ErrorCode`], …);
 //! * the lock machinery — a reentrancy map, the (internal) `LockInternals` loop, pluggable
-//!   [`LockDriver`]s (written with the [`driver`] module) — and the recipes built on them: [`InterProcessMutex`], [`InterProcessReadWriteLock`],
+//!   [`LockDriver`]s (written with the [`driver`] module) — and the recipes built on them: [`InterProcessMutex`], [`InterProcessNonFairMutex`], [`InterProcessReadWriteLock`],
 //!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
 //!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
 //!   common [`InterProcessLock`] trait;
@@ -120,10 +120,11 @@ pub use leader::{
 };
 pub use locks::{
     return_all, Contender, FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream, HolderId, InterProcessLock,
-    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
-    InterProcessSemaphoreV2, Lease, LeaseDriver, LockDriver, LockFuture, MutexGuard, NodeSpec, ReadLock,
-    ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock, WriteLockDriver, WriteLockGuard,
-    LEASE_NODE_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+    InterProcessMultiLock, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LockDriver, LockFuture, MutexGuard,
+    NodeSpec, ReadLock, ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock,
+    WriteLockDriver, WriteLockGuard, LEASE_NODE_NAME, NONFAIR_LOCK_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT,
+    SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
 

@@ -52,6 +52,8 @@ pub(crate) enum Recipe {
     Semaphore,
     /// [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex).
     SemaphoreMutex,
+    /// [`InterProcessNonFairMutex`](crate::InterProcessNonFairMutex).
+    NonFairMutex,
     /// [`LeaderLatch`](crate::LeaderLatch).
     Latch,
     /// [`LeaderSelector`](crate::LeaderSelector).
@@ -67,6 +69,7 @@ impl Recipe {
             Recipe::Write => "write",
             Recipe::Semaphore => "semaphore",
             Recipe::SemaphoreMutex => "semaphore_mutex",
+            Recipe::NonFairMutex => "nonfair_mutex",
             Recipe::Latch => "latch",
             Recipe::Selector => "selector",
         }

@@ -24,6 +24,12 @@
 //!   cache-events N                 CuratorCache on one node; another session sets it WARMUP + N times,
 //!                                  each time waiting for the event: set -> event p50/p99, missed,
 //!                                  and a bare set_data round trip for comparison
+//!   many-paths K C N [--guards] [--nonfair] [--floor]
+//!                                  one session, C tasks, N acquisitions over K lock paths (task t's
+//!                                  i-th: path (t + i*C) mod K); --nonfair: the non-fair mutex;
+//!                                  --floor: pipelined create + list + delete on K parents instead
+//!   nonfair-contended C N [--hold-us H]
+//!                                  C sessions on one lock, fair then non-fair: rate, worst wait
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -80,6 +86,7 @@ use cache_load::cache_load;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
+use many_paths::{many_paths, many_paths_floor, nonfair_contended, PathsStyle};
 use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
 use mutex_mixed_curator::{mutex_mixed_curator, Mixed};
@@ -94,6 +101,7 @@ mod cache_load;
 mod counter;
 mod guards;
 mod hold;
+mod many_paths;
 mod mutex_contended;
 mod mutex_many_waiters;
 mod mutex_mixed_curator;
@@ -198,6 +206,29 @@ enum Mode {
     /// A CuratorCache on one node; a second session sets its data WARMUP + N times (env WARMUP,
     /// default 200), each time waiting <= 5 s for the event carrying it.
     CacheEvents { n: usize },
+    /// One session, C tasks, N acquisitions over K lock paths (task t's i-th: path (t + i*C) mod K).
+    ManyPaths {
+        k: usize,
+        c: usize,
+        n: usize,
+        /// Guard-style `lock()` instead of Curator-style `acquire()`.
+        #[arg(long)]
+        guards: bool,
+        /// The non-fair mutex instead of the fair one.
+        #[arg(long)]
+        nonfair: bool,
+        /// The raw floor instead: pipelined create + list + delete cycles on K distinct parents.
+        #[arg(long, conflicts_with_all = ["guards", "nonfair"])]
+        floor: bool,
+    },
+    /// C sessions, one task each, N acquisitions each of one lock: fair, then non-fair (worst wait).
+    NonfairContended {
+        c: usize,
+        n: usize,
+        /// How long each holder holds, in µs.
+        #[arg(long, default_value_t = 0)]
+        hold_us: u64,
+    },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -218,6 +249,9 @@ impl Mode {
             Mode::Counter { .. } => "counter",
             Mode::CacheLoad { .. } => "cache_load",
             Mode::CacheEvents { .. } => "cache_events",
+            Mode::ManyPaths { floor: false, .. } => "many_paths",
+            Mode::ManyPaths { floor: true, .. } => "many_paths_floor",
+            Mode::NonfairContended { .. } => "nonfair_contended",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -344,6 +378,13 @@ async fn run(cli: Cli) -> ExitCode {
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
         Mode::CacheLoad { n } => cache_load(&report, &connect, n).await,
         Mode::CacheEvents { n } => cache_events(&report, &connect, n).await,
+        Mode::ManyPaths { k, c, n, floor: true, .. } => many_paths_floor(&report, &connect, k, c, n).await,
+        Mode::ManyPaths { k, c, n, guards, nonfair, floor: false } => {
+            many_paths(&report, &connect, k, c, n, PathsStyle { guards, nonfair }).await
+        }
+        Mode::NonfairContended { c, n, hold_us } => {
+            nonfair_contended(&report, &connect, c, n, Duration::from_micros(hold_us)).await
+        }
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

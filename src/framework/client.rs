@@ -464,16 +464,40 @@ impl CuratorClient {
     }
 
     pub(crate) fn delete_fixed_in_background(&self, fixed: String) -> DeleteOutcome {
-        self.inner.deletes.enqueue(DeleteTarget::Node(fixed))
+        self.delete_target_in_background(DeleteTarget::Node(fixed))
+    }
+
+    /// Queues the delete of `target` in the background.
+    pub(crate) fn delete_target_in_background(&self, target: DeleteTarget) -> DeleteOutcome {
+        self.inner.deletes.enqueue(target)
     }
 
     /// Deletes a namespace-fixed path now (until `deadline`), handing it to the background queue
     /// when the outcome is unknown (connection trouble, deadline, closing, cancellation).
     pub(crate) async fn delete_fixed_guaranteed(&self, fixed: &str, deadline: Option<Instant>) -> Result<()> {
-        let path = self.unfix_path(fixed).to_string();
+        self.delete_target_guaranteed(DeleteTarget::Node(fixed.to_string()), deadline).await
+    }
+
+    /// [`delete_fixed_guaranteed`](Self::delete_fixed_guaranteed) of a [`DeleteTarget::Node`] or
+    /// [`DeleteTarget::Owned`] (a node of a fixed name, deleted only while it is ours).
+    pub(crate) async fn delete_target_guaranteed(&self, target: DeleteTarget, deadline: Option<Instant>) -> Result<()> {
+        let (fixed, owner) = match &target {
+            DeleteTarget::Owned { path, session, token } => (path.clone(), Some((*session, token.clone()))),
+            DeleteTarget::Node(path) | DeleteTarget::Tree { path, .. } => (path.clone(), None),
+            DeleteTarget::Protected { parent, .. } => (parent.clone(), None),
+        };
+        let path = self.unfix_path(&fixed).to_string();
         // If this future is dropped mid-way, the queue takes over.
-        let mut fallback = self.delete_on_drop(DeleteTarget::Node(fixed.to_string()));
-        let result = self.with_retry(&path, deadline, |zk| async move { zk.delete(fixed, None).await }).await;
+        let mut fallback = self.delete_on_drop(target);
+        let (f, owner) = (fixed.as_str(), owner.as_ref());
+        let result = self
+            .with_retry(&path, deadline, |zk| async move {
+                match owner {
+                    Some((session, token)) => delete_if_owned(&zk, f, *session, token.as_deref()).await,
+                    None => zk.delete(f, None).await,
+                }
+            })
+            .await;
         match result {
             Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {
                 fallback.disarm();
@@ -546,6 +570,17 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
+            DeleteTarget::Owned { path: fixed, session, token } => {
+                let path = self.unfix_path(&fixed).to_string();
+                let (f, token) = (fixed.as_str(), token.as_deref());
+                let deleted = retry_loop(sessions, policy, &path, None, |zk| async move {
+                    delete_if_owned(&zk, f, session, token).await
+                });
+                match deleted.await {
+                    Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
             DeleteTarget::Tree { path: fixed, czxid } => {
                 let path = self.unfix_path(&fixed).to_string();
                 // Only the node the delete was for: one re-created at the path since (by
@@ -598,6 +633,32 @@ impl CuratorClient {
             }
         }
     }
+}
+
+/// Deletes the node at `fixed` through a handle of `session` only, and with `token` only if it is
+/// the ephemeral node of `session` holding `token` (see [`DeleteTarget::Owned`]); a node of
+/// someone else, or one whose session is not the handle's (it goes with its session), is left alone.
+async fn delete_if_owned(
+    zk: &zk::Client,
+    fixed: &str,
+    session: i64,
+    token: Option<&[u8]>,
+) -> std::result::Result<(), zk::Error> {
+    if zk.session_id().0 != session {
+        return Ok(());
+    }
+    let Some(token) = token else {
+        // A node we hold, on its own session: ours unless an operator deleted it.
+        return zk.delete(fixed, None).await;
+    };
+    let (data, stat) = zk.get_data(fixed).await?;
+    if stat.ephemeral_owner != session || data != token {
+        debug!(path = %fixed, "a node of the same name that is not ours: left alone");
+        return Ok(());
+    }
+    // Only our session's end (which fails this request) or a delete by someone else can remove
+    // it before this runs.
+    zk.delete(fixed, Some(stat.version)).await
 }
 
 /// The rest of a [`CuratorClient::close`] dropped before it ended the sessions: when dropped

@@ -32,6 +32,13 @@ pub(crate) enum DeleteTarget {
     /// Delete every child of `parent` whose name starts with `prefix` (a protected create's
     /// `_c_<uuid>-`): the create's outcome is unknown.
     Protected { parent: String, prefix: String },
+    /// Delete this ephemeral node of a fixed name only while it is ours, and only through a handle
+    /// of its `session` (ZooKeeper's session id): a node of ours whose session has ended went with
+    /// it, and the node at the path, if any, is a later holder's. With `token` (a create whose
+    /// outcome is unknown) the node must also be owned by `session` and hold `token`, its
+    /// creator's unique data; without (a node we hold), the session is enough: on its own
+    /// session only a delete by someone else (an operator) can remove it first.
+    Owned { path: String, session: i64, token: Option<Vec<u8>> },
 }
 
 impl DeleteTarget {

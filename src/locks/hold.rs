@@ -14,6 +14,7 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
+use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::session::{SessionKeep, Status};
 use crate::metrics::{HoldMeter, LossCause};
 use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
@@ -148,6 +149,10 @@ pub struct Hold {
     node_deleted: Arc<AtomicBool>,
     /// Set for a holder of a node shared through the local queue: its release hands the node on.
     local: Option<LocalLink>,
+    /// Set for a node of a fixed name, which successive holders re-create at the same path (the
+    /// non-fair mutex): the unique data its creator wrote. Its deletes touch it only while the
+    /// node at the path is still this one, on its own session ([`DeleteTarget::Owned`]).
+    owner_mark: Option<Vec<u8>>,
     state: watch::Sender<HoldState>,
     data: watch::Sender<Vec<u8>>,
     monitor_started: AtomicBool,
@@ -169,6 +174,22 @@ impl Hold {
     ) -> Arc<Hold> {
         let token = FencingToken::new(node.czxid, 0);
         Self::with_token(client, node, fixed, data, meter, token)
+    }
+
+    /// A hold of a node of a fixed name (see [`Hold::owner_mark`]) whose creator wrote `mark`.
+    pub(crate) fn of_fixed_name(
+        client: &CuratorClient,
+        node: CreatedNode,
+        fixed: String,
+        mark: &[u8],
+        meter: HoldMeter,
+    ) -> Arc<Hold> {
+        let token = FencingToken::new(node.czxid, 0);
+        let mut hold = Self::with_token(client, node, fixed, mark, meter, token);
+        if let Some(hold) = Arc::get_mut(&mut hold) {
+            hold.owner_mark = Some(mark.to_vec());
+        }
+        hold
     }
 
     /// A hold of a downgrade's read node, which stands in `writer`'s place in line: its token is
@@ -205,6 +226,7 @@ impl Hold {
             released: AtomicBool::new(false),
             node_deleted: Arc::new(AtomicBool::new(false)),
             local: None,
+            owner_mark: None,
             state,
             data,
             monitor_started: AtomicBool::new(false),
@@ -226,6 +248,7 @@ impl Hold {
             released: AtomicBool::new(false),
             node_deleted: node.node_deleted.clone(),
             local: Some(link),
+            owner_mark: node.owner_mark.clone(),
             state,
             data,
             monitor_started: AtomicBool::new(false),
@@ -470,7 +493,8 @@ impl Hold {
     /// Also after our session ended, as Curator does: an ephemeral node is gone with its session
     /// (the delete is a harmless `NoNode`), but a driver may create PERSISTENT nodes, which outlive
     /// the session and must still be deleted. The name is unique (protected), so this can never
-    /// delete another contender's node.
+    /// delete another contender's node; a node of a fixed name is deleted only while it is ours,
+    /// on its own session ([`DeleteTarget::Owned`]).
     pub(crate) async fn release(&self) -> Result<()> {
         self.release_by(None).await
     }
@@ -500,7 +524,18 @@ impl Hold {
         }
         let budget = crate::deadline::deadline_after(self.client.connection_timeout());
         let budget = deadline.map_or(budget, |deadline| deadline.min(budget));
-        self.client.delete_fixed_guaranteed(&self.fixed, Some(budget)).await
+        self.client.delete_target_guaranteed(self.delete_target(), Some(budget)).await
+    }
+
+    /// What deleting our node deletes: the path, or for a node of a fixed name, the node at the
+    /// path only while it is ours.
+    fn delete_target(&self) -> DeleteTarget {
+        match &self.owner_mark {
+            // Held: ours on its own session, no look needed (the mark told it apart while its
+            // create's outcome was unknown).
+            Some(_) => DeleteTarget::Owned { path: self.fixed.clone(), session: self.node.session.id, token: None },
+            None => DeleteTarget::Node(self.fixed.clone()),
+        }
     }
 
     /// Releases in the background (from `Drop`): never blocks, never needs a runtime. Deletes even
@@ -513,7 +548,7 @@ impl Hold {
             }
             return;
         }
-        drop(self.client.delete_fixed_in_background(self.fixed.clone()));
+        drop(self.client.delete_target_in_background(self.delete_target()));
     }
 
     /// Runs a ZooKeeper multi-op whose first op checks that our lock node still exists, so the
@@ -614,7 +649,17 @@ async fn monitor(node: Weak<Hold>, mut status: watch::Receiver<Status>, mut own:
         let arm = match (&fired, arm_failed, current.flatten()) {
             (None, false, Some(zk)) if zk.session_id().0 == this.node.session.id => {
                 let fixed = this.fixed.clone();
-                Some(async move { zk.get_and_watch_data(&fixed).await.map(|(data, _, watcher)| (data, watcher)) })
+                let czxid = this.node.czxid;
+                Some(async move {
+                    zk.get_and_watch_data(&fixed).await.and_then(|(data, stat, watcher)| {
+                        // A node re-created at the path (a fixed name's next holder) is not ours.
+                        if stat.czxid == czxid {
+                            Ok((data, watcher))
+                        } else {
+                            Err(zk::Error::NoNode)
+                        }
+                    })
+                })
             }
             _ => None,
         };

@@ -26,7 +26,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
 use crate::framework::paths;
 use crate::metrics::{measure_acquire, LockLabels};
-use crate::{CuratorClient, SessionIdentity};
+use crate::{CreatedNode, CuratorClient, SessionIdentity};
 
 /// After its deadline, how long a failed or timed-out acquire still waits for the delete of its
 /// node (so a caller told "not acquired" normally finds no node of ours). A delete that takes longer
@@ -74,6 +74,9 @@ pub struct LockInternals<D: LockDriver> {
     /// a local queue that acquires through another instance), and a channel costs about 400 bytes.
     max_leases: std::sync::OnceLock<tokio::sync::watch::Sender<usize>>,
     initial_max_leases: usize,
+    /// Contenders race for one node named by the driver's lock name instead of queueing (see
+    /// [`racing`](Self::racing)).
+    race: bool,
 }
 
 impl<D: LockDriver> std::fmt::Debug for LockInternals<D> {
@@ -178,7 +181,21 @@ impl<D: LockDriver> LockInternals<D> {
             labels,
             max_leases: std::sync::OnceLock::new(),
             initial_max_leases: max_leases,
+            race: false,
         })
+    }
+
+    /// Makes contenders race for one EPHEMERAL node, `<base>/<lock name>`, instead of queueing
+    /// with sequential nodes (the non-fair mutex): whoever creates it holds the lock; the others
+    /// watch it and race again when it is deleted. No order, no queue.
+    pub(crate) fn racing(mut self) -> Self {
+        self.race = true;
+        self
+    }
+
+    /// Contenders race for one node (see [`racing`](Self::racing)).
+    pub(crate) fn races(&self) -> bool {
+        self.race
     }
 
     /// The lock's base path.
@@ -277,6 +294,11 @@ impl<D: LockDriver> LockInternals<D> {
     }
 
     async fn attempt(&self, wait: Wait, data: &[u8], basis: Basis<'_>, metered: bool) -> Result<Option<Arc<Hold>>> {
+        if self.race {
+            // Only the non-fair mutex races, and it never stands on another hold.
+            debug_assert!(basis.hold().is_none(), "a racing lock stands on no other hold");
+            return self.attempt_race(wait, metered).await;
+        }
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.base.clone() });
         }
@@ -435,6 +457,137 @@ impl<D: LockDriver> LockInternals<D> {
                 Err(Error::DeadlineExceeded { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// The non-fair race (see [`racing`](Self::racing)): create the one node of the lock path;
+    /// if it exists, watch it (a data watch, which leaves nothing behind on a missing node) and
+    /// race again once it is deleted. Our node carries a fresh unique mark, so a create whose
+    /// reply was lost is recognised as ours (its `ephemeralOwner` is our session and its data our
+    /// mark) when the next create finds the node existing. Waiting, deadlines, grants and clean-up
+    /// follow [`attempt`](Self::attempt)'s rules; a cancelled or failed attempt deletes the node
+    /// only while it is ours ([`DeleteTarget::Owned`]).
+    async fn attempt_race(&self, wait: Wait, metered: bool) -> Result<Option<Arc<Hold>>> {
+        if self.client.is_closed() {
+            return Err(Error::Closed { path: self.base.clone() });
+        }
+        if wait == Wait::OneAttempt && !self.client.is_connected() {
+            return Ok(None);
+        }
+        let deadline = match wait {
+            Wait::OneAttempt => Some(deadline_after(self.client.connection_timeout())),
+            _ => wait.deadline(),
+        };
+        let name = self.driver.lock_name();
+        let fixed_node = paths::join(&self.fixed_base, name);
+        let path = paths::join(&self.base, name);
+        let mark = uuid::Uuid::new_v4().to_string().into_bytes();
+        let acls = self.client.raw_acls_for(&fixed_node);
+        let options = crate::CreateMode::Ephemeral.options(&acls);
+        let mut retrying = self.client.retrying(&self.base, deadline);
+        let mut max_leases = self.leases().subscribe();
+        let mut parent_rounds = 0u32;
+        // Armed, for the session it was sent on, once a create of ours may have made the node. A
+        // node of an earlier session goes with it: its delete (queued when replaced) leaves it.
+        let mut cleanup: Option<(i64, DeleteOnDrop<'_>)> = None;
+        let ended: Result<()> = loop {
+            if self.client.is_closed() {
+                break Err(Error::Closed { path: self.base.clone() });
+            }
+            let (zk, session) = match self.client.connected(&self.base, deadline).await {
+                Ok(current) => current,
+                Err(e) => match retrying.backoff_or_fail(e).await {
+                    Ok(()) => continue,
+                    Err(e) => break Err(e),
+                },
+            };
+            if cleanup.as_ref().map_or(true, |(armed, _)| *armed != session.id) {
+                let target =
+                    DeleteTarget::Owned { path: fixed_node.clone(), session: session.id, token: Some(mark.clone()) };
+                cleanup = Some((session.id, self.client.delete_on_drop(target)));
+            }
+            let create = zk.create(&fixed_node, &mark, &options);
+            let created = match deadline {
+                Some(d) => tokio::time::timeout_at(d.into(), create).await.unwrap_or(Err(zk::Error::Timeout)),
+                None => create.await,
+            };
+            let failed = match created {
+                Ok((stat, _)) => Ok(stat.czxid),
+                Err(zk::Error::NodeExists) => {
+                    // Held: by us (a create whose reply was lost) or by someone else, to watch.
+                    let look = zk.get_and_watch_data(&fixed_node);
+                    let looked = match deadline {
+                        Some(d) => tokio::time::timeout_at(d.into(), look).await.unwrap_or(Err(zk::Error::Timeout)),
+                        None => look.await,
+                    };
+                    match looked {
+                        Ok((data, stat, _)) if stat.ephemeral_owner == session.id && data == mark => Ok(stat.czxid),
+                        Ok((_, _, watcher)) => {
+                            // The one node is someone else's, so no create of ours made one on
+                            // this session: nothing to clean up (until we create again).
+                            if let Some((_, mut none_of_ours)) = cleanup.take() {
+                                none_of_ours.disarm();
+                            }
+                            if wait == Wait::OneAttempt {
+                                break Ok(());
+                            }
+                            let watching = Watching { session, deadline, max_leases: &mut max_leases };
+                            match self.wait_for_event(watcher, watching).await {
+                                WaitOutcome::Closed => break Err(Error::Closed { path: self.base.clone() }),
+                                WaitOutcome::DeadlinePassed | WaitOutcome::BasisLost => break Ok(()),
+                                // Deleted (or changed), or our session changed: race again.
+                                _ => continue,
+                            }
+                        }
+                        // Deleted between the create and the look: race again at once.
+                        Err(zk::Error::NoNode) => continue,
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(zk::Error::NoNode) if parent_rounds < 5 => {
+                    parent_rounds += 1;
+                    match self.client.create_parents(&self.fixed_base, deadline).await {
+                        Ok(()) | Err(Error::ZooKeeper { code: crate::ErrorCode::NoNode, .. }) => continue,
+                        Err(e) => break Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            let czxid = match failed {
+                Ok(czxid) => czxid,
+                Err(zk::Error::Timeout) if retrying.expired() => break Ok(()),
+                // A lost reply: the next create finds the node and our mark, if it was made.
+                Err(e) => match retrying.backoff_or_fail(Error::zk(&path, e)).await {
+                    Ok(()) => continue,
+                    Err(e) => break Err(e),
+                },
+            };
+            let node = CreatedNode { path: path.clone(), name: name.to_string(), sequence: -1, czxid, session };
+            match self.grant(session, deadline).await {
+                Grant::Held => {
+                    if let Some((_, mut cleanup)) = cleanup.take() {
+                        cleanup.disarm();
+                    }
+                    let meter =
+                        if metered { self.labels.hold_meter() } else { crate::metrics::HoldMeter::unrecorded() };
+                    return Ok(Some(Hold::of_fixed_name(&self.client, node, fixed_node, &mark, meter)));
+                }
+                Grant::DeadlinePassed => break Ok(()),
+                Grant::SessionChanged => {
+                    // Our node went with its session: race again on the new one.
+                    let err = Error::code_on(&node.path, crate::ErrorCode::SessionExpired);
+                    if let Err(e) = retrying.backoff_or_fail(err).await {
+                        break Err(e);
+                    }
+                }
+            }
+        };
+        if let Some((_, cleanup)) = cleanup {
+            self.give_up(cleanup, deadline).await;
+        }
+        match ended {
+            Ok(()) | Err(Error::DeadlineExceeded { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

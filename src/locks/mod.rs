@@ -4,7 +4,7 @@
 //! 2. [`internals`]: `LockInternals` (crate-private), the create / list / verdict / watch loop;
 //! 3. [`driver`]: [`LockDriver`](crate::LockDriver) (public as [`crate::driver`]), the pluggable naming, sorting and verdict policy.
 //!
-//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex), [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock),
+//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex), [`InterProcessNonFairMutex`](crate::InterProcessNonFairMutex) (one raced node), [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock),
 //! [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2) (with [`Lease`](crate::Lease)s),
 //! [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex) and
 //! [`InterProcessMultiLock`](crate::InterProcessMultiLock), the locks behind the common [`InterProcessLock`](crate::InterProcessLock) trait, the mutex and
@@ -22,6 +22,7 @@ pub(crate) mod interprocess_lock;
 pub(crate) mod local_queue;
 pub(crate) mod multi_lock;
 pub(crate) mod mutex;
+pub(crate) mod nonfair;
 pub(crate) mod read_write;
 pub(crate) mod reentrancy;
 pub(crate) mod revocation;
@@ -35,6 +36,7 @@ pub use hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 pub use interprocess_lock::{InterProcessLock, LockFuture};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
+pub use nonfair::{InterProcessNonFairMutex, NONFAIR_LOCK_NAME};
 pub use read_write::{
     read_write_sort_key, InterProcessReadWriteLock, ReadLock, ReadLockDriver, ReadLockGuard, WriteLock,
     WriteLockDriver, WriteLockGuard, READ_LOCK_NAME, WRITE_LOCK_NAME,

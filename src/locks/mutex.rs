@@ -162,7 +162,18 @@ impl<D: LockDriver> InterProcessMutex<D> {
         data: Option<Vec<u8>>,
         labels: LockLabels,
     ) -> Result<Self> {
-        let internals = Arc::new(LockInternals::new(client, path, driver, 1, labels)?);
+        let internals = LockInternals::new(client, path, driver, 1, labels)?;
+        Self::from_internals(client, path, internals, data)
+    }
+
+    /// A mutex whose acquisitions go through `internals` (a racing one: the non-fair mutex).
+    pub(crate) fn from_internals(
+        client: &CuratorClient,
+        path: &str,
+        internals: LockInternals<D>,
+        data: Option<Vec<u8>>,
+    ) -> Result<Self> {
+        let internals = Arc::new(internals);
         client.check_data_size("data", path, data.as_ref().map_or(0, Vec::len))?;
         let shared = Shared {
             internals,
@@ -340,7 +351,14 @@ impl<D: LockDriver> InterProcessMutex<D> {
                 return Ok(Some(hold));
             }
         }
-        let Some(hold) = self.attempt(wait, basis).await? else {
+        // A racing lock (the non-fair mutex) races once per process: its Curator-style holds
+        // come through the local queue too, so a release wakes one racer per process.
+        let attempt = if self.shared.internals.races() {
+            self.attempt_guarded(wait).await?
+        } else {
+            self.attempt(wait, basis).await?
+        };
+        let Some(hold) = attempt else {
             return Ok(None);
         };
         // No await between winning and recording: a cancelled caller cannot lose a won node.

@@ -199,6 +199,51 @@ fn mutual_exclusion_between_threads() {
     assert!(left.is_empty(), "nodes left behind: {left:?}");
 }
 
+/// The blocking non-fair mutex from plain threads: guards exclude (one checker), a Curator-style
+/// hold is re-entrant for its thread only, and nothing is left behind.
+#[test]
+fn the_non_fair_mutex_excludes_between_threads_and_is_reentrant_per_thread() {
+    let zk = Zk::start();
+    let path = support::unique_path("blocking-nonfair");
+    let log = HoldLog::default();
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let client = zk.client();
+            let mutex = blocking::InterProcessNonFairMutex::new(&client, &path).unwrap();
+            let log = log.clone();
+            thread::spawn(move || {
+                for round in 0..8 {
+                    let guard = mutex.lock().expect("lock");
+                    let holding = log.start(format!("thread {t} round {round}"), guard.fencing_token().as_u128());
+                    thread::sleep(Duration::from_millis(2));
+                    holding.end();
+                    guard.release().expect("release");
+                }
+                drop(client);
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("worker thread");
+    }
+    assert_eq!(log.assert_exclusive("blocking non-fair mutex, 3 threads").len(), 24);
+
+    let client = zk.client();
+    let mutex = blocking::InterProcessNonFairMutex::new(&client, &path).unwrap();
+    mutex.acquire().unwrap();
+    assert!(mutex.acquire_timeout(Duration::from_secs(2)).unwrap(), "the owner thread re-enters");
+    let other = mutex.clone();
+    let (released, reentered) =
+        thread::spawn(move || (other.release(), other.acquire_timeout(Duration::from_millis(300)))).join().unwrap();
+    assert_eq!(released.unwrap_err().kind(), ErrorKind::NotOwner, "another thread cannot release it");
+    assert!(!reentered.unwrap(), "another thread cannot re-enter it");
+    assert!(mutex.current_hold().is_some());
+    mutex.release().unwrap();
+    mutex.release().unwrap();
+    let left = zk.eventually_no_children(&path, Duration::from_secs(5));
+    assert!(left.is_empty(), "nodes left behind: {left:?}");
+}
+
 /// A guard taken on one thread and dropped on another — a plain thread with no runtime — releases
 /// its node (in the background, through the client's queue), and another client gets the lock.
 /// The same for a semaphore lease.

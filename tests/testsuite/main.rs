@@ -20,6 +20,7 @@ mod inspect;
 mod leader;
 mod local_queue;
 mod mutex;
+mod nonfair_mutex;
 mod public_api;
 mod security;
 mod siblings;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_curator::{
-    CuratorClient, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease,
-    LockDriver, MutexGuard,
+    CuratorClient, Hold, HoldState, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard,
 };
 
 use crate::common::{
@@ -25,6 +25,7 @@ pub(crate) enum Kind {
     Write,
     Semaphore(usize),
     SemaphoreMutex,
+    NonFair,
 }
 
 pub(crate) fn parse_kind(text: &str) -> Result<Kind, String> {
@@ -33,10 +34,11 @@ pub(crate) fn parse_kind(text: &str) -> Result<Kind, String> {
         "read" => Ok(Kind::Read),
         "write" => Ok(Kind::Write),
         "semmutex" => Ok(Kind::SemaphoreMutex),
+        "nonfair" => Ok(Kind::NonFair),
         other => match other.strip_prefix("semaphore:").map(str::parse::<usize>) {
             Some(Ok(leases)) if leases >= 1 => Ok(Kind::Semaphore(leases)),
             Some(_) => Err(format!("{other:?}: the lease count N of semaphore:N must be a whole number >= 1")),
-            None => Err(format!("{other:?} is not a lock kind (mutex, read, write, semaphore:N, semmutex)")),
+            None => Err(format!("{other:?} is not a lock kind (mutex, read, write, semaphore:N, semmutex, nonfair)")),
         },
     }
 }
@@ -99,6 +101,7 @@ pub(crate) async fn acquire(
     }
     Ok(match kind {
         Kind::Mutex => guard_of!(InterProcessMutex::new(client, path)?),
+        Kind::NonFair => guard_of!(InterProcessNonFairMutex::new(client, path)?),
         Kind::Read => guard_of!(InterProcessReadWriteLock::new(client, path)?.read_lock().clone()),
         Kind::Write => guard_of!(InterProcessReadWriteLock::new(client, path)?.write_lock().clone()),
         Kind::Semaphore(_) | Kind::SemaphoreMutex => {

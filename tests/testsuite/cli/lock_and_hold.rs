@@ -181,6 +181,7 @@ mod lock_command {
             ("read", 4, true),
             ("semaphore:2", 2, true),
             ("semmutex", 1, false),
+            ("nonfair", 1, false),
         ] {
             let path = support::unique_path(&format!("cli-lock-{}", kind.replace(':', "-")));
             let log = dir.path().join(format!("{}.log", kind.replace(':', "-")));

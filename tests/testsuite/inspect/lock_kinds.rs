@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use zk_curator::testing::TestingServer;
 use zk_curator::{
-    inspect, inspect_with, CuratorClient, InspectOptions, Inspection, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership, LockInfo, LockKind,
-    RetryNTimes,
+    inspect, inspect_with, CuratorClient, InspectOptions, Inspection, InterProcessMutex, InterProcessNonFairMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector,
+    Leadership, LockInfo, LockKind, RetryNTimes,
 };
 
 /// Hang guard.
@@ -641,4 +641,29 @@ async fn wide_tree_walk_time() {
         eprintln!("WIDE {} requests in {:?}", found.requests, start.elapsed());
     }
     drop(guards);
+}
+
+/// A non-fair mutex is recognised by its one node: the holder (with its session and age); its
+/// waiters only watch the node, so none are listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_fair_mutex_shows_its_holder() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let a = client(&connect, "a").await;
+    let b = client(&connect, "b").await;
+    let root = support::unique_path("inspect-nonfair");
+    let path = format!("{root}/order-42");
+    let guard = InterProcessNonFairMutex::new(&a, &path).unwrap().lock().await.unwrap();
+    let waiter = background(async move { InterProcessNonFairMutex::new(&b, &path).unwrap().lock().await });
+    let found = inspect(&a, &root).await.unwrap();
+    let lock = find(&found, &format!("{root}/order-42"));
+    assert_eq!(lock.kind, LockKind::NonFairMutex);
+    assert_eq!(lock.kind.as_str(), "nonfair-mutex");
+    assert_eq!(lock.holders.len(), 1);
+    assert_eq!(lock.holders[0].node, guard.node_path());
+    assert_eq!(lock.holders[0].session, a.session_id());
+    assert!(lock.waiters.is_empty());
+    assert_eq!(lock.lease_limit, Some(1));
+    waiter.abort();
+    guard.release().await.unwrap();
 }

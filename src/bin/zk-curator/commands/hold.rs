@@ -19,7 +19,7 @@ pub(crate) struct HoldArgs {
     /// The lock path.
     #[arg(value_parser = parse_lock_path)]
     path: String,
-    /// mutex, read, write, semaphore:N or semmutex (as for `lock`).
+    /// mutex, read, write, semaphore:N, semmutex or nonfair (as for `lock`).
     #[arg(long, default_value = "mutex", value_parser = parse_kind)]
     kind: Kind,
     /// How long to hold it (fractions allowed).

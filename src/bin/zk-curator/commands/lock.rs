@@ -37,8 +37,9 @@ pub(crate) struct LockArgs {
     /// The lock path (relative to --namespace).
     #[arg(value_parser = parse_lock_path)]
     path: String,
-    /// mutex, read, write (halves of a read-write lock), semaphore:N (one of N leases) or
-    /// semmutex (a semaphore mutex). All wire-compatible with Curator's recipes.
+    /// mutex, read, write (halves of a read-write lock), semaphore:N (one of N leases),
+    /// semmutex (a semaphore mutex) — all wire-compatible with Curator's recipes — or nonfair
+    /// (zk-curator's non-fair mutex: one raced node, no order).
     #[arg(long, default_value = "mutex", value_parser = parse_kind)]
     kind: Kind,
     /// Give up if the lock is not acquired within SECS (fractions allowed; 0 = one attempt).
