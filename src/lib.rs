@@ -77,6 +77,7 @@ struct ReadmeDoctests;
 struct SecurityDoctests;
 
 mod atomic;
+mod barriers;
 pub mod blocking;
 mod deadline;
 mod error;
@@ -95,6 +96,7 @@ pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;

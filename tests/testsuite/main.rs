@@ -8,6 +8,7 @@
 mod support;
 
 mod atomic;
+mod barriers;
 mod blocking;
 #[cfg(feature = "cli")]
 mod cli;
