@@ -113,3 +113,35 @@ async fn a_waiting_member_woken_by_a_reconnection_keeps_waiting_for_the_others()
     b.leave().await.unwrap();
     support::join("a leaves", HANG, a_out).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_leaving_member_does_not_wait_for_a_node_made_after_its_round_closed() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("double-after-close");
+    let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
+    let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
+    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    b.enter().await.unwrap();
+    let mut a = support::join("a enters", HANG, a_in).await.unwrap();
+    // a leaves first and closes the round; it waits for b.
+    let a_out = tokio::spawn(async move { a.leave().await });
+    let zk = support::observer(&connect).await;
+    support::eventually(HANG, "a has closed the round", || async {
+        support::stat(&zk, &format!("{path}/ready")).await.is_some_and(|s| s.version > 0)
+    })
+    .await;
+    // A next round's member (a plain session, Curator's layout) makes its node now.
+    let next = format!("{path}/00000000-0000-4000-8000-000000000000");
+    let options = zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.create(&next, b"", &options).await.unwrap();
+    // b's leave lists that node, and must not wait for it.
+    match tokio::time::timeout(Duration::from_secs(20), b.leave()).await {
+        Ok(left) => left.unwrap(),
+        Err(_) => panic!("b's leave waits for a node of the next round"),
+    }
+    support::join("a leaves", HANG, a_out).await.unwrap();
+    zk.delete(&next, None).await.unwrap();
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
