@@ -18,6 +18,7 @@
 //!                                  while a Curator contender process arrives late: its wait
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
+//!   barrier C [one-path]           C sessions enter + leave a DistributedDoubleBarrier(C), 20 rounds
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
@@ -70,6 +71,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::CuratorClient;
 
+use barrier::barrier;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
@@ -82,6 +84,7 @@ use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
 
+mod barrier;
 mod counter;
 mod guards;
 mod hold;
@@ -184,6 +187,9 @@ enum Mode {
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
+    /// C sessions enter and leave a DistributedDoubleBarrier(C): 20 timed rounds after an untimed
+    /// one, a fresh path per round (`one-path`: every round on one path).
+    Barrier { clients: usize, one_path: Option<String> },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -202,6 +208,7 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::Barrier { .. } => "barrier",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +333,11 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::Barrier { clients, one_path } => match one_path.as_deref() {
+            None => barrier(&report, &connect, clients, false).await,
+            Some("one-path") => barrier(&report, &connect, clients, true).await,
+            Some(other) => Err(format!("barrier: unknown option {other:?} (only `one-path`)").into()),
+        },
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);
