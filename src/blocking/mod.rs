@@ -1,6 +1,7 @@
 //! A blocking facade over the client (its data API included) and the recipes — the mutex, the
 //! read-write lock, the semaphores, the multi-lock, and leader election (`LeaderLatch`,
-//! `LeaderSelector`) — for programs that are not async (like `reqwest::blocking`).
+//! `LeaderSelector`) and the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]) — for
+//! programs that are not async (like `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
 //! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],
@@ -43,6 +44,7 @@
 //! }
 //! ```
 
+mod barrier;
 mod client;
 mod leader_latch;
 mod leader_selector;
@@ -59,6 +61,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
+pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use client::CuratorClient;
 pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};

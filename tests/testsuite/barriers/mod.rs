@@ -4,6 +4,7 @@
 //! members on the same barriers.
 
 mod barrier;
+mod blocking_members;
 mod curator_members;
 mod double_barrier_faults;
 mod double_barrier_rounds;
