@@ -145,3 +145,31 @@ async fn a_leaving_member_does_not_wait_for_a_node_made_after_its_round_closed()
     let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[tokio::test]
+async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_closed() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("double-inspect");
+    assert!(zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().is_none());
+    let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
+    let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
+    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    b.enter().await.unwrap();
+    let mut a = support::join("a enters", HANG, a_in).await.unwrap();
+    let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
+    assert_eq!(seen.ready, Some(zk_curator::BarrierReady::Open));
+    let mut nodes: Vec<_> = seen.members.iter().map(|m| m.node.clone()).collect();
+    nodes.sort();
+    let mut expected = vec![a.member_node().unwrap().to_string(), b.member_node().unwrap().to_string()];
+    expected.sort();
+    assert_eq!(nodes, expected);
+    assert!(seen.members.iter().all(|m| m.session == clients[0].session_id() || m.session == clients[1].session_id()));
+    let a_out = tokio::spawn(async move { a.leave().await });
+    support::eventually(HANG, "the round is closed", || async {
+        let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
+        seen.ready == Some(zk_curator::BarrierReady::Closed) && seen.members.len() == 1
+    })
+    .await;
+    b.leave().await.unwrap();
+    support::join("a leaves", HANG, a_out).await.unwrap();
+}
