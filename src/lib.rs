@@ -79,6 +79,7 @@ struct ReadmeDoctests;
 struct SecurityDoctests;
 
 mod atomic;
+mod barriers;
 pub mod blocking;
 mod cache;
 mod deadline;
@@ -98,6 +99,7 @@ pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
 pub use cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache, CuratorCacheBuilder};
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
@@ -113,7 +115,10 @@ pub use framework::{
     RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
     WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
 };
-pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
+pub use inspect::{
+    inspect, inspect_barrier, inspect_lock, inspect_with, BarrierInfo, BarrierMember, BarrierReady, InspectOptions,
+    Inspection, LockHolder, LockInfo, LockKind,
+};
 pub use leader::{
     CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState, LeadershipStream, Participant,
     LATCH_LOCK_NAME, SELECTOR_LOCK_NAME,

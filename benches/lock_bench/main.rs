@@ -18,6 +18,7 @@
 //!                                  while a Curator contender process arrives late: its wait
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
+//!   barrier C [one-path]           C sessions enter + leave a DistributedDoubleBarrier(C), 20 rounds
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   cache-load N                   N children (100 B) under a fresh parent, then a CuratorCache of it:
 //!                                  start -> initialized, nodes, peak RSS, bytes per cached node
@@ -81,6 +82,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::CuratorClient;
 
+use barrier::barrier;
 use cache_events::cache_events;
 use cache_load::cache_load;
 use counter::counter;
@@ -96,6 +98,7 @@ use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
 
+mod barrier;
 mod cache_events;
 mod cache_load;
 mod counter;
@@ -229,6 +232,9 @@ enum Mode {
         #[arg(long, default_value_t = 0)]
         hold_us: u64,
     },
+    /// C sessions enter and leave a DistributedDoubleBarrier(C): 20 timed rounds after an untimed
+    /// one, a fresh path per round (`one-path`: every round on one path).
+    Barrier { clients: usize, one_path: Option<String> },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -252,6 +258,7 @@ impl Mode {
             Mode::ManyPaths { floor: false, .. } => "many_paths",
             Mode::ManyPaths { floor: true, .. } => "many_paths_floor",
             Mode::NonfairContended { .. } => "nonfair_contended",
+            Mode::Barrier { .. } => "barrier",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -385,6 +392,11 @@ async fn run(cli: Cli) -> ExitCode {
         Mode::NonfairContended { c, n, hold_us } => {
             nonfair_contended(&report, &connect, c, n, Duration::from_micros(hold_us)).await
         }
+        Mode::Barrier { clients, one_path } => match one_path.as_deref() {
+            None => barrier(&report, &connect, clients, false).await,
+            Some("one-path") => barrier(&report, &connect, clients, true).await,
+            Some(other) => Err(format!("barrier: unknown option {other:?} (only `one-path`)").into()),
+        },
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

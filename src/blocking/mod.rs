@@ -1,6 +1,7 @@
 //! A blocking facade over the client (its data API included) and the recipes — the mutex, the
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
-//! `LeaderSelector`), the cache (`CuratorCache`), the shared values and the atomic counters — for
+//! `LeaderSelector`), the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]), the cache
+//! (`CuratorCache`), the shared values and the atomic counters — for
 //! programs that are not async (like `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
@@ -48,6 +49,7 @@
 //! ```
 
 mod atomic;
+mod barrier;
 mod cache;
 mod client;
 mod leader_latch;
@@ -68,6 +70,7 @@ use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
 pub use atomic::{DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber, DistributedAtomicValue};
+pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvents, CuratorCache};
 pub use client::CuratorClient;
 pub use leader_latch::{LeaderLatch, LeadershipChanges};

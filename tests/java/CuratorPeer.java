@@ -39,6 +39,15 @@
 //                                  KIND R|W|L, wall-clock epoch microseconds; violations are
 //                                  listed after the log as " violation: ...")
 //   cwrite, cset, cdelete, cache, cachedump: the caches block below
+//   --- barriers (DistributedBarrier, DistributedDoubleBarrier; see the barrier block below) ---
+//   dbenter NAME PATH QTY TIMEOUT_MS -> SPAWNED   (a new DistributedDoubleBarrier(PATH, QTY) named
+//                                  NAME enters in the background; result ENTERED true|false)
+//   dbleave NAME TIMEOUT_MS     -> SPAWNED   (NAME leaves in the background; result LEFT true|false)
+//   dbawait NAME TIMEOUT_MS     -> ENTERED ... | LEFT ... | PENDING | ERROR ...
+//   barrierset PATH             -> SET       (DistributedBarrier.setBarrier)
+//   barrierremove PATH          -> REMOVED   (DistributedBarrier.removeBarrier)
+//   barrierwait NAME PATH TIMEOUT_MS -> SPAWNED   (waitOnBarrier in the background, result from
+//                                  dbawait NAME: PASSED true|false)
 //   quit                        -> BYE, then exit
 //
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
@@ -466,6 +475,13 @@ public class CuratorPeer {
                 }
                 return result;
             }
+            case "dbenter":
+            case "dbleave":
+            case "dbawait":
+            case "barrierset":
+            case "barrierremove":
+            case "barrierwait":
+                return barrierCommand(cmd);
             default: {
                 String cached = cacheCommand(cmd);
                 if (cached != null) {
@@ -804,5 +820,81 @@ public class CuratorPeer {
             }
         }
         return out.result();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Barriers: DistributedDoubleBarrier members and DistributedBarrier (commands db*, barrier*).
+    // Each double-barrier member is one instance with its own single thread (Curator's enter and
+    // leave synchronize on the instance); every call runs in the background, its answer comes
+    // from dbawait.
+    // ------------------------------------------------------------------------------------------
+
+    private static final class BarrierMember {
+        final org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier barrier;
+        final ExecutorService thread = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "barrier-member");
+            t.setDaemon(true);
+            return t;
+        });
+        Future<String> pending;
+
+        BarrierMember(CuratorFramework client, String path, int qty) {
+            this.barrier = new org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier(client, path, qty);
+        }
+    }
+
+    private final Map<String, BarrierMember> barrierMembers = new HashMap<>();
+    private final Map<String, Future<String>> barrierWaits = new HashMap<>();
+
+    private String barrierCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "dbenter": {
+                arity(cmd, 5);
+                BarrierMember m = new BarrierMember(client, cmd[2], Integer.parseInt(cmd[3]));
+                long ms = Long.parseLong(cmd[4]);
+                barrierMembers.put(cmd[1], m);
+                m.pending = m.thread.submit(() -> "ENTERED " + m.barrier.enter(ms, TimeUnit.MILLISECONDS));
+                return "SPAWNED";
+            }
+            case "dbleave": {
+                arity(cmd, 3);
+                BarrierMember m = barrierMembers.get(cmd[1]);
+                if (m == null) {
+                    throw new IllegalArgumentException("no barrier member " + cmd[1]);
+                }
+                long ms = Long.parseLong(cmd[2]);
+                m.pending = m.thread.submit(() -> "LEFT " + m.barrier.leave(ms, TimeUnit.MILLISECONDS));
+                return "SPAWNED";
+            }
+            case "dbawait": {
+                arity(cmd, 3);
+                BarrierMember m = barrierMembers.get(cmd[1]);
+                Future<String> pending = m != null ? m.pending : barrierWaits.get(cmd[1]);
+                if (pending == null) {
+                    throw new IllegalArgumentException("nothing running for " + cmd[1]);
+                }
+                return awaitPending(pending, cmd[2]);
+            }
+            case "barrierset": {
+                arity(cmd, 2);
+                new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, cmd[1]).setBarrier();
+                return "SET";
+            }
+            case "barrierremove": {
+                arity(cmd, 2);
+                new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, cmd[1]).removeBarrier();
+                return "REMOVED";
+            }
+            case "barrierwait": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.barriers.DistributedBarrier b =
+                        new org.apache.curator.framework.recipes.barriers.DistributedBarrier(client, cmd[2]);
+                long ms = Long.parseLong(cmd[3]);
+                barrierWaits.put(cmd[1], background.submit(() -> "PASSED " + b.waitOnBarrier(ms, TimeUnit.MILLISECONDS)));
+                return "SPAWNED";
+            }
+            default:
+                throw new IllegalArgumentException("unknown barrier command " + cmd[0]);
+        }
     }
 }

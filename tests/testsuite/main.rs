@@ -8,6 +8,7 @@
 mod support;
 
 mod atomic;
+mod barriers;
 mod blocking;
 mod cache;
 #[cfg(feature = "cli")]

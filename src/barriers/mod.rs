@@ -1,0 +1,46 @@
+//! Barriers (Curator's `recipes/barriers`): [`DistributedBarrier`], a node whose presence holds
+//! everyone back, and [`DistributedDoubleBarrier`], where a set number of members enter together
+//! and leave together — round after round on one path.
+//!
+//! The waits of both share one helper here: a oneshot watch raced against the caller's deadline
+//! and the client's connection status, so that every wake-up (a watch event, a reconnection, a
+//! session replaced) leads to a fresh look at the nodes, never to a conclusion by itself.
+
+mod barrier;
+mod double_barrier;
+
+pub use barrier::DistributedBarrier;
+pub use double_barrier::{DistributedDoubleBarrier, READY_NODE_NAME};
+
+use std::time::Instant;
+
+use zookeeper_client as zk;
+
+use crate::CuratorClient;
+
+/// Why a [`wake_up`] returned.
+pub(crate) enum Woken {
+    /// The watch fired with this event.
+    Event(zk::WatchedEvent),
+    /// The connection status changed (disconnected, reconnected, a new session, closed).
+    Status,
+    /// The deadline passed.
+    Deadline,
+}
+
+/// Waits for `watcher`, a change of `client`'s connection status, or `deadline`, whichever
+/// comes first.
+pub(crate) async fn wake_up(client: &CuratorClient, watcher: zk::OneshotWatcher, deadline: Option<Instant>) -> Woken {
+    let mut status = client.status();
+    status.borrow_and_update();
+    let woken = async {
+        tokio::select! {
+            event = watcher.changed() => Woken::Event(event),
+            _ = status.changed() => Woken::Status,
+        }
+    };
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), woken).await.unwrap_or(Woken::Deadline),
+        None => woken.await,
+    }
+}
