@@ -85,6 +85,7 @@ mod inspect;
 mod leader;
 mod locks;
 mod metrics;
+mod nodes;
 pub mod raw;
 mod shared;
 #[cfg(feature = "testing")]
@@ -120,6 +121,9 @@ pub use locks::{
     InterProcessSemaphoreV2, Lease, LeaseDriver, LockDriver, LockFuture, MutexGuard, NodeSpec, ReadLock,
     ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock, WriteLockDriver, WriteLockGuard,
     LEASE_NODE_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+};
+pub use nodes::{
+    GroupMember, MembershipEvent, MembershipStream, NodeState, PersistentNode, PersistentTtlNode, TTL_TOUCH_NODE_NAME,
 };
 pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
 

@@ -32,6 +32,12 @@ pub(crate) enum DeleteTarget {
     /// Delete every child of `parent` whose name starts with `prefix` (a protected create's
     /// `_c_<uuid>-`): the create's outcome is unknown.
     Protected { parent: String, prefix: String },
+    /// Delete this path only while it is the node created at `czxid` (a recipe's own node, never
+    /// one re-created at the path since); never its children.
+    Created { path: String, czxid: i64 },
+    /// Delete this path only while its ephemeral owner is `owner` (0: a persistent node): a
+    /// recipe's create whose outcome is unknown.
+    OwnedBy { path: String, owner: i64 },
 }
 
 impl DeleteTarget {

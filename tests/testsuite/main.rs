@@ -19,6 +19,7 @@ mod inspect;
 mod leader;
 mod local_queue;
 mod mutex;
+mod nodes;
 mod public_api;
 mod security;
 mod siblings;
