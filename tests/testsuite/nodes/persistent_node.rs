@@ -106,11 +106,13 @@ async fn a_quick_start_and_close_or_drop_leaves_no_node() {
     let (server, clients) = support::server_and_clients(1).await;
     let connect = server.connect_string();
     let parent = support::unique_path("quick");
-    for i in 0..20 {
+    for i in 0..30u64 {
         let protected = i % 2 == 0;
         let mode = if i % 4 < 2 { CreateMode::Ephemeral } else { CreateMode::EphemeralSequential };
         let node = PersistentNode::new(&clients[0], &format!("{parent}/n{i}-"), mode, protected, vec![]).unwrap();
         node.start().unwrap();
+        // Closed before, while and after the create is in flight.
+        tokio::time::sleep(Duration::from_micros(i * 150)).await;
         if i % 3 == 0 {
             drop(node);
         } else {
