@@ -1,6 +1,7 @@
 //! A blocking facade over the client (its data API included) and the recipes — the mutex, the
-//! read-write lock, the semaphores, the multi-lock, and leader election (`LeaderLatch`,
-//! `LeaderSelector`) — for programs that are not async (like `reqwest::blocking`).
+//! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
+//! `LeaderSelector`), and the nodes kept present (`PersistentNode`, `PersistentTtlNode`,
+//! `GroupMember`) — for programs that are not async (like `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
 //! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],
@@ -48,6 +49,7 @@ mod leader_latch;
 mod leader_selector;
 mod multi_lock;
 mod mutex;
+mod nodes;
 mod read_write;
 mod semaphore;
 
@@ -64,6 +66,7 @@ pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
+pub use nodes::{GroupMember, MembershipChanges, PersistentNode, PersistentTtlNode};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 

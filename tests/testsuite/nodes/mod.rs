@@ -1,6 +1,7 @@
 //! Nodes kept present while started: `PersistentNode`, `PersistentTtlNode`, and `GroupMember`
 //! built on them (Curator's `recipes/nodes`), against a real ZooKeeper.
 
+mod blocking_facade;
 mod curator_interop;
 mod flapping_links;
 mod group_member;
