@@ -5,6 +5,7 @@ mod blocking_facade;
 mod curator_interop;
 mod flapping_links;
 mod group_member;
+mod inspect_membership;
 mod persistent_node;
 mod ttl_node;
 
