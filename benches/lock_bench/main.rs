@@ -19,6 +19,8 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
+//!   pnode-reregister N             N session replacements: a PersistentNode back on the new session,
+//!                                  next to the floor (one create on it)
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -77,6 +79,7 @@ use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
 use mutex_mixed_curator::{mutex_mixed_curator, Mixed};
 use mutex_uncontended::mutex_uncontended;
+use pnode_reregister::pnode_reregister;
 use raw::raw;
 use report::Report;
 use rwlock_readers::rwlock_readers;
@@ -89,6 +92,7 @@ mod mutex_contended;
 mod mutex_many_waiters;
 mod mutex_mixed_curator;
 mod mutex_uncontended;
+mod pnode_reregister;
 mod raw;
 mod report;
 mod rwlock_readers;
@@ -184,6 +188,8 @@ enum Mode {
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
+    /// N session replacements: a PersistentNode back on the new session, next to one create on it.
+    PnodeReregister { n: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -202,6 +208,7 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::PnodeReregister { .. } => "pnode_reregister",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +333,7 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);
