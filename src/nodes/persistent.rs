@@ -263,8 +263,8 @@ impl PersistentNode {
     }
 
     /// Stops keeping the node and deletes it — exactly the node created, never one re-created at
-    /// the path since — waiting for the delete (at most the client's connection timeout; a create
-    /// in flight is let finish first, within the same bound). A delete that does not finish in
+    /// the path since — waiting for the delete (at most the client's connection timeout, and as
+    /// long again for a create in flight, which is let finish first). A delete that does not finish in
     /// time goes on in the background, guaranteed. Closing a node that is not started (or already
     /// closed) only marks it closed.
     ///
@@ -602,7 +602,9 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
                 }
             }
             Err(zk::Error::NodeExists) if !inner.mode.is_sequential() => {
-                return existing(inner, &zk, session, &fixed, &bytes).await;
+                // Within the same bound: a close waits for this create.
+                let found = tokio::time::timeout_at(until.into(), existing(inner, &zk, session, &fixed, &bytes));
+                return found.await.unwrap_or(Created::Again { pause: false });
             }
             Err(e) => {
                 let e = Error::zk(&inner.path, e);
