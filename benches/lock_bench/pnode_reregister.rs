@@ -2,10 +2,11 @@
 //! after its session is replaced, next to the floor: one create on the new session.
 //!
 //! N times: the client's session is expired from outside (`testing::expire_session`); the clock
-//! starts when the client reports the new session (`Reconnected`) and stops when an observer's
-//! exists-watch reports the node created again. The floor, on the same new session right after:
-//! a bare create of a sibling ephemeral node, timed from the request to the observer's watch
-//! event for it (the same observer path, so the two compare like with like).
+//! starts when the client reports the new session (`Reconnected`) and stops when an observer,
+//! following the parent's children from before the expiry, sees the node gone and back. The
+//! floor, on the same new session right after: a bare create of a sibling ephemeral node, timed
+//! from the request to the observer's exists-watch event for it (both include the observer's
+//! notification, so they compare like with like).
 
 use std::time::{Duration, Instant};
 
@@ -30,14 +31,25 @@ pub(crate) async fn pnode_reregister(report: &Report, connect: &str, n: usize) -
     for i in 0..n {
         let mut states = client.connection_states();
         let old = client.session_id();
-        // Armed before the expiry: fires at the delete (session end), re-armed for the create.
-        let (_, deleted) = observer.check_and_watch_stat(&path).await?;
-        expire_session(connect, &client).await?;
-        deleted.changed().await;
-        let created = match observer.check_and_watch_stat(&path).await? {
-            (None, watcher) => watcher,
-            (Some(_), _) => return Err("the node was back before the new session was reported".into()),
+        // The observer follows the parent's children from before the expiry: the member goes
+        // (its session ended), then comes back; the time it is seen back.
+        let watching = {
+            let (observer, parent) = (observer.clone(), parent.clone());
+            tokio::spawn(async move {
+                let mut gone = false;
+                loop {
+                    let (children, watcher) = observer.list_and_watch_children(&parent).await?;
+                    let present = children.iter().any(|c| c == "member");
+                    if !present {
+                        gone = true;
+                    } else if gone {
+                        return Ok::<Instant, zk::Error>(Instant::now());
+                    }
+                    watcher.changed().await;
+                }
+            })
         };
+        expire_session(connect, &client).await?;
         // The new session, as the client reports it.
         let started = loop {
             match tokio::time::timeout(Duration::from_secs(60), states.recv()).await {
@@ -46,8 +58,9 @@ pub(crate) async fn pnode_reregister(report: &Report, connect: &str, n: usize) -
                 _ => return Err("no new session within 60 s".into()),
             }
         };
-        created.changed().await;
-        back.push(started.elapsed());
+        let seen =
+            tokio::time::timeout(Duration::from_secs(60), watching).await.map_err(|_| "not back within 60 s")???;
+        back.push(seen.saturating_duration_since(started));
         // The floor: one create on the new session, seen by the same observer.
         let sibling = format!("{parent}/floor-{i}");
         let (_, appeared) = observer.check_and_watch_stat(&sibling).await?;
