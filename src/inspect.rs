@@ -15,9 +15,12 @@
 //!   `locks/...` stays a mutex). While it has no `leases` node — before its first lease, or
 //!   once the server reaped the empty `leases` container — a semaphore is only
 //!   `PATH/locks/<mutex nodes>`, exactly a mutex at `PATH/locks`, and is reported as one;
-//! * leader latch: `latch-<seq>` children; the first leads.
+//! * leader latch: `latch-<seq>` children; the first leads;
 //! * non-fair mutex (`InterProcessNonFairMutex`): one EPHEMERAL child `nonfair-lock`, the holder;
 //!   its waiters only watch it, so none are listed.
+//! * membership (`GroupMember`, `PersistentNode` registrations): ephemeral children that are not
+//!   lock nodes, `<path>/<memberId>`; every one is a member. They are found when listed (an
+//!   ephemeral node has no children): one `getData` more per member.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
 //! number (10 digits or more), or a non-fair mutex's `nonfair-lock`. Lock nodes are ephemeral, so they are never listed; every other
@@ -62,6 +65,10 @@ pub enum LockKind {
     /// `InterProcessNonFairMutex`: its one node is the holder; its waiters, who only watch the
     /// node, are not seen.
     NonFairMutex,
+    /// A group (`GroupMember`, or any directory of ephemeral nodes such as `PersistentNode`
+    /// registrations): its [`holders`](LockInfo::holders) are the members, one per ephemeral child
+    /// (named as it is: `<path>/<memberId>`), with their data; no waiters.
+    Membership,
 }
 
 impl LockKind {
@@ -74,6 +81,7 @@ impl LockKind {
             LockKind::Semaphore => "semaphore",
             LockKind::Latch => "latch",
             LockKind::NonFairMutex => "nonfair-mutex",
+            LockKind::Membership => "membership",
         }
     }
 }
@@ -352,15 +360,34 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
         listings += take;
         let visits = join_all(batch.iter().rev().map(|(dir, _)| walk.visit(dir)).collect()).await;
         for ((_, depth), visit) in batch.iter().rev().zip(visits) {
-            let Visit { lock, subdirs, semaphore } = visit?;
+            let Visit { lock, member, subdirs, semaphore } = visit?;
             listings += if semaphore { 2 } else { 0 };
             locks.extend(lock);
+            // The root's own parent is outside the walk.
+            if let Some(member) = member.filter(|m| m.node != root) {
+                let group = parent_of(&member.node).to_string();
+                match locks.iter_mut().find(|l| l.kind == LockKind::Membership && l.path == group) {
+                    Some(found) => found.holders.push(member),
+                    None => locks.push(LockInfo {
+                        path: group,
+                        kind: LockKind::Membership,
+                        holders: vec![member],
+                        pending: None,
+                        waiters: Vec::new(),
+                        oldest_wait: None,
+                        lease_limit: None,
+                    }),
+                }
+            }
             if *depth >= options.max_depth {
                 truncated |= !subdirs.is_empty();
                 continue;
             }
             stack.extend(subdirs.into_iter().rev().map(|d| (d, depth + 1)));
         }
+    }
+    for group in locks.iter_mut().filter(|l| l.kind == LockKind::Membership) {
+        group.holders.sort_by(|a, b| a.node.cmp(&b.node));
     }
     locks.sort_by(|a: &LockInfo, b: &LockInfo| a.path.cmp(&b.path));
     let (unreadable, requests) = walk.into_parts();
@@ -418,6 +445,13 @@ fn is_semaphore(names: &[String]) -> bool {
     names.iter().any(|n| n == SEMAPHORE_LEASE_PARENT) && !names.iter().any(|n| is_lock_node(n))
 }
 
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
 fn child(dir: &str, name: &str) -> String {
     if dir == "/" {
         format!("/{name}")
@@ -468,6 +502,9 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 /// What one path holds: the lock found there, if any, and the paths to list next.
 struct Visit {
     lock: Option<LockInfo>,
+    /// The listed path itself, when it is an ephemeral node that is not a lock node: a member of
+    /// its parent's group.
+    member: Option<LockHolder>,
     subdirs: Vec<String>,
     /// Whether `leases` and `locks` were listed too (a semaphore).
     semaphore: bool,
@@ -494,9 +531,19 @@ impl<'a> Walk<'a> {
 
     /// Lists `dir` and reads the lock there, if any.
     async fn visit(&self, dir: &str) -> Result<Visit> {
-        let Some(mut names) = self.children(dir).await? else {
-            return Ok(Visit { lock: None, subdirs: Vec::new(), semaphore: false });
+        let Some((mut names, stat)) = self.children_and_stat(dir).await? else {
+            return Ok(Visit { lock: None, member: None, subdirs: Vec::new(), semaphore: false });
         };
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        if stat.ephemeral_owner != 0 && !is_lock_node(name) {
+            // Ephemeral nodes have no children: a member of its parent's group.
+            return Ok(Visit {
+                lock: None,
+                member: self.holder(dir.to_string()).await?,
+                subdirs: Vec::new(),
+                semaphore: false,
+            });
+        }
         names.sort();
         let is_semaphore = is_semaphore(&names);
         let mut subdirs = Vec::new();
@@ -517,7 +564,24 @@ impl<'a> Walk<'a> {
         } else {
             None
         };
-        Ok(Visit { lock, subdirs, semaphore: is_semaphore })
+        Ok(Visit { lock, member: None, subdirs, semaphore: is_semaphore })
+    }
+
+    /// `path`'s children and its own stat; `None` if it is gone (or, recorded, unreadable).
+    async fn children_and_stat(&self, path: &str) -> Result<Option<(Vec<String>, Stat)>> {
+        self.count();
+        let fixed = self.client.fix_path(path);
+        let f = fixed.as_str();
+        match self.client.with_retry(path, None, |zk| async move { zk.get_children(f).await }).await {
+            Ok((names, stat)) => Ok(Some((names, stat.into()))),
+            Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
+                tracing::debug!(path, "inspect: not allowed to list; skipped");
+                self.unreadable.lock().push(path.to_string());
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// `path`'s children; `None` if it is gone (or, recorded, unreadable).

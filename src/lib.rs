@@ -89,6 +89,7 @@ mod inspect;
 mod leader;
 mod locks;
 mod metrics;
+mod nodes;
 pub mod raw;
 mod shared;
 #[cfg(feature = "testing")]
@@ -130,6 +131,9 @@ pub use locks::{
     NodeSpec, ReadLock, ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock,
     WriteLockDriver, WriteLockGuard, LEASE_NODE_NAME, NONFAIR_LOCK_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT,
     SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
+};
+pub use nodes::{
+    GroupMember, MembershipEvent, MembershipStream, NodeState, PersistentNode, PersistentTtlNode, TTL_TOUCH_NODE_NAME,
 };
 pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
 

@@ -31,6 +31,8 @@
 //!                                  --floor: pipelined create + list + delete on K parents instead
 //!   nonfair-contended C N [--hold-us H]
 //!                                  C sessions on one lock, fair then non-fair: rate, worst wait
+//!   pnode-reregister N             N session replacements: a PersistentNode back on the new session,
+//!                                  next to the floor (one create on it)
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -93,6 +95,7 @@ use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
 use mutex_mixed_curator::{mutex_mixed_curator, Mixed};
 use mutex_uncontended::mutex_uncontended;
+use pnode_reregister::pnode_reregister;
 use raw::raw;
 use report::Report;
 use rwlock_readers::rwlock_readers;
@@ -109,6 +112,7 @@ mod mutex_contended;
 mod mutex_many_waiters;
 mod mutex_mixed_curator;
 mod mutex_uncontended;
+mod pnode_reregister;
 mod raw;
 mod report;
 mod rwlock_readers;
@@ -235,6 +239,8 @@ enum Mode {
     /// C sessions enter and leave a DistributedDoubleBarrier(C): 20 timed rounds after an untimed
     /// one, a fresh path per round (`one-path`: every round on one path).
     Barrier { clients: usize, one_path: Option<String> },
+    /// N session replacements: a PersistentNode back on the new session, next to one create on it.
+    PnodeReregister { n: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -259,6 +265,7 @@ impl Mode {
             Mode::ManyPaths { floor: true, .. } => "many_paths_floor",
             Mode::NonfairContended { .. } => "nonfair_contended",
             Mode::Barrier { .. } => "barrier",
+            Mode::PnodeReregister { .. } => "pnode_reregister",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -397,6 +404,7 @@ async fn run(cli: Cli) -> ExitCode {
             Some("one-path") => barrier(&report, &connect, clients, true).await,
             Some(other) => Err(format!("barrier: unknown option {other:?} (only `one-path`)").into()),
         },
+        Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

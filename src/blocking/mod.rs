@@ -1,8 +1,9 @@
 //! A blocking facade over the client (its data API included) and the recipes — the mutex, the
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
 //! `LeaderSelector`), the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]), the cache
-//! (`CuratorCache`), the shared values and the atomic counters — for
-//! programs that are not async (like `reqwest::blocking`).
+//! (`CuratorCache`), the shared values, the atomic counters and the nodes kept present
+//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`) — for programs that are not async (like
+//! `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
 //! async counterpart and waits for it on the calling thread: the locks ([`InterProcessMutex`],
@@ -56,6 +57,7 @@ mod leader_latch;
 mod leader_selector;
 mod multi_lock;
 mod mutex;
+mod nodes;
 mod nonfair;
 mod read_write;
 mod semaphore;
@@ -77,6 +79,7 @@ pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
+pub use nodes::{GroupMember, MembershipChanges, PersistentNode, PersistentTtlNode};
 pub use nonfair::InterProcessNonFairMutex;
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};

@@ -485,6 +485,22 @@ impl CuratorClient {
             DeleteTarget::Owned { path, session, token } => (path.clone(), Some((*session, token.clone()))),
             DeleteTarget::Node(path) | DeleteTarget::Tree { path, .. } => (path.clone(), None),
             DeleteTarget::Protected { parent, .. } => (parent.clone(), None),
+            // Conditional deletes of their own: never a plain delete of the path.
+            DeleteTarget::Created { path, czxid } => {
+                return self.delete_created_guaranteed(path, *czxid, deadline).await;
+            }
+            DeleteTarget::OwnedBy { .. } => {
+                let mut fallback = self.delete_on_drop(target.clone());
+                let DeleteTarget::OwnedBy { path, owner } = &target else { return Ok(()) };
+                let result = self.delete_fixed_if(path, deadline, |stat| stat.ephemeral_owner == *owner).await;
+                if !matches!(&result, Err(e) if matches!(
+                    e.kind(),
+                    ErrorKind::Retryable | ErrorKind::SessionLost | ErrorKind::Closed | ErrorKind::DeadlineExceeded
+                )) {
+                    fallback.disarm();
+                }
+                return result;
+            }
         };
         let path = self.unfix_path(&fixed).to_string();
         // If this future is dropped mid-way, the queue takes over.
@@ -516,6 +532,62 @@ impl CuratorClient {
                 Err(e)
             }
         }
+    }
+
+    /// Deletes the node at the namespace-fixed path `fixed` while `ours` says its stat is ours
+    /// (the node a recipe created; one re-created at the path since, by anyone, is left alone):
+    /// reads its stat and deletes that very version, again if it changed meanwhile. `Ok` when the
+    /// node is gone or not ours. Runs also once close() has begun (the background queue uses it).
+    pub(crate) async fn delete_fixed_if(
+        &self,
+        fixed: &str,
+        deadline: Option<Instant>,
+        ours: impl Fn(&zk::Stat) -> bool,
+    ) -> Result<()> {
+        let path = self.unfix_path(fixed).to_string();
+        let sessions = &self.inner.sessions;
+        let policy = self.retry_policy();
+        loop {
+            let stat =
+                retry_loop(sessions, policy, &path, deadline, |zk| async move { zk.check_stat(fixed).await }).await?;
+            let Some(stat) = stat.filter(|stat| ours(stat)) else { return Ok(()) };
+            let version = stat.version;
+            let deleted =
+                retry_loop(
+                    sessions,
+                    policy,
+                    &path,
+                    deadline,
+                    |zk| async move { zk.delete(fixed, Some(version)).await },
+                )
+                .await;
+            match deleted {
+                Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => return Ok(()),
+                // Its data changed since the read (or a lost reply's retry): look again.
+                Err(Error::ZooKeeper { code: ErrorCode::BadVersion, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// [`delete_fixed_if`](Self::delete_fixed_if) for a recipe's own node, the node created at
+    /// `czxid`, until `deadline`; when its outcome is unknown (connection trouble, deadline,
+    /// cancellation) the delete is handed to the background queue, which keeps trying.
+    pub(crate) async fn delete_created_guaranteed(
+        &self,
+        fixed: &str,
+        czxid: i64,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let mut fallback = self.delete_on_drop(DeleteTarget::Created { path: fixed.to_string(), czxid });
+        let result = self.delete_fixed_if(fixed, deadline, |stat| stat.czxid == czxid).await;
+        if !matches!(&result, Err(e) if matches!(
+            e.kind(),
+            ErrorKind::Retryable | ErrorKind::SessionLost | ErrorKind::Closed | ErrorKind::DeadlineExceeded
+        )) {
+            fallback.disarm();
+        }
+        result
     }
 
     /// Creates every missing ancestor of (and including) the *fixed* path `dir`, as CONTAINER nodes
@@ -608,6 +680,12 @@ impl CuratorClient {
                         done => return done,
                     }
                 }
+            }
+            DeleteTarget::Created { path: fixed, czxid } => {
+                self.delete_fixed_if(&fixed, None, |stat| stat.czxid == czxid).await
+            }
+            DeleteTarget::OwnedBy { path: fixed, owner } => {
+                self.delete_fixed_if(&fixed, None, |stat| stat.ephemeral_owner == owner).await
             }
             DeleteTarget::Protected { parent, prefix } => {
                 let path = self.unfix_path(&parent).to_string();

@@ -39,6 +39,12 @@ pub(crate) enum DeleteTarget {
     /// creator's unique data; without (a node we hold), the session is enough: on its own
     /// session only a delete by someone else (an operator) can remove it first.
     Owned { path: String, session: i64, token: Option<Vec<u8>> },
+    /// Delete this path only while it is the node created at `czxid` (a recipe's own node, never
+    /// one re-created at the path since); never its children.
+    Created { path: String, czxid: i64 },
+    /// Delete this path only while its ephemeral owner is `owner` (0: a persistent node): a
+    /// recipe's create whose outcome is unknown.
+    OwnedBy { path: String, owner: i64 },
 }
 
 impl DeleteTarget {

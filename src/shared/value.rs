@@ -370,7 +370,7 @@ async fn follow(inner: Arc<Inner>, first: zookeeper_client::OneshotWatcher) {
 }
 
 /// Returns at the next `Reconnected` (a new connection or a new session: watches may be gone).
-async fn reconnected(states: &mut crate::ConnectionStateStream) {
+pub(crate) async fn reconnected(states: &mut crate::ConnectionStateStream) {
     loop {
         match states.recv().await {
             Some(ConnectionState::Reconnected) => return,

@@ -36,6 +36,8 @@ pub(crate) struct ServerSettings {
     pub(crate) min_session_timeout: Option<Duration>,
     pub(crate) max_session_timeout: Duration,
     pub(crate) container_check_interval: Duration,
+    /// TTL nodes (and the other extended types) enabled: `extendedTypesEnabled`.
+    pub(crate) extended_types: bool,
 }
 
 impl Default for ServerSettings {
@@ -45,6 +47,7 @@ impl Default for ServerSettings {
             min_session_timeout: None,
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
+            extended_types: true,
         }
     }
 }
@@ -65,7 +68,7 @@ impl ServerSettings {
         cfg.push_str("maxClientCnxns=0\n");
         cfg.push_str("admin.enableServer=false\n");
         cfg.push_str("4lw.commands.whitelist=*\n");
-        cfg.push_str("extendedTypesEnabled=true\n");
+        let _ = writeln!(cfg, "extendedTypesEnabled={}", self.extended_types);
         let _ = writeln!(cfg, "minSessionTimeout={}", self.min_session_timeout().as_millis());
         let _ = writeln!(cfg, "maxSessionTimeout={}", self.max_session_timeout.as_millis());
         // Tests only: skip fsync of the transaction log. Data still reaches the page cache
@@ -83,11 +86,11 @@ impl ServerSettings {
             "-XX:-UsePerfData",
             "-Djava.awt.headless=true",
             "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.extendedTypesEnabled=true",
         ]
         .iter()
         .map(OsString::from)
         .collect();
+        args.push(format!("-Dzookeeper.extendedTypesEnabled={}", self.extended_types).into());
         args.push(format!("-Dznode.container.checkIntervalMs={}", self.container_check_interval.as_millis()).into());
         if install.slf4j_simple {
             let mut log = OsString::from("-Dorg.slf4j.simpleLogger.logFile=");
@@ -369,6 +372,17 @@ impl TestingServerBuilder {
     /// `-Dznode.container.checkIntervalMs`, default here 100 ms, ZooKeeper's own default 60 s).
     pub fn container_check_interval(mut self, interval: Duration) -> Self {
         self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Enables or disables TTL nodes (ZooKeeper's `extendedTypesEnabled`, in `zoo.cfg` and as the
+    /// JVM flag `-Dzookeeper.extendedTypesEnabled`); enabled by default. Disabling implies
+    /// [`owned`](Self::owned) (an external server is what it is).
+    pub fn extended_types(mut self, enabled: bool) -> Self {
+        self.settings.extended_types = enabled;
+        if !enabled {
+            self.owned = true;
+        }
         self
     }
 

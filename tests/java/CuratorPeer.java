@@ -50,6 +50,15 @@
 //                                  dbawait NAME: PASSED true|false)
 //   quit                        -> BYE, then exit
 //
+// recipes/nodes (tests/testsuite/nodes/curator_interop.rs; nodesCommand below):
+//   pnode NAME PATH MODE PROTECTED DATA -> PNODE <actual path>   (a started PersistentNode of MODE
+//                                  (a CreateMode name), PROTECTED 1|0, DATA as UTF-8; waits up to
+//                                  10 s for the initial create)
+//   pnodeclose NAME             -> CLOSED
+//   member NAME PATH ID DATA    -> MEMBER   (a started GroupMember)
+//   members NAME                -> MEMBERS id=data,...   (getCurrentMembers, sorted by id)
+//   memberclose NAME            -> CLOSED
+//
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
@@ -487,8 +496,77 @@ public class CuratorPeer {
                 if (cached != null) {
                     return cached;
                 }
+                String nodes = nodesCommand(cmd);
+                if (nodes != null) {
+                    return nodes;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
+        }
+    }
+
+    // ---- recipes/nodes: PersistentNode and GroupMember --------------------------------------
+
+    private final Map<String, org.apache.curator.framework.recipes.nodes.PersistentNode> pnodes = new HashMap<>();
+    private final Map<String, org.apache.curator.framework.recipes.nodes.GroupMember> groupMembers = new HashMap<>();
+
+    /** The answer to a recipes/nodes command, or null when cmd is not one. */
+    private String nodesCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "pnode": {
+                arity(cmd, 6);
+                org.apache.curator.framework.recipes.nodes.PersistentNode node =
+                        new org.apache.curator.framework.recipes.nodes.PersistentNode(client, CreateMode.valueOf(cmd[3]),
+                                cmd[4].equals("1"), cmd[2], cmd[5].getBytes(StandardCharsets.UTF_8));
+                node.start();
+                pnodes.put(cmd[1], node);
+                if (!node.waitForInitialCreate(10, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException("not created within 10 s");
+                }
+                return "PNODE " + node.getActualPath();
+            }
+            case "pnodeclose": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.nodes.PersistentNode node = pnodes.remove(cmd[1]);
+                if (node == null) {
+                    throw new IllegalArgumentException("no persistent node " + cmd[1]);
+                }
+                node.close();
+                return "CLOSED";
+            }
+            case "member": {
+                arity(cmd, 5);
+                org.apache.curator.framework.recipes.nodes.GroupMember member =
+                        new org.apache.curator.framework.recipes.nodes.GroupMember(client, cmd[2], cmd[3],
+                                cmd[4].getBytes(StandardCharsets.UTF_8));
+                member.start();
+                groupMembers.put(cmd[1], member);
+                return "MEMBER";
+            }
+            case "members": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.nodes.GroupMember member = groupMembers.get(cmd[1]);
+                if (member == null) {
+                    throw new IllegalArgumentException("no group member " + cmd[1]);
+                }
+                StringBuilder out = new StringBuilder("MEMBERS ");
+                for (Map.Entry<String, byte[]> e : new java.util.TreeMap<>(member.getCurrentMembers()).entrySet()) {
+                    if (out.length() > "MEMBERS ".length()) out.append(',');
+                    out.append(e.getKey()).append('=').append(new String(e.getValue(), StandardCharsets.UTF_8));
+                }
+                return out.toString();
+            }
+            case "memberclose": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.nodes.GroupMember member = groupMembers.remove(cmd[1]);
+                if (member == null) {
+                    throw new IllegalArgumentException("no group member " + cmd[1]);
+                }
+                member.close();
+                return "CLOSED";
+            }
+            default:
+                return null;
         }
     }
 

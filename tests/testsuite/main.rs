@@ -21,6 +21,7 @@ mod inspect;
 mod leader;
 mod local_queue;
 mod mutex;
+mod nodes;
 mod nonfair_mutex;
 mod public_api;
 mod security;

@@ -1,0 +1,306 @@
+//! [`PersistentNode`], [`PersistentTtlNode`] and [`GroupMember`]: the blocking nodes kept present
+//! while started, and [`MembershipChanges`], the blocking iterator of a group's changes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Core, CuratorClient};
+use crate::deadline::deadline_after;
+use crate::error::{Error, Result};
+use crate::{CreateMode, MembershipEvent, NodeState};
+
+/// A blocking [`PersistentNode`](crate::PersistentNode): the same node (Curator's
+/// `PersistentNode`), its background work on the client's runtime thread, waited for on the
+/// calling thread. Dropping a started node — on any thread — deletes it in the background.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::blocking::{CuratorClient, PersistentNode};
+/// use zk_curator::CreateMode;
+///
+/// fn register() -> zk_curator::Result<()> {
+///     let client = CuratorClient::connect("127.0.0.1:2181")?;
+///     let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, false, b"10.0.0.7:8080".to_vec())?;
+///     node.start()?;
+///     node.wait_for_initial_create(Duration::from_secs(5))?;
+///     // ... serve ...
+///     node.close()
+/// }
+/// ```
+#[derive(Debug)]
+pub struct PersistentNode {
+    // Dropped before `core`: its drop hands the node to the client's background deletes.
+    inner: crate::PersistentNode,
+    core: Arc<Core>,
+}
+
+impl PersistentNode {
+    /// See [`PersistentNode::new`](crate::PersistentNode::new).
+    ///
+    /// # Errors
+    /// As [`PersistentNode::new`](crate::PersistentNode::new).
+    pub fn new(
+        client: &CuratorClient,
+        path: &str,
+        mode: CreateMode,
+        protected: bool,
+        data: impl Into<Vec<u8>>,
+    ) -> Result<Self> {
+        let inner = crate::PersistentNode::new(client.core().client(), path, mode, protected, data)?;
+        Ok(Self { inner, core: client.core().clone() })
+    }
+
+    /// The path asked for.
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// Where the node is in its life.
+    pub fn state(&self) -> NodeState {
+        self.inner.state()
+    }
+
+    /// The path of the node now kept, `None` while it is being (re-)created or once closed.
+    pub fn actual_path(&self) -> Option<String> {
+        self.inner.actual_path()
+    }
+
+    /// The data the node is (re-)created with.
+    pub fn data(&self) -> Vec<u8> {
+        self.inner.data()
+    }
+
+    /// Starts keeping the node (in the background; does not wait).
+    ///
+    /// # Errors
+    /// As [`PersistentNode::start`](crate::PersistentNode::start).
+    pub fn start(&self) -> Result<()> {
+        self.inner.start()
+    }
+
+    /// Sets the node's data (applied in the background).
+    ///
+    /// # Errors
+    /// As [`PersistentNode::set_data`](crate::PersistentNode::set_data).
+    pub fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        self.inner.set_data(data)
+    }
+
+    /// Waits until the node was created once: `Ok(false)` when `timeout` passed first. Returns
+    /// within `timeout` whatever the connection does.
+    ///
+    /// # Errors
+    /// As [`PersistentNode::wait_for_initial_create`](crate::PersistentNode::wait_for_initial_create);
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        self.core.block_on(self.inner.wait_for_initial_create(timeout))?
+    }
+
+    /// Stops keeping the node and deletes exactly it, waiting for the delete.
+    ///
+    /// # Errors
+    /// As [`PersistentNode::close`](crate::PersistentNode::close); [`Error::InvalidArgument`]
+    /// naming `runtime` inside a tokio runtime context (dropping the node closes it in the
+    /// background).
+    pub fn close(&self) -> Result<()> {
+        self.core.block_on(self.inner.close())?
+    }
+}
+
+/// A blocking [`PersistentTtlNode`](crate::PersistentTtlNode) (Curator's `PersistentTtlNode`: a
+/// container with a `touch` TTL child touched every half TTL).
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::blocking::{CuratorClient, PersistentTtlNode};
+///
+/// fn announce() -> zk_curator::Result<()> {
+///     let client = CuratorClient::connect("127.0.0.1:2181")?;
+///     let node = PersistentTtlNode::new(&client, "/workers/w1", Duration::from_secs(30), b"busy".to_vec())?;
+///     node.start()?;
+///     node.wait_for_initial_create(Duration::from_secs(5))?;
+///     node.close()
+/// }
+/// ```
+#[derive(Debug)]
+pub struct PersistentTtlNode {
+    inner: crate::PersistentTtlNode,
+    core: Arc<Core>,
+}
+
+impl PersistentTtlNode {
+    /// See [`PersistentTtlNode::new`](crate::PersistentTtlNode::new).
+    ///
+    /// # Errors
+    /// As [`PersistentTtlNode::new`](crate::PersistentTtlNode::new).
+    pub fn new(client: &CuratorClient, path: &str, ttl: Duration, data: impl Into<Vec<u8>>) -> Result<Self> {
+        let inner = crate::PersistentTtlNode::new(client.core().client(), path, ttl, data)?;
+        Ok(Self { inner, core: client.core().clone() })
+    }
+
+    /// The path of the node.
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// Starts keeping and touching the node (in the background).
+    ///
+    /// # Errors
+    /// As [`PersistentTtlNode::start`](crate::PersistentTtlNode::start).
+    pub fn start(&self) -> Result<()> {
+        self.inner.start()
+    }
+
+    /// Sets the node's data.
+    ///
+    /// # Errors
+    /// As [`PersistentTtlNode::set_data`](crate::PersistentTtlNode::set_data).
+    pub fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        self.inner.set_data(data)
+    }
+
+    /// Waits until the node exists and was touched once.
+    ///
+    /// # Errors
+    /// As [`PersistentTtlNode::wait_for_initial_create`](crate::PersistentTtlNode::wait_for_initial_create);
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        self.core.block_on(self.inner.wait_for_initial_create(timeout))?
+    }
+
+    /// Stops touching, leaving the node to expire after the TTL.
+    ///
+    /// # Errors
+    /// As [`PersistentTtlNode::close`](crate::PersistentTtlNode::close).
+    pub fn close(&self) -> Result<()> {
+        self.core.block_on(self.inner.close())?
+    }
+}
+
+/// A blocking [`GroupMember`](crate::GroupMember) (Curator's `GroupMember`).
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::blocking::{CuratorClient, GroupMember};
+///
+/// fn join() -> zk_curator::Result<()> {
+///     let client = CuratorClient::connect("127.0.0.1:2181")?;
+///     let member = GroupMember::new(&client, "/groups/workers", "w1", b"10.0.0.7".to_vec())?;
+///     member.start()?;
+///     member.wait_for_initial_create(Duration::from_secs(5))?;
+///     for (id, data) in member.current_members() {
+///         println!("{id}: {}", String::from_utf8_lossy(&data));
+///     }
+///     member.close()
+/// }
+/// ```
+#[derive(Debug)]
+pub struct GroupMember {
+    inner: crate::GroupMember,
+    core: Arc<Core>,
+}
+
+impl GroupMember {
+    /// See [`GroupMember::new`](crate::GroupMember::new).
+    ///
+    /// # Errors
+    /// As [`GroupMember::new`](crate::GroupMember::new).
+    pub fn new(client: &CuratorClient, path: &str, id: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
+        let inner = crate::GroupMember::new(client.core().client(), path, id, data)?;
+        Ok(Self { inner, core: client.core().clone() })
+    }
+
+    /// The group path.
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// This member's id.
+    pub fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    /// Joins the group and follows it (in the background).
+    ///
+    /// # Errors
+    /// As [`GroupMember::start`](crate::GroupMember::start).
+    pub fn start(&self) -> Result<()> {
+        self.inner.start()
+    }
+
+    /// Sets this member's data.
+    ///
+    /// # Errors
+    /// As [`GroupMember::set_this_data`](crate::GroupMember::set_this_data).
+    pub fn set_this_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        self.inner.set_this_data(data)
+    }
+
+    /// The group as last seen: member id → data (this member included).
+    pub fn current_members(&self) -> BTreeMap<String, Vec<u8>> {
+        self.inner.current_members()
+    }
+
+    /// Waits until this member's node exists and the group as read includes it.
+    ///
+    /// # Errors
+    /// As [`GroupMember::wait_for_initial_create`](crate::GroupMember::wait_for_initial_create);
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+        self.core.block_on(self.inner.wait_for_initial_create(timeout))?
+    }
+
+    /// The membership changes, as a blocking iterator.
+    pub fn changes(&self) -> MembershipChanges {
+        MembershipChanges { inner: self.inner.changes(), path: self.path().to_string(), core: self.core.clone() }
+    }
+
+    /// Leaves the group, waiting for this member's node to be deleted.
+    ///
+    /// # Errors
+    /// As [`GroupMember::close`](crate::GroupMember::close); [`Error::InvalidArgument`] naming
+    /// `runtime` inside a tokio runtime context.
+    pub fn close(&self) -> Result<()> {
+        self.core.block_on(self.inner.close())?
+    }
+}
+
+/// The changes of a group, waited for on the calling thread: [`GroupMember::changes`].
+#[derive(Debug)]
+pub struct MembershipChanges {
+    inner: crate::MembershipStream,
+    path: String,
+    core: Arc<Core>,
+}
+
+impl MembershipChanges {
+    /// Waits for the next change: `Ok(None)` once the member is dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn recv(&mut self) -> Result<Option<MembershipEvent>> {
+        self.core.block_on(self.inner.next())
+    }
+
+    /// Like [`recv`](Self::recv), giving up after `timeout` (returns within it).
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] naming the group path when no change came in time; otherwise
+    /// as [`recv`](Self::recv).
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<MembershipEvent>> {
+        let deadline = deadline_after(timeout);
+        let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
+        match self.core.block_on(next)? {
+            Ok(next) => Ok(next),
+            Err(_) => Err(Error::DeadlineExceeded {
+                path: self.path.clone(),
+                during: "waiting for a membership change of",
+                waited: timeout,
+            }),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! `GroupMember`: members see each other join, change data and leave; a member is back after
+//! its session is replaced.
+
+use zk_curator::testing::expire_session;
+use zk_curator::{GroupMember, MembershipEvent};
+
+use super::WITHIN;
+use crate::support;
+
+async fn next_event(stream: &mut zk_curator::MembershipStream) -> MembershipEvent {
+    tokio::time::timeout(WITHIN, stream.next()).await.expect("an event in time").expect("stream open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_see_each_other_join_change_their_data_and_leave() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let obs = support::observer(&server.connect_string()).await;
+    let path = support::unique_path("group");
+    let a = GroupMember::new(&clients[0], &path, "a", b"a1".to_vec()).unwrap();
+    a.start().unwrap();
+    assert!(a.wait_for_initial_create(WITHIN).await.unwrap());
+    let mut changes = a.changes();
+    let b = GroupMember::new(&clients[1], &path, "b", b"b1".to_vec()).unwrap();
+    b.start().unwrap();
+    assert!(b.wait_for_initial_create(WITHIN).await.unwrap());
+    assert_eq!(next_event(&mut changes).await, MembershipEvent::Joined { id: "b".into(), data: b"b1".to_vec() });
+    assert_eq!(b.current_members().get("a").map(Vec::as_slice), Some(&b"a1"[..]), "b sees a");
+    assert_eq!(b.current_members().len(), 2);
+    b.set_this_data(b"b2".to_vec()).unwrap();
+    assert_eq!(next_event(&mut changes).await, MembershipEvent::DataChanged { id: "b".into(), data: b"b2".to_vec() });
+    assert_eq!(obs.get_data(&format!("{path}/b")).await.unwrap().0, b"b2");
+    b.close().await.unwrap();
+    assert_eq!(next_event(&mut changes).await, MembershipEvent::Left { id: "b".into() });
+    assert_eq!(a.current_members().keys().collect::<Vec<_>>(), ["a"]);
+    a.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "no member left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_session_is_replaced_is_back_in_the_group_with_its_latest_data() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("group-expiry");
+    let a = GroupMember::new(&clients[0], &path, "a", b"a1".to_vec()).unwrap();
+    let watcher = GroupMember::new(&clients[1], &path, "w", vec![]).unwrap();
+    a.start().unwrap();
+    watcher.start().unwrap();
+    assert!(a.wait_for_initial_create(WITHIN).await.unwrap());
+    assert!(watcher.wait_for_initial_create(WITHIN).await.unwrap());
+    a.set_this_data(b"a2".to_vec()).unwrap();
+    let session = clients[0].session_id();
+    expire_session(&connect, &clients[0]).await.expect("expire");
+    support::session_replaced(&clients[0], session).await;
+    support::eventually(WITHIN, "the watcher sees a back with its latest data", || async {
+        watcher.current_members().get("a").map(Vec::as_slice) == Some(&b"a2"[..])
+    })
+    .await;
+    let obs = support::observer(&connect).await;
+    let stat = support::stat(&obs, &format!("{path}/a")).await.expect("a's node");
+    assert_eq!(stat.ephemeral_owner, clients[0].session_id(), "on the new session");
+    a.close().await.unwrap();
+    watcher.close().await.unwrap();
+}

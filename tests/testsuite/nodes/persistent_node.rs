@@ -1,0 +1,197 @@
+//! `PersistentNode`: every mode keeps exactly one node, re-created with its latest data after a
+//! delete by someone else; close deletes exactly its own node; quick start/close, cancelled close
+//! and drop without a runtime leave nothing; bad input is a typed error.
+
+use std::time::Duration;
+
+use zk_curator::{CreateMode, Error, ErrorKind, PersistentNode};
+
+use super::WITHIN;
+use crate::support;
+
+async fn started(client: &zk_curator::CuratorClient, path: &str, mode: CreateMode, protected: bool) -> PersistentNode {
+    let node = PersistentNode::new(client, path, mode, protected, b"v1".to_vec()).unwrap();
+    node.start().unwrap();
+    assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?} created");
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mode_keeps_one_node_with_its_data_and_close_deletes_exactly_it() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let obs = support::observer(&server.connect_string()).await;
+    let modes = [
+        (CreateMode::Ephemeral, false),
+        (CreateMode::EphemeralSequential, false),
+        (CreateMode::EphemeralSequential, true),
+        (CreateMode::Ephemeral, true),
+        (CreateMode::Persistent, false),
+        (CreateMode::PersistentWithTtl(Duration::from_secs(60)), false),
+    ];
+    for (mode, protected) in modes {
+        let parent = support::unique_path("modes");
+        let path = format!("{parent}/member-");
+        let node = started(client, &path, mode, protected).await;
+        let actual = node.actual_path().expect("an actual path");
+        let children = support::sorted_children(&obs, &parent).await;
+        assert_eq!(children.len(), 1, "{mode:?} protected={protected}: one node: {children:?}");
+        assert_eq!(format!("{parent}/{}", children[0]), actual, "{mode:?}: the actual path is the node");
+        assert_eq!(zk_curator::is_protected(&children[0]), protected, "{mode:?}: protection as asked");
+        let (data, stat) = obs.get_data(&actual).await.unwrap();
+        assert_eq!(data, b"v1");
+        assert_eq!(stat.ephemeral_owner != 0, mode.is_ephemeral(), "{mode:?}: ephemeral as asked");
+        node.set_data(b"v2".to_vec()).unwrap();
+        support::eventually(WITHIN, "the new data is written", || async {
+            obs.get_data(&actual).await.map(|(d, _)| d == b"v2").unwrap_or(false)
+        })
+        .await;
+        node.close().await.unwrap();
+        assert_eq!(node.actual_path(), None);
+        assert!(support::sorted_children(&obs, &parent).await.is_empty(), "{mode:?}: close deleted the node");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_deleted_by_someone_else_is_created_again_with_its_latest_data() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let obs = support::observer(&server.connect_string()).await;
+    for (mode, protected) in [(CreateMode::Ephemeral, false), (CreateMode::EphemeralSequential, true)] {
+        let parent = support::unique_path("deleted");
+        let node = started(&clients[0], &format!("{parent}/n"), mode, protected).await;
+        node.set_data(b"latest".to_vec()).unwrap();
+        let first = node.actual_path().unwrap();
+        support::eventually(WITHIN, "data set", || async {
+            obs.get_data(&first).await.map(|(d, _)| d == b"latest").unwrap_or(false)
+        })
+        .await;
+        obs.delete(&first, None).await.unwrap();
+        support::eventually(WITHIN, "the node is created again", || async {
+            node.actual_path().is_some_and(|p| p != first || mode == CreateMode::Ephemeral)
+                && support::sorted_children(&obs, &parent).await.len() == 1
+        })
+        .await;
+        let again = node.actual_path().unwrap();
+        let (data, _) = obs.get_data(&again).await.unwrap();
+        assert_eq!(data, b"latest", "{mode:?}: re-created with the latest data");
+        node.close().await.unwrap();
+        assert!(support::sorted_children(&obs, &parent).await.is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_deletes_its_own_node_never_a_node_at_its_former_name() {
+    // CURATOR-506: a sequential node re-created under another name; close must delete the new
+    // one and leave whatever sits at the old name.
+    let (server, clients) = support::server_and_clients(1).await;
+    let obs = support::observer(&server.connect_string()).await;
+    let parent = support::unique_path("own-node");
+    let node = started(&clients[0], &format!("{parent}/n-"), CreateMode::EphemeralSequential, true).await;
+    let first = node.actual_path().unwrap();
+    obs.delete(&first, None).await.unwrap();
+    support::eventually(WITHIN, "re-created under a new name", || async {
+        node.actual_path().is_some_and(|p| p != first)
+    })
+    .await;
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    obs.create(&first, b"someone else's", &options).await.unwrap();
+    node.close().await.unwrap();
+    let left = support::sorted_children(&obs, &parent).await;
+    assert_eq!(left, [support::node_name(&first).to_string()], "only the other node is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_start_and_close_or_drop_leaves_no_node() {
+    // CURATOR-297: a close while the create is in flight left the ephemeral node behind.
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let parent = support::unique_path("quick");
+    for i in 0..30u64 {
+        let protected = i % 2 == 0;
+        let mode = if i % 4 < 2 { CreateMode::Ephemeral } else { CreateMode::EphemeralSequential };
+        let node = PersistentNode::new(&clients[0], &format!("{parent}/n{i}-"), mode, protected, vec![]).unwrap();
+        node.start().unwrap();
+        // Closed before, while and after the create is in flight.
+        tokio::time::sleep(Duration::from_micros(i * 150)).await;
+        if i % 3 == 0 {
+            drop(node);
+        } else {
+            node.close().await.unwrap();
+        }
+    }
+    let left = support::eventually_no_children(&connect, &parent, WITHIN).await;
+    assert!(left.is_empty(), "nodes left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_close_still_deletes_the_node() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let parent = support::unique_path("cancelled-close");
+    let node = started(&clients[0], &format!("{parent}/n"), CreateMode::EphemeralSequential, true).await;
+    // Polled once, then dropped.
+    let mut close = Box::pin(node.close());
+    let _ = futures::poll!(close.as_mut());
+    drop(close);
+    let left = support::eventually_no_children(&connect, &parent, WITHIN).await;
+    assert!(left.is_empty(), "the cancelled close left {left:?}");
+    // A later close waits for it and succeeds.
+    node.close().await.unwrap();
+}
+
+#[test]
+fn dropping_a_started_node_on_a_thread_without_a_runtime_deletes_it() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (server, clients) = runtime.block_on(support::server_and_clients(1));
+    let parent = support::unique_path("drop-no-runtime");
+    let node = runtime.block_on(started(&clients[0], &format!("{parent}/n"), CreateMode::Ephemeral, false));
+    // Dropped on a plain thread: no runtime there, no panic, and the node goes.
+    std::thread::spawn(move || drop(node)).join().expect("drop does not panic");
+    let left = runtime.block_on(support::eventually_no_children(&server.connect_string(), &parent, WITHIN));
+    assert!(left.is_empty(), "the dropped node is left: {left:?}");
+    runtime.block_on(clients[0].close());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_typed_error_naming_it() {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let bad_path = PersistentNode::new(client, "no-slash", CreateMode::Ephemeral, false, vec![]);
+    assert!(matches!(bad_path, Err(Error::InvalidPath { ref path, .. }) if path == "no-slash"), "{bad_path:?}");
+    let root = PersistentNode::new(client, "/", CreateMode::Ephemeral, false, vec![]);
+    assert!(matches!(root, Err(Error::InvalidPath { .. })), "{root:?}");
+    let container = PersistentNode::new(client, "/a", CreateMode::Container, false, vec![]);
+    assert!(matches!(container, Err(Error::InvalidArgument { name: "mode", .. })), "{container:?}");
+    let zero_ttl = PersistentNode::new(client, "/a", CreateMode::PersistentWithTtl(Duration::ZERO), false, vec![]);
+    assert!(matches!(zero_ttl, Err(Error::InvalidArgument { name: "ttl", .. })), "{zero_ttl:?}");
+    let huge = PersistentNode::new(client, "/a", CreateMode::Ephemeral, false, vec![0; 2 << 20]);
+    assert_eq!(huge.unwrap_err().kind(), ErrorKind::BadArgument);
+    let node = PersistentNode::new(client, "/a", CreateMode::Ephemeral, false, vec![]).unwrap();
+    assert_eq!(node.set_data(vec![0; 2 << 20]).unwrap_err().kind(), ErrorKind::BadArgument);
+    assert!(matches!(node.wait_for_initial_create(WITHIN).await, Err(Error::Closed { .. })), "not started");
+    node.start().unwrap();
+    assert!(matches!(node.start(), Err(Error::InvalidArgument { .. })), "started twice");
+    node.close().await.unwrap();
+    let ttl = zk_curator::PersistentTtlNode::new(client, "/t", Duration::from_millis(1), vec![]);
+    assert!(matches!(ttl, Err(Error::InvalidArgument { name: "ttl", .. })), "{ttl:?}");
+    let member = zk_curator::GroupMember::new(client, "/g", "a/b", vec![]);
+    assert!(matches!(member, Err(Error::InvalidArgument { .. }) | Err(Error::InvalidPath { .. })), "{member:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_initial_create_returns_within_its_timeout_when_the_server_is_silent() {
+    let server = support::owned_server().await;
+    let proxy = zk_curator::testing::FaultProxy::start(&server.connect_string()).await.unwrap();
+    let client = support::client(&proxy.connect_string()).await;
+    proxy.set_mode(zk_curator::testing::ProxyMode::Blackhole);
+    let node =
+        PersistentNode::new(&client, &support::unique_path("silent"), CreateMode::Ephemeral, false, vec![]).unwrap();
+    node.start().unwrap();
+    let start = std::time::Instant::now();
+    let created = node.wait_for_initial_create(Duration::from_millis(500)).await.unwrap();
+    assert!(!created);
+    assert!(start.elapsed() < Duration::from_secs(2), "returned after {:?}", start.elapsed());
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
+    assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "created once the server answers");
+    node.close().await.unwrap();
+}
