@@ -19,6 +19,8 @@
 //!   common [`InterProcessLock`] trait;
 //! * leader election on the same layers: [`LeaderLatch`] and [`LeaderSelector`] (Curator's
 //!   `recipes/leader`);
+//! * [`IdempotencyKeys`]: one execution per request id (Stripe-style idempotency keys): an
+//!   ephemeral claim while a request runs, its recorded result for every duplicate after;
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
@@ -81,6 +83,7 @@ pub mod blocking;
 mod deadline;
 mod error;
 mod framework;
+mod idempotency;
 mod inspect;
 mod leader;
 mod locks;
@@ -109,6 +112,7 @@ pub use framework::{
     RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
     WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
 };
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
 pub use inspect::{inspect, inspect_lock, inspect_with, InspectOptions, Inspection, LockHolder, LockInfo, LockKind};
 pub use leader::{
     CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState, LeadershipStream, Participant,
