@@ -19,6 +19,7 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
+//!   idempotency N C                C tasks on one session: N idempotency keys begun + completed, and the raw floor
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -73,6 +74,7 @@ use zk_curator::CuratorClient;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
+use idempotency::idempotency;
 use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
 use mutex_mixed_curator::{mutex_mixed_curator, Mixed};
@@ -85,6 +87,7 @@ use semaphore::semaphore;
 mod counter;
 mod guards;
 mod hold;
+mod idempotency;
 mod mutex_contended;
 mod mutex_many_waiters;
 mod mutex_mixed_curator;
@@ -184,6 +187,8 @@ enum Mode {
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
+    /// C tasks on one session begin + complete N fresh idempotency keys; then the same requests bare.
+    Idempotency { n: usize, concurrency: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -202,6 +207,7 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::Idempotency { .. } => "idempotency",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +332,7 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::Idempotency { n, concurrency } => idempotency(&report, &connect, n, concurrency).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

@@ -44,6 +44,7 @@
 //! ```
 
 mod client;
+mod idempotency;
 mod leader_latch;
 mod leader_selector;
 mod multi_lock;
@@ -60,6 +61,7 @@ use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
 pub use client::CuratorClient;
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys};
 pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;
