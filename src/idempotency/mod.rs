@@ -101,6 +101,7 @@ pub enum Begin {
 ///     }
 ///     Begin::InProgress { holder } => println!("still being processed by {holder}"),
 ///     Begin::Done { result } => println!("already done: {}", String::from_utf8_lossy(&result)),
+///     _ => {}
 /// }
 /// # Ok(()) }
 /// ```
