@@ -21,6 +21,8 @@
 //!   `recipes/leader`);
 //! * caches: [`CuratorCache`] (Curator's `recipes/cache`), a local copy of a node, its children
 //!   or a tree that always converges to the server, with a stream of its changes;
+//! * [`IdempotencyKeys`]: one execution per request id (Stripe-style idempotency keys): an
+//!   ephemeral claim while a request runs, its recorded result for every duplicate after;
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
@@ -85,6 +87,7 @@ mod cache;
 mod deadline;
 mod error;
 mod framework;
+mod idempotency;
 mod inspect;
 mod leader;
 mod locks;
@@ -116,6 +119,7 @@ pub use framework::{
     RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
     WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
 };
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
 pub use inspect::{
     inspect, inspect_barrier, inspect_lock, inspect_with, BarrierInfo, BarrierMember, BarrierReady, InspectOptions,
     Inspection, LockHolder, LockInfo, LockKind,

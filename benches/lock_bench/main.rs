@@ -33,6 +33,7 @@
 //!                                  C sessions on one lock, fair then non-fair: rate, worst wait
 //!   pnode-reregister N             N session replacements: a PersistentNode back on the new session,
 //!                                  next to the floor (one create on it)
+//!   idempotency N C                C tasks on one session: N idempotency keys begun + completed, and the raw floor
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -90,6 +91,7 @@ use cache_load::cache_load;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
+use idempotency::idempotency;
 use many_paths::{many_paths, many_paths_floor, nonfair_contended, PathsStyle};
 use mutex_contended::{mutex_contended, mutex_contended_tasks};
 use mutex_many_waiters::{mutex_many_guards, mutex_many_waiters};
@@ -107,6 +109,7 @@ mod cache_load;
 mod counter;
 mod guards;
 mod hold;
+mod idempotency;
 mod many_paths;
 mod mutex_contended;
 mod mutex_many_waiters;
@@ -241,6 +244,8 @@ enum Mode {
     Barrier { clients: usize, one_path: Option<String> },
     /// N session replacements: a PersistentNode back on the new session, next to one create on it.
     PnodeReregister { n: usize },
+    /// C tasks on one session begin + complete N fresh idempotency keys; then the same requests bare.
+    Idempotency { n: usize, concurrency: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -266,6 +271,7 @@ impl Mode {
             Mode::NonfairContended { .. } => "nonfair_contended",
             Mode::Barrier { .. } => "barrier",
             Mode::PnodeReregister { .. } => "pnode_reregister",
+            Mode::Idempotency { .. } => "idempotency",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -405,6 +411,7 @@ async fn run(cli: Cli) -> ExitCode {
             Some(other) => Err(format!("barrier: unknown option {other:?} (only `one-path`)").into()),
         },
         Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
+        Mode::Idempotency { n, concurrency } => idempotency(&report, &connect, n, concurrency).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

@@ -53,6 +53,7 @@ mod atomic;
 mod barrier;
 mod cache;
 mod client;
+mod idempotency;
 mod leader_latch;
 mod leader_selector;
 mod multi_lock;
@@ -75,6 +76,7 @@ pub use atomic::{DistributedAtomicInteger, DistributedAtomicLong, DistributedAto
 pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvents, CuratorCache};
 pub use client::CuratorClient;
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys};
 pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
 pub use multi_lock::InterProcessMultiLock;

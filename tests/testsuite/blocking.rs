@@ -1193,3 +1193,43 @@ fn counter_and_shared_value_calls_keep_deadlines_refuse_a_runtime_and_drop_anywh
     assert_eq!(ended, None, "a dropped shared count ends its stream");
     assert!(*counter.get().unwrap().post_value() >= 1);
 }
+
+#[test]
+fn blocking_idempotency_keys_run_each_key_once_across_threads_and_free_a_dropped_claim() {
+    let zk = Zk::start();
+    let client = zk.client();
+    let base = support::unique_path("blocking-idem");
+    let keys = blocking::IdempotencyKeys::new(&client, &base, zk_curator::Retention::Ttl(Duration::from_secs(3600)))
+        .expect("keys");
+    let started = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(Barrier::new(6));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let (keys, started, barrier) = (keys.clone(), started.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                if let blocking::Begin::Started(claim) = keys.begin("form-1").expect("begin") {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    claim.complete(b"ok".to_vec()).expect("complete");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a thread");
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 1, "one thread runs the key");
+    assert!(matches!(keys.begin("form-1").expect("begin"), blocking::Begin::Done { result } if result == b"ok"));
+    // A claim dropped on a plain thread is freed in the background.
+    let claim = match keys.begin("form-2").expect("begin") {
+        blocking::Begin::Started(claim) => claim,
+        other => panic!("expected Started, got {other:?}"),
+    };
+    thread::spawn(move || drop(claim)).join().expect("drop");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while zk.children(&base).contains(&"form-2".to_string()) {
+        assert!(Instant::now() < deadline, "the dropped claim is deleted");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(keys.begin("form-2").expect("begin"), blocking::Begin::Started(_)));
+}

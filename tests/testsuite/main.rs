@@ -17,6 +17,7 @@ mod curator_interop;
 mod data_api;
 mod framework;
 mod harness;
+mod idempotency;
 mod inspect;
 mod leader;
 mod local_queue;

@@ -1,0 +1,157 @@
+//! [`IdempotencyKeys`], blocking.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Core, CuratorClient};
+use crate::error::Result;
+use crate::{Retention, SessionIdentity};
+
+/// A blocking [`IdempotencyKeys`](crate::IdempotencyKeys): one execution per key, every duplicate
+/// answered with the recorded result.
+///
+/// # Examples
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_curator::blocking::{Begin, IdempotencyKeys};
+/// use zk_curator::Retention;
+///
+/// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+/// let keys = IdempotencyKeys::new(&client, "/forms/submitted", Retention::Ttl(Duration::from_secs(3600)))?;
+/// if let Begin::Started(claim) = keys.begin("form-7f3a")? {
+///     claim.complete(b"accepted".to_vec())?;
+/// }
+/// # Ok::<(), zk_curator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct IdempotencyKeys {
+    inner: crate::IdempotencyKeys,
+    core: Arc<Core>,
+}
+
+/// What [`IdempotencyKeys::begin`] found (the blocking [`Begin`](crate::Begin)).
+#[derive(Debug)]
+#[must_use = "a Started claim must be completed or abandoned"]
+#[non_exhaustive]
+pub enum Begin {
+    /// The key is now claimed by the caller.
+    Started(IdempotencyClaim),
+    /// Someone else's claim is live.
+    InProgress {
+        /// The claimant's description.
+        holder: String,
+    },
+    /// The recorded result.
+    Done {
+        /// The bytes given to `complete`.
+        result: Vec<u8>,
+    },
+}
+
+/// A blocking [`IdempotencyClaim`](crate::IdempotencyClaim); dropping it abandons it (on any
+/// thread, in the background).
+#[derive(Debug)]
+pub struct IdempotencyClaim {
+    inner: crate::IdempotencyClaim,
+    core: Arc<Core>,
+}
+
+impl IdempotencyKeys {
+    /// As [`crate::IdempotencyKeys::new`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::new`].
+    pub fn new(client: &CuratorClient, base: &str, retention: Retention) -> Result<Self> {
+        let inner = crate::IdempotencyKeys::new(client.core().client(), base, retention)?;
+        Ok(Self { inner, core: client.core().clone() })
+    }
+
+    /// The base path.
+    pub fn base(&self) -> &str {
+        self.inner.base()
+    }
+
+    fn wrap(&self, begun: crate::Begin) -> Begin {
+        match begun {
+            crate::Begin::Started(inner) => Begin::Started(IdempotencyClaim { inner, core: self.core.clone() }),
+            crate::Begin::InProgress { holder } => Begin::InProgress { holder },
+            crate::Begin::Done { result } => Begin::Done { result },
+        }
+    }
+
+    /// As [`crate::IdempotencyKeys::begin`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::begin`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// naming `runtime` inside a tokio runtime.
+    pub fn begin(&self, key: &str) -> Result<Begin> {
+        let begun = self.core.block_on(self.inner.begin(key))??;
+        Ok(self.wrap(begun))
+    }
+
+    /// As [`crate::IdempotencyKeys::begin_for`]: returns within `timeout`.
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::begin_for`].
+    pub fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+        let begun = self.core.block_on(self.inner.begin_for(key, timeout))??;
+        Ok(self.wrap(begun))
+    }
+
+    /// As [`crate::IdempotencyKeys::wait_done`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::wait_done`].
+    pub fn wait_done(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.core.block_on(self.inner.wait_done(key, timeout))?
+    }
+
+    /// As [`crate::IdempotencyKeys::sweep_expired`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::sweep_expired`].
+    pub fn sweep_expired(&self) -> Result<usize> {
+        self.core.block_on(self.inner.sweep_expired())?
+    }
+}
+
+impl IdempotencyClaim {
+    /// The key.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The key's node.
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+
+    /// The session the claim lives on.
+    pub fn session(&self) -> SessionIdentity {
+        self.inner.session()
+    }
+
+    /// As [`crate::IdempotencyClaim::complete`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyClaim::complete`].
+    pub fn complete(self, result: impl Into<Vec<u8>>) -> Result<()> {
+        self.core.block_on(self.inner.complete(result))?
+    }
+
+    /// As [`crate::IdempotencyClaim::complete_for`]: returns within `timeout`.
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyClaim::complete_for`].
+    pub fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
+        self.core.block_on(self.inner.complete_for(result, timeout))?
+    }
+
+    /// As [`crate::IdempotencyClaim::abandon`].
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyClaim::abandon`].
+    pub fn abandon(self) -> Result<()> {
+        self.core.block_on(self.inner.abandon())?
+    }
+}

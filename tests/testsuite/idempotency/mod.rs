@@ -1,0 +1,35 @@
+//! Idempotency keys (`IdempotencyKeys`) against a real server: one `Started` among concurrent
+//! duplicates, a crashed claimant's key free again, a lost claim's `complete` refused, retention
+//! (TTL nodes, sweep), bad keys, and cancelled or dropped calls leaving nothing behind.
+
+mod claims;
+mod lifecycle;
+mod retention;
+
+use std::time::Duration;
+
+use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention};
+
+/// Keys under a fresh base path, outcomes kept a day (TTL nodes: the testing server enables them).
+pub fn keys(client: &CuratorClient, name: &str) -> IdempotencyKeys {
+    IdempotencyKeys::new(client, &crate::support::unique_path(name), Retention::Ttl(Duration::from_secs(86_400)))
+        .expect("valid base")
+}
+
+/// What `begin` answered, without the claim: "started", "in-progress" or "done:<result>".
+pub fn kind(begun: &Begin) -> String {
+    match begun {
+        Begin::Started(_) => "started".into(),
+        Begin::InProgress { .. } => "in-progress".into(),
+        Begin::Done { result } => format!("done:{}", String::from_utf8_lossy(result)),
+        _ => "other".into(),
+    }
+}
+
+/// The claim of a `Started`, or a panic naming what was answered.
+pub fn started(begun: Begin, what: &str) -> zk_curator::IdempotencyClaim {
+    match begun {
+        Begin::Started(claim) => claim,
+        other => panic!("{what}: expected Started, got {}", kind(&other)),
+    }
+}
