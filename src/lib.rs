@@ -19,6 +19,8 @@
 //!   common [`InterProcessLock`] trait;
 //! * leader election on the same layers: [`LeaderLatch`] and [`LeaderSelector`] (Curator's
 //!   `recipes/leader`);
+//! * [`WorkClaims`]: lock-tag batch claims of work items (claim a batch, complete or release,
+//!   reclaim a stuck holder's items, wait for work on one re-used watch);
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
@@ -78,6 +80,7 @@ struct SecurityDoctests;
 
 mod atomic;
 pub mod blocking;
+mod claims;
 mod deadline;
 mod error;
 mod framework;
@@ -95,6 +98,7 @@ pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+pub use claims::{Claim, ClaimState, Reclaimed, WorkClaims};
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;

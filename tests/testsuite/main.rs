@@ -9,6 +9,7 @@ mod support;
 
 mod atomic;
 mod blocking;
+mod claims;
 #[cfg(feature = "cli")]
 mod cli;
 mod curator_interop;
