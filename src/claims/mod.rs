@@ -663,7 +663,8 @@ impl WorkClaims {
                     return Ok(());
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {
-                    if sends > 1 && complete {
+                    // A retried complete refused: it did not apply while the item is still there.
+                    if sends > 1 && complete && !matches!(zk.check_stat(&item).await, Ok(Some(_))) {
                         return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
                     }
                     if sends > 1 {

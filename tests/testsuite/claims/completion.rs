@@ -145,3 +145,38 @@ async fn bad_input_is_refused_with_a_typed_error_naming_the_value() {
     work.add("x", b"").await.unwrap();
     assert!(work.add("x", b"").await.unwrap_err().code() == Some(zk_curator::ErrorCode::NodeExists));
 }
+
+#[tokio::test]
+async fn a_complete_sent_before_the_holder_hears_of_the_reclaim_is_refused_by_the_fence() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-fence");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    add_items(&stuck, 1).await;
+    let held = stuck.claim(1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The holder cannot hear anything: its complete goes out while its claim still looks held,
+    // and meanwhile the item is reclaimed and claimed by another worker.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        let item = held[0].item().to_string();
+        tokio::spawn(async move { stuck.complete(&item).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    proxy.set_mode(ProxyMode::Pass);
+
+    let refused = support::join("the stale complete", HANG, completing).await;
+    assert!(refused.is_err(), "a stale complete must be refused, got {refused:?}");
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/{}", again[0].item())).await, "the item is not completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/{}", again[0].item())).await, "the new claim stands");
+    other.complete(again[0].item()).await.expect("the new holder completes");
+}
