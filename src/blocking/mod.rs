@@ -43,6 +43,7 @@
 //! }
 //! ```
 
+mod claims;
 mod client;
 mod leader_latch;
 mod leader_selector;
@@ -59,6 +60,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::locks::reentrancy::HolderId;
 
+pub use claims::WorkClaims;
 pub use client::CuratorClient;
 pub use leader_latch::{LeaderLatch, LeadershipChanges};
 pub use leader_selector::{LeaderSelector, Leadership};
