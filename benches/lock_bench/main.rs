@@ -19,6 +19,7 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
+//!   claims P B M                   P sessions drain M items with WorkClaims (batch B) vs a bare floor
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -70,6 +71,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::testing::TestingServer;
 use zk_curator::CuratorClient;
 
+use claims::claims;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
@@ -82,6 +84,7 @@ use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
 
+mod claims;
 mod counter;
 mod guards;
 mod hold;
@@ -182,6 +185,8 @@ enum Mode {
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
+    /// P sessions drain M work items with WorkClaims (batch B), against a floor of bare requests.
+    Claims { p: usize, b: usize, m: usize },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
@@ -202,6 +207,7 @@ impl Mode {
             Mode::RwlockReaders { .. } => "rwlock_readers",
             Mode::Semaphore { .. } => "semaphore",
             Mode::Counter { .. } => "counter",
+            Mode::Claims { .. } => "claims",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -326,6 +332,7 @@ async fn run(cli: Cli) -> ExitCode {
             semaphore(&report, &connect, leases, clients, n, Duration::from_millis(hold_ms.unwrap_or(0))).await
         }
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
+        Mode::Claims { p, b, m } => claims(&report, &connect, p, b, m).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);
