@@ -180,3 +180,16 @@ async fn a_complete_sent_before_the_holder_hears_of_the_reclaim_is_refused_by_th
     assert!(support::exists(&zk, &format!("{path}/claims/{}", again[0].item())).await, "the new claim stands");
     other.complete(again[0].item()).await.expect("the new holder completes");
 }
+
+#[tokio::test]
+async fn with_fair_share_a_worker_claims_at_most_its_share_of_the_unclaimed_items() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-fair");
+    let a = WorkClaims::new(&clients[0], &path, "a").unwrap().with_fair_share();
+    let b = WorkClaims::new(&clients[1], &path, "b").unwrap().with_fair_share();
+    add_items(&a, 10).await;
+    assert_eq!(b.claim(1).await.unwrap().len(), 1, "b joins and takes one");
+    // 9 unclaimed, 2 members: at most ceil(9 / 2) = 5.
+    assert_eq!(a.claim(100).await.unwrap().len(), 5);
+    assert_eq!(b.claim(100).await.unwrap().len(), 2, "ceil(4 / 2)");
+}
