@@ -23,6 +23,8 @@
 //!   or a tree that always converges to the server, with a stream of its changes;
 //! * [`IdempotencyKeys`]: one execution per request id (Stripe-style idempotency keys): an
 //!   ephemeral claim while a request runs, its recorded result for every duplicate after;
+//! * [`WorkClaims`]: lock-tag batch claims of work items (claim a batch, complete or release,
+//!   reclaim a stuck holder's items, wait for work on one re-used watch);
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
@@ -84,6 +86,7 @@ mod atomic;
 mod barriers;
 pub mod blocking;
 mod cache;
+mod claims;
 mod deadline;
 mod error;
 mod framework;
@@ -105,6 +108,7 @@ pub use atomic::{
 };
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
 pub use cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache, CuratorCacheBuilder};
+pub use claims::{Claim, ClaimState, Reclaimed, WorkClaims};
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;

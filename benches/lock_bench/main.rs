@@ -34,6 +34,7 @@
 //!   pnode-reregister N             N session replacements: a PersistentNode back on the new session,
 //!                                  next to the floor (one create on it)
 //!   idempotency N C                C tasks on one session: N idempotency keys begun + completed, and the raw floor
+//!   claims P B M                   P sessions drain M items with WorkClaims (batch B) vs a bare floor
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -88,6 +89,7 @@ use zk_curator::CuratorClient;
 use barrier::barrier;
 use cache_events::cache_events;
 use cache_load::cache_load;
+use claims::claims;
 use counter::counter;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
@@ -106,6 +108,7 @@ use semaphore::semaphore;
 mod barrier;
 mod cache_events;
 mod cache_load;
+mod claims;
 mod counter;
 mod guards;
 mod hold;
@@ -209,6 +212,8 @@ enum Mode {
     RwlockReaders { clients: usize, n: usize, hold_ms: Option<u64> },
     /// C sessions, one task each, take N leases in total of an L-lease semaphore, holding each HOLD_MS.
     Semaphore { leases: usize, clients: usize, n: usize, hold_ms: Option<u64> },
+    /// P sessions drain M work items with WorkClaims (batch B), against a floor of bare requests.
+    Claims { p: usize, b: usize, m: usize },
     /// C sessions increment one DistributedAtomicLong (RetryNTimes(1000, 1 ms)) until N succeeded.
     Counter { clients: usize, n: usize },
     /// N children of 100 B under a fresh parent, then a CuratorCache of it: start -> initialized.
@@ -272,6 +277,7 @@ impl Mode {
             Mode::Barrier { .. } => "barrier",
             Mode::PnodeReregister { .. } => "pnode_reregister",
             Mode::Idempotency { .. } => "idempotency",
+            Mode::Claims { .. } => "claims",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -412,6 +418,7 @@ async fn run(cli: Cli) -> ExitCode {
         },
         Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
         Mode::Idempotency { n, concurrency } => idempotency(&report, &connect, n, concurrency).await,
+        Mode::Claims { p, b, m } => claims(&report, &connect, p, b, m).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

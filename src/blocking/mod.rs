@@ -52,6 +52,7 @@
 mod atomic;
 mod barrier;
 mod cache;
+mod claims;
 mod client;
 mod idempotency;
 mod leader_latch;
@@ -75,6 +76,7 @@ use crate::locks::reentrancy::HolderId;
 pub use atomic::{DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber, DistributedAtomicValue};
 pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvents, CuratorCache};
+pub use claims::WorkClaims;
 pub use client::CuratorClient;
 pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys};
 pub use leader_latch::{LeaderLatch, LeadershipChanges};

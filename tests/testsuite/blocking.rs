@@ -130,6 +130,7 @@ fn the_facade_types_cross_threads() {
     shared::<InterProcessSemaphoreV2>();
     shared::<InterProcessSemaphoreMutex>();
     shared::<InterProcessMultiLock>();
+    shared::<blocking::WorkClaims>();
     send::<blocking::MutexGuard>();
     send::<blocking::ReadLockGuard>();
     send::<blocking::WriteLockGuard>();
@@ -1232,4 +1233,43 @@ fn blocking_idempotency_keys_run_each_key_once_across_threads_and_free_a_dropped
         thread::sleep(Duration::from_millis(20));
     }
     assert!(matches!(keys.begin("form-2").expect("begin"), blocking::Begin::Started(_)));
+}
+
+#[test]
+fn blocking_work_claims_complete_every_item_exactly_once_from_plain_threads() {
+    let zk = Zk::start();
+    let path = support::unique_path("blocking-claims");
+    let loader = blocking::WorkClaims::new(&zk.client(), &path, "loader").unwrap();
+    for i in 0..60 {
+        loader.add(&format!("item-{i:02}"), b"").unwrap();
+    }
+    let done = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let work = blocking::WorkClaims::new(&zk.client(), &path, &format!("thread-{t}")).unwrap();
+            let done = done.clone();
+            thread::spawn(move || loop {
+                let batch = work.claim(7).expect("claim");
+                if batch.is_empty() {
+                    if !work.wait_for_work(Duration::from_millis(200)).unwrap() {
+                        break;
+                    }
+                    continue;
+                }
+                for claim in batch {
+                    work.complete(claim.item()).expect("complete");
+                    done.lock().push(claim.item().to_string());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut done = done.lock().clone();
+    done.sort();
+    let before = done.len();
+    done.dedup();
+    assert_eq!((before, done.len()), (60, 60), "every item once");
+    assert!(loader.unclaimed().unwrap().is_empty());
 }

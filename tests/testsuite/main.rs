@@ -11,6 +11,7 @@ mod atomic;
 mod barriers;
 mod blocking;
 mod cache;
+mod claims;
 #[cfg(feature = "cli")]
 mod cli;
 mod curator_interop;

@@ -1,0 +1,123 @@
+//! [`WorkClaims`](crate::WorkClaims), blocking.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Core, CuratorClient};
+use crate::error::Result;
+use crate::{Claim, Reclaimed};
+
+/// A blocking [`WorkClaims`](crate::WorkClaims): lock-tag batch claims of work items. The
+/// [`Claim`]s it hands out are the async API's (their `item`, `data`, `fence`, `state` and
+/// `is_held` are plain methods).
+///
+/// # Examples
+/// ```no_run
+/// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+/// let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+/// for claim in work.claim(50)? {
+///     // ... process claim.data() ...
+///     work.complete(claim.item())?;
+/// }
+/// # Ok::<(), zk_curator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct WorkClaims {
+    inner: crate::WorkClaims,
+    core: Arc<Core>,
+}
+
+impl WorkClaims {
+    /// Claims under `path` for `tag`; see [`WorkClaims::new`](crate::WorkClaims::new).
+    ///
+    /// # Errors
+    /// As [`WorkClaims::new`](crate::WorkClaims::new).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn new(client: &CuratorClient, path: &str, tag: &str) -> Result<Self> {
+        let inner = crate::WorkClaims::new(client.core().client(), path, tag)?;
+        Ok(Self { inner, core: client.core().clone() })
+    }
+
+    /// With the fair share on; see [`WorkClaims::with_fair_share`](crate::WorkClaims::with_fair_share).
+    pub fn with_fair_share(self) -> Self {
+        Self { inner: self.inner.with_fair_share(), core: self.core }
+    }
+
+    /// Adds an item; see [`WorkClaims::add`](crate::WorkClaims::add).
+    ///
+    /// # Errors
+    /// As the async call; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// `runtime` inside a tokio runtime context.
+    pub fn add(&self, item: &str, data: &[u8]) -> Result<()> {
+        self.core.block_on(self.inner.add(item, data))?
+    }
+
+    /// Claims up to `n` unclaimed items; see [`WorkClaims::claim`](crate::WorkClaims::claim).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn claim(&self, n: usize) -> Result<Vec<Claim>> {
+        self.core.block_on(self.inner.claim(n))?
+    }
+
+    /// The claims held now.
+    pub fn my_claims(&self) -> Vec<Claim> {
+        self.inner.my_claims()
+    }
+
+    /// Completes `item`; see [`WorkClaims::complete`](crate::WorkClaims::complete).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn complete(&self, item: &str) -> Result<()> {
+        self.core.block_on(self.inner.complete(item))?
+    }
+
+    /// Releases the claim on `item`; see [`WorkClaims::release`](crate::WorkClaims::release).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn release(&self, item: &str) -> Result<()> {
+        self.core.block_on(self.inner.release(item))?
+    }
+
+    /// Releases every claim held; see [`WorkClaims::release_all`](crate::WorkClaims::release_all).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn release_all(&self) -> Result<()> {
+        self.core.block_on(self.inner.release_all())?
+    }
+
+    /// Wakes up items claimed longer than `age`; see
+    /// [`WorkClaims::reclaim_older_than`](crate::WorkClaims::reclaim_older_than).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn reclaim_older_than(&self, age: Duration) -> Result<Vec<Reclaimed>> {
+        self.core.block_on(self.inner.reclaim_older_than(age))?
+    }
+
+    /// The unclaimed items now.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn unclaimed(&self) -> Result<Vec<String>> {
+        self.core.block_on(self.inner.unclaimed())?
+    }
+
+    /// Waits at most `timeout` for an unclaimed item (`Ok(true)`); see
+    /// [`WorkClaims::wait_for_work`](crate::WorkClaims::wait_for_work).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
+        self.core.block_on(self.inner.wait_for_work(timeout))?
+    }
+}

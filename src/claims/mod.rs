@@ -1,0 +1,982 @@
+//! Lock-tag batch claims: work items as nodes, claimed in batches by tagged processes.
+//!
+//! # Layout
+//!
+//! Under a recipe path `P`:
+//!
+//! * `P/items/<item>`: one PERSISTENT node per work item; its data is the item's payload. Every
+//!   claim rewrites the payload unchanged, so the item's data version counts its claims: that
+//!   version is the claim's fence.
+//! * `P/claims/<item>`: one EPHEMERAL node per claimed item (`NodeExists`: someone else's), data
+//!   `tag\nsession-id-hex\nclaim-time-ms`. It goes with its session.
+//! * `P/members/<tag>-<session-id-hex>`: EPHEMERAL, one per participant session when the fair share
+//!   is on.
+//!
+//! A claim is one transaction `{create claim (ephemeral), set item data at version v}`; the claims
+//! of a batch are pipelined on one session. Completing is `{delete claim, delete item at version
+//! v + 1}` and releasing `{check item at v + 1, delete claim}`: once the claim was reclaimed (or
+//! its session ended) and the item claimed again, the item's version has moved and both are
+//! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, watch};
+use tracing::debug;
+use zookeeper_client as zk;
+
+use crate::error::{Error, ErrorCode, ErrorKind, Result};
+use crate::framework::{paths, SessionIdentity};
+use crate::CuratorClient;
+
+/// The longest tag accepted (bytes).
+const MAX_TAG_LEN: usize = 256;
+
+/// Where a claim stands, as its holder sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClaimState {
+    /// The claim node exists on the holder's session.
+    Held,
+    /// The claim node is gone without the holder releasing or completing it: reclaimed by
+    /// [`WorkClaims::reclaim_older_than`], deleted by someone else, or its session ended. Its
+    /// `complete` is refused; stop working on the item.
+    Lost,
+    /// Completed or released by its holder.
+    Finished,
+}
+
+struct ClaimShared {
+    item: String,
+    data: Vec<u8>,
+    /// The item's data version written by the claim transaction: the fence.
+    item_version: i32,
+    /// The claim node's creation zxid.
+    czxid: i64,
+    session: SessionIdentity,
+    state: watch::Sender<ClaimState>,
+}
+
+impl ClaimShared {
+    /// Marks the claim lost unless it already finished; true when it was held.
+    fn mark_lost(&self) -> bool {
+        self.state.send_if_modified(|s| {
+            if *s == ClaimState::Held {
+                *s = ClaimState::Lost;
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+/// One claimed item, as handed out by [`WorkClaims::claim`]: its name, payload, fence and state.
+///
+/// Clones share the claim. Dropping it does not release the claim (the [`WorkClaims`] keeps it
+/// until [`complete`](WorkClaims::complete), [`release`](WorkClaims::release) or the session's end).
+#[derive(Clone)]
+pub struct Claim {
+    shared: Arc<ClaimShared>,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("item", &self.shared.item)
+            .field("fence", &self.shared.item_version)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Claim {
+    /// The item's name (its node name under `P/items`).
+    pub fn item(&self) -> &str {
+        &self.shared.item
+    }
+
+    /// The item's payload, as read when it was claimed.
+    pub fn data(&self) -> &[u8] {
+        &self.shared.data
+    }
+
+    /// The claim's fence: the item's data version written by the claim, larger for each later
+    /// claim of the same item. Pass it to stores that must refuse a stale worker.
+    pub fn fence(&self) -> i32 {
+        self.shared.item_version
+    }
+
+    /// The claim node's creation zxid.
+    pub fn czxid(&self) -> i64 {
+        self.shared.czxid
+    }
+
+    /// The claim's state now.
+    pub fn state(&self) -> ClaimState {
+        *self.shared.state.borrow()
+    }
+
+    /// True while the claim is held.
+    pub fn is_held(&self) -> bool {
+        self.state() == ClaimState::Held
+    }
+
+    /// Resolves when the claim is lost ([`ClaimState::Lost`]); never resolves for a claim
+    /// completed or released by its holder.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(claim: zk_curator::Claim) {
+    /// tokio::select! {
+    ///     _ = claim.lost() => { /* stop working on claim.item() */ }
+    ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # }
+    /// ```
+    pub async fn lost(&self) {
+        let mut rx = self.shared.state.subscribe();
+        if rx.wait_for(|s| *s == ClaimState::Lost).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// What [`WorkClaims::reclaim_older_than`] woke up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reclaimed {
+    /// The item.
+    pub item: String,
+    /// The tag of the process that held it.
+    pub tag: String,
+    /// Its session id.
+    pub session: i64,
+    /// How long it had held it.
+    pub held_for: Duration,
+}
+
+struct WorkWatch {
+    /// Fires (turns true) when the items' or the claims' children change, or the watches' session ends.
+    fired: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Inner {
+    client: CuratorClient,
+    path: String,
+    tag: String,
+    items: String,
+    claims: String,
+    members: String,
+    fair_share: bool,
+    dirs_made: AtomicBool,
+    held: Mutex<HashMap<String, Arc<ClaimShared>>>,
+    work: Mutex<Option<WorkWatch>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(w) = self.work.get_mut().take() {
+            w.task.abort();
+        }
+    }
+}
+
+/// Lock-tag batch claims (the seeds' "lock tags"; Kazoo's `LockingQueue`, done without its flaws):
+/// work items are nodes under a path, each process claims a batch of unclaimed items under its own
+/// tag in one call, processes them, and completes or releases them one by one or all at once.
+///
+/// * [`claim`](Self::claim) claims up to `n` unclaimed items with pipelined ephemeral claim nodes
+///   (see the module layout in docs/failure-semantics.md and README): a dead process's claims go
+///   with its session.
+/// * [`complete`](Self::complete) deletes the item and its claim in one transaction fenced by the
+///   claim; refused once the claim was lost.
+/// * [`reclaim_older_than`](Self::reclaim_older_than) wakes up items of a live but stuck holder,
+///   whose [`Claim`] turns [`Lost`](ClaimState::Lost) and whose `complete` is refused.
+/// * [`wait_for_work`](Self::wait_for_work) waits on one pair of children watches, re-used by
+///   every timed wait until it fires: no watcher growth.
+///
+/// ```no_run
+/// use zk_curator::{CuratorClient, WorkClaims};
+/// # async fn demo() -> zk_curator::Result<()> {
+/// let client = CuratorClient::connect("127.0.0.1:2181").await?;
+/// let work = WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+/// work.add("order-17", b"payload").await?;
+/// for claim in work.claim(50).await? {
+///     // ... process claim.data() ...
+///     work.complete(claim.item()).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct WorkClaims {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for WorkClaims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkClaims").field("path", &self.inner.path).field("tag", &self.inner.tag).finish()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl WorkClaims {
+    /// Claims under `path` for `tag` (this process's name, e.g. `host:pid`), without fair share.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a bad path; [`Error::InvalidArgument`] for an empty tag, one with
+    /// a newline, or one longer than 256 bytes.
+    pub fn new(client: &CuratorClient, path: &str, tag: &str) -> Result<WorkClaims> {
+        paths::validate_path(path)?;
+        if tag.is_empty() {
+            return Err(Error::invalid_argument("tag", "\"\"", "must not be empty"));
+        }
+        if tag.contains('\n') || tag.contains('/') {
+            return Err(Error::invalid_argument("tag", tag, "must not contain a newline or '/'"));
+        }
+        if tag.len() > MAX_TAG_LEN {
+            return Err(Error::invalid_argument("tag", tag, "is longer than 256 bytes"));
+        }
+        let items = client.fix_path(&paths::join(path, "items"));
+        let claims = client.fix_path(&paths::join(path, "claims"));
+        let members = client.fix_path(&paths::join(path, "members"));
+        Ok(WorkClaims {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                path: path.to_string(),
+                tag: tag.to_string(),
+                items,
+                claims,
+                members,
+                fair_share: false,
+                dirs_made: AtomicBool::new(false),
+                held: Mutex::new(HashMap::new()),
+                work: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Turns the fair share on: this process registers as a member (an ephemeral node under
+    /// `P/members`) and each [`claim`](Self::claim) takes at most ceil(unclaimed / members).
+    /// Call before sharing the value.
+    pub fn with_fair_share(mut self) -> WorkClaims {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.fair_share = true;
+        }
+        self
+    }
+
+    /// The recipe path.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    /// This process's tag.
+    pub fn tag(&self) -> &str {
+        &self.inner.tag
+    }
+
+    fn item_fixed(&self, item: &str) -> String {
+        paths::join(&self.inner.items, item)
+    }
+
+    fn claim_fixed(&self, item: &str) -> String {
+        paths::join(&self.inner.claims, item)
+    }
+
+    fn item_path(&self, item: &str) -> String {
+        paths::join(&paths::join(&self.inner.path, "items"), item)
+    }
+
+    async fn make_dirs(&self, deadline: Option<Instant>) -> Result<()> {
+        if self.inner.dirs_made.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let c = &self.inner.client;
+        c.create_parents_as(&self.inner.items, deadline, false).await?;
+        c.create_parents_as(&self.inner.claims, deadline, false).await?;
+        if self.inner.fair_share {
+            c.create_parents_as(&self.inner.members, deadline, false).await?;
+        }
+        self.inner.dirs_made.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Adds a work item `item` with payload `data` (a PERSISTENT node under `P/items`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad item name; [`Error::ZooKeeper`] with
+    /// [`ErrorCode::NodeExists`] when the item exists; connection errors after the retry policy.
+    ///
+    /// # Cancel safety
+    /// The item may or may not have been added; adding it again then reports `NodeExists`.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// work.add("invoice-42", b"{\"id\":42}").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add(&self, item: &str, data: &[u8]) -> Result<()> {
+        paths::validate_node_name("item", item)?;
+        self.inner.client.check_data_size("data", &self.item_path(item), data.len())?;
+        self.make_dirs(None).await?;
+        let fixed = self.item_fixed(item);
+        let f = fixed.as_str();
+        let acls = self.inner.client.raw_acls_for(f);
+        let path = self.item_path(item);
+        let mut sends = 0u32;
+        let result = self
+            .inner
+            .client
+            .with_retry(&path, None, |zk| {
+                sends += 1;
+                let acls = acls.clone();
+                async move {
+                    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
+                    zk.create(f, data, &options).await.map(|_| ())
+                }
+            })
+            .await;
+        match result {
+            // A retried create whose first send applied.
+            Err(e) if e.is(ErrorCode::NodeExists) && sends > 1 => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Claims up to `n` unclaimed items for this process's tag in one call: one read of the items
+    /// and claims, one pipelined read of the candidates, one pipelined claim transaction per
+    /// candidate (an item someone else claims first is skipped). Returns the claims made (maybe
+    /// fewer than `n`, maybe none). With the fair share on, at most ceil(unclaimed / members).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `n == 0`; connection errors after the retry policy;
+    /// [`Error::Closed`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the claim runs in a task of its own; when the caller is gone by the time it
+    /// ends, it releases every claim it made, so a cancelled claim leaves no claim node.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// let batch = work.claim(50).await?;
+    /// for claim in &batch {
+    ///     work.complete(claim.item()).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn claim(&self, n: usize) -> Result<Vec<Claim>> {
+        if n == 0 {
+            return Err(Error::invalid_argument("n", n, "must be at least 1"));
+        }
+        let this = self.clone();
+        let (tx, rx) = oneshot::channel();
+        self.inner.client.runtime().spawn(async move {
+            let result = this.claim_batch(n).await;
+            if let Err(Ok(claims)) = tx.send(result) {
+                debug!(count = claims.len(), "claim cancelled: releasing its claims");
+                for claim in claims {
+                    let _ = this.release(claim.item()).await;
+                }
+            }
+        });
+        rx.await.unwrap_or_else(|_| Err(Error::Closed { path: self.inner.path.clone() }))
+    }
+
+    async fn claim_batch(&self, n: usize) -> Result<Vec<Claim>> {
+        self.make_dirs(None).await?;
+        let client = &self.inner.client;
+        let path = self.inner.path.as_str();
+        let mut retrying = client.retrying(path, None);
+        loop {
+            let (zk, session) = client.connected(path, None).await?;
+            match self.claim_on(&zk, session, n).await {
+                Ok(claims) => return Ok(claims),
+                Err(e) => retrying.backoff_or_fail(e).await?,
+            }
+        }
+    }
+
+    fn claim_data(&self, session: SessionIdentity) -> Vec<u8> {
+        format!("{}\n{:x}\n{}", self.inner.tag, session.id, now_ms()).into_bytes()
+    }
+
+    async fn claim_on(&self, zk: &zk::Client, session: SessionIdentity, n: usize) -> Result<Vec<Claim>> {
+        let inner = &self.inner;
+        let path = inner.path.as_str();
+        let err = |e| Error::zk(path, e);
+        if inner.fair_share {
+            let me = paths::join(&inner.members, &format!("{}-{:x}", inner.tag, session.id));
+            let acls = inner.client.raw_acls_for(&me);
+            let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
+            match zk.create(&me, b"", &options).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        let (items, claimed, members) = {
+            let items = zk.list_children(&inner.items);
+            let claimed = zk.list_children(&inner.claims);
+            let members = inner.fair_share.then(|| zk.list_children(&inner.members));
+            let members = async {
+                match members {
+                    Some(m) => m.await.map(|m| m.len()),
+                    None => Ok(1),
+                }
+            };
+            tokio::join!(items, claimed, members)
+        };
+        let (items, claimed, members) = (items.map_err(err)?, claimed.map_err(err)?, members.map_err(err)?);
+        let claimed: HashSet<String> = claimed.into_iter().collect();
+        let mut free: Vec<String> = items.into_iter().filter(|i| !claimed.contains(i)).collect();
+        let mut want = n;
+        if inner.fair_share {
+            want = want.min(free.len().div_ceil(members.max(1)));
+        }
+        if free.is_empty() || want == 0 {
+            return Ok(Vec::new());
+        }
+        // Workers start at different places so that they do not all race for the same items.
+        free.sort();
+        let start = (session.id.unsigned_abs() as usize).wrapping_mul(31).wrapping_add(rand::random::<u16>() as usize)
+            % free.len();
+        free.rotate_left(start);
+        free.truncate(want);
+
+        // One snapshot read of every candidate's payload and version.
+        let mut reader = zk.new_multi_reader();
+        for item in &free {
+            reader.add_get_data(&self.item_fixed(item)).map_err(err)?;
+        }
+        let read = reader.commit().await.map_err(err)?;
+        let mut candidates = Vec::new();
+        for (item, result) in free.into_iter().zip(read) {
+            if let zk::MultiReadResult::Data { data, stat } = result {
+                candidates.push((item, data, stat.version));
+            }
+        }
+
+        // Pipelined claim transactions: each is sent when its future is made.
+        let claim_data = self.claim_data(session);
+        let mut pending = Vec::with_capacity(candidates.len());
+        for (item, data, version) in &candidates {
+            let claim = self.claim_fixed(item);
+            let acls = inner.client.raw_acls_for(&claim);
+            let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
+            let mut writer = zk.new_multi_writer();
+            writer.add_create(&claim, &claim_data, &options).map_err(err)?;
+            writer.add_set_data(&self.item_fixed(item), data, Some(*version)).map_err(err)?;
+            pending.push(writer.commit());
+        }
+        let results = futures_join_all(pending).await;
+        let mut made = Vec::new();
+        let mut unknown = Vec::new();
+        for ((item, data, _), result) in candidates.into_iter().zip(results) {
+            match result {
+                Ok(ops) => {
+                    let czxid = match ops.first() {
+                        Some(zk::MultiWriteResult::Create { stat, .. }) => stat.czxid,
+                        _ => -1,
+                    };
+                    let item_version = match ops.get(1) {
+                        Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
+                        _ => continue,
+                    };
+                    made.push((item, data, item_version, czxid));
+                }
+                Err(zk::MultiWriteError::OperationFailed { .. }) => {}
+                Err(zk::MultiWriteError::RequestFailed { source }) => unknown.push((item, data, source)),
+            }
+        }
+        // Transactions whose reply was lost: ours when the claim node is this session's.
+        let mut failure = None;
+        for (item, data, source) in unknown {
+            let claim = self.claim_fixed(&item);
+            let owned = async {
+                let stat = zk.check_stat(&claim).await?;
+                match stat {
+                    Some(s) if s.ephemeral_owner == session.id => {
+                        let (_, item_stat) = zk.get_data(&self.item_fixed(&item)).await?;
+                        Ok(Some((item_stat.version, s.czxid)))
+                    }
+                    _ => Ok(None),
+                }
+            };
+            match owned.await {
+                Ok(Some((version, czxid))) => made.push((item, data, version, czxid)),
+                Ok(None) => {}
+                Err(e) => {
+                    // Still unknown (the connection is down): a session that lives on keeps the
+                    // node; it is released in the background once the connection is back.
+                    self.release_unknown_in_background(item, session);
+                    failure.get_or_insert(Error::zk(
+                        path,
+                        if matches!(e, zk::Error::SessionExpired) { e } else { source },
+                    ));
+                }
+            }
+        }
+        let mut claims = Vec::with_capacity(made.len());
+        for (item, data, item_version, czxid) in made {
+            let shared = Arc::new(ClaimShared {
+                item: item.clone(),
+                data,
+                item_version,
+                czxid,
+                session,
+                state: watch::Sender::new(ClaimState::Held),
+            });
+            self.watch_claim(zk, &shared);
+            inner.held.lock().insert(item, shared.clone());
+            claims.push(Claim { shared });
+        }
+        match failure {
+            Some(e) if claims.is_empty() => Err(e),
+            _ => Ok(claims),
+        }
+    }
+
+    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost.
+    fn watch_claim(&self, zk: &zk::Client, shared: &Arc<ClaimShared>) {
+        let zk = zk.clone();
+        let claim = self.claim_fixed(&shared.item);
+        let shared = shared.clone();
+        let mut state = shared.state.subscribe();
+        self.inner.client.runtime().spawn(async move {
+            let watch = zk.check_and_watch_stat(&claim);
+            let watched = tokio::select! {
+                w = watch => w,
+                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+            };
+            match watched {
+                Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
+                    tokio::select! {
+                        _ = watcher.changed() => {}
+                        _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+                    }
+                }
+                _ => {}
+            }
+            if shared.mark_lost() {
+                debug!(item = %shared.item, "claim lost");
+            }
+        });
+    }
+
+    /// A claim transaction whose outcome stayed unknown: delete the claim node once the connection
+    /// is back, if it is this session's.
+    fn release_unknown_in_background(&self, item: String, session: SessionIdentity) {
+        let this = self.clone();
+        self.inner.client.runtime().spawn(async move {
+            let claim = this.claim_fixed(&item);
+            for _ in 0..100 {
+                let Ok((zk, now)) = this.inner.client.connected(&this.inner.path, None).await else { return };
+                if now != session {
+                    return;
+                }
+                match zk.check_stat(&claim).await {
+                    Ok(Some(s)) if s.ephemeral_owner == session.id => {
+                        if zk.delete(&claim, Some(s.version)).await.is_ok() {
+                            return;
+                        }
+                    }
+                    Ok(_) => return,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+    }
+
+    /// The claims this instance holds now (lost ones are left out).
+    pub fn my_claims(&self) -> Vec<Claim> {
+        let mut held = self.inner.held.lock();
+        held.retain(|_, c| *c.state.borrow() != ClaimState::Finished);
+        held.values().filter(|c| *c.state.borrow() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
+    }
+
+    fn take_held(&self, item: &str) -> Result<Arc<ClaimShared>> {
+        paths::validate_node_name("item", item)?;
+        let shared = self.inner.held.lock().get(item).cloned();
+        let Some(shared) = shared else {
+            return Err(Error::NotOwner {
+                path: self.item_path(item),
+                reason: "the item is not claimed by this WorkClaims",
+            });
+        };
+        if *shared.state.borrow() != ClaimState::Held {
+            self.forget(&shared);
+            return Err(Error::LockLost {
+                node: paths::join(&paths::join(&self.inner.path, "claims"), item),
+                reason: "the claim was lost (reclaimed, deleted or its session ended)",
+            });
+        }
+        Ok(shared)
+    }
+
+    fn forget(&self, shared: &Arc<ClaimShared>) {
+        let mut held = self.inner.held.lock();
+        if held.get(&shared.item).is_some_and(|c| Arc::ptr_eq(c, shared)) {
+            held.remove(&shared.item);
+        }
+    }
+
+    /// Runs the fenced transaction `ops` for the claim on its own session.
+    async fn fenced(&self, shared: &Arc<ClaimShared>, complete: bool) -> Result<()> {
+        let client = &self.inner.client;
+        let claim_path = paths::join(&paths::join(&self.inner.path, "claims"), &shared.item);
+        let lost = |reason| Error::LockLost { node: claim_path.clone(), reason };
+        let claim = self.claim_fixed(&shared.item);
+        let item = self.item_fixed(&shared.item);
+        let mut retrying = client.retrying(&claim_path, None);
+        let mut sends = 0;
+        loop {
+            let (zk, session) = client.connected(&claim_path, None).await?;
+            if session != shared.session {
+                shared.mark_lost();
+                self.forget(shared);
+                return Err(lost("the claim's session ended"));
+            }
+            let mut writer = zk.new_multi_writer();
+            let add = if complete {
+                writer.add_delete(&claim, None).and_then(|_| writer.add_delete(&item, Some(shared.item_version)))
+            } else {
+                writer.add_check_version(&item, shared.item_version).and_then(|_| writer.add_delete(&claim, None))
+            };
+            add.map_err(|e| Error::zk(&claim_path, e))?;
+            sends += 1;
+            match writer.commit().await {
+                Ok(_) => {
+                    shared.state.send_replace(ClaimState::Finished);
+                    self.forget(shared);
+                    return Ok(());
+                }
+                Err(zk::MultiWriteError::OperationFailed { .. }) => {
+                    // A retried complete refused: it did not apply while the item is still there.
+                    if sends > 1 && complete && !matches!(zk.check_stat(&item).await, Ok(Some(_))) {
+                        return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
+                    }
+                    if sends > 1 {
+                        // A released claim's retry: gone is what release wanted.
+                        if let Ok(None) = zk.check_stat(&claim).await {
+                            shared.state.send_replace(ClaimState::Finished);
+                            self.forget(shared);
+                            return Ok(());
+                        }
+                    }
+                    shared.mark_lost();
+                    self.forget(shared);
+                    return Err(lost("the claim was reclaimed or its item claimed again"));
+                }
+                Err(zk::MultiWriteError::RequestFailed { source }) => {
+                    retrying.backoff_or_fail(Error::zk(&claim_path, source)).await?;
+                }
+            }
+        }
+    }
+
+    /// Completes `item`: deletes the item and its claim in one transaction fenced by the claim
+    /// (the item's version the claim wrote). Refused when the claim was lost — reclaimed,
+    /// deleted, its session ended — even if the item was claimed again since.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] when this instance does not hold a claim on `item`;
+    /// [`Error::LockLost`] when the claim was lost (nothing was deleted); [`Error::OutcomeUnknown`]
+    /// when a retried send found the claim gone (the first may have completed the item);
+    /// connection errors after the retry policy; [`Error::InvalidArgument`] for a bad name.
+    ///
+    /// # Cancel safety
+    /// A dropped call may have completed the item; its claim then reports
+    /// [`Lost`](ClaimState::Lost) and a second `complete` is refused.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// for claim in work.claim(10).await? {
+    ///     work.complete(claim.item()).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete(&self, item: &str) -> Result<()> {
+        let shared = self.take_held(item)?;
+        self.fenced(&shared, true).await
+    }
+
+    /// Releases the claim on `item` (fenced like [`complete`](Self::complete)): the item is
+    /// unclaimed again, for anyone.
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete).
+    ///
+    /// # Cancel safety
+    /// A dropped call may have released the claim; it then reports [`Lost`](ClaimState::Lost).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// if let Some(claim) = work.claim(1).await?.pop() {
+    ///     work.release(claim.item()).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, item: &str) -> Result<()> {
+        let shared = self.take_held(item)?;
+        self.fenced(&shared, false).await
+    }
+
+    /// Releases every claim this instance holds (pipelined); lost claims are forgotten.
+    ///
+    /// # Errors
+    /// [`Error::Multiple`] with each release's failure other than a lost claim.
+    ///
+    /// # Cancel safety
+    /// As [`release`](Self::release), for each claim.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// work.release_all().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_all(&self) -> Result<()> {
+        let held: Vec<Arc<ClaimShared>> = self.inner.held.lock().values().cloned().collect();
+        let mut releases = Vec::new();
+        for shared in &held {
+            if *shared.state.borrow() == ClaimState::Held {
+                releases.push(self.fenced(shared, false));
+            } else {
+                self.forget(shared);
+            }
+        }
+        let errors: Vec<Error> = futures_join_all(releases)
+            .await
+            .into_iter()
+            .filter_map(|r| r.err())
+            .filter(|e| e.kind() != ErrorKind::LockLost)
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Multiple { errors })
+        }
+    }
+
+    /// Wakes up items whose claim is older than `age` (by the claim node's server creation time
+    /// against this host's clock): each such claim is deleted in a transaction fenced by the item's
+    /// version as read with the claim, so a claim made since is never touched. The stuck holder's
+    /// [`Claim`] turns [`Lost`](ClaimState::Lost) and its `complete` is refused.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero `age`; connection errors after the retry policy.
+    ///
+    /// # Cancel safety
+    /// A dropped call may have reclaimed some items.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// let woken = work.reclaim_older_than(std::time::Duration::from_secs(600)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reclaim_older_than(&self, age: Duration) -> Result<Vec<Reclaimed>> {
+        if age.is_zero() {
+            return Err(Error::invalid_argument("age", format!("{age:?}"), "must be positive"));
+        }
+        self.make_dirs(None).await?;
+        let inner = &self.inner;
+        let path = inner.path.as_str();
+        let claims = inner.claims.as_str();
+        let names = inner.client.with_retry(path, None, |zk| async move { zk.list_children(claims).await }).await?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_ms();
+        let mut woken = Vec::new();
+        for chunk in names.chunks(256) {
+            let read = inner
+                .client
+                .with_retry(path, None, |zk| {
+                    let this = self.clone();
+                    async move {
+                        let mut reader = zk.new_multi_reader();
+                        for item in chunk {
+                            reader.add_get_data(&this.claim_fixed(item))?;
+                            reader.add_get_data(&this.item_fixed(item))?;
+                        }
+                        reader.commit().await
+                    }
+                })
+                .await?;
+            let zk = inner.client.raw_client()?;
+            let mut pending = Vec::new();
+            for (item, pair) in chunk.iter().zip(read.chunks(2)) {
+                let (zk::MultiReadResult::Data { data, stat: claim }, zk::MultiReadResult::Data { stat: it, .. }) =
+                    (&pair[0], &pair[1])
+                else {
+                    continue;
+                };
+                let held_ms = now.saturating_sub(claim.ctime).max(0) as u64;
+                if held_ms < age.as_millis() as u64 {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(data);
+                let mut parts = text.split('\n');
+                let tag = parts.next().unwrap_or_default().to_string();
+                let session =
+                    i64::from_str_radix(parts.next().unwrap_or_default(), 16).unwrap_or(claim.ephemeral_owner);
+                let mut writer = zk.new_multi_writer();
+                writer.add_check_version(&self.item_fixed(item), it.version).map_err(|e| Error::zk(path, e))?;
+                writer.add_delete(&self.claim_fixed(item), Some(claim.version)).map_err(|e| Error::zk(path, e))?;
+                let found = Reclaimed { item: item.clone(), tag, session, held_for: Duration::from_millis(held_ms) };
+                pending.push(async move { (found, writer.commit().await) });
+            }
+            for (found, result) in futures_join_all(pending).await {
+                match result {
+                    Ok(_) => {
+                        debug!(item = %found.item, tag = %found.tag, "reclaimed a stuck claim");
+                        woken.push(found);
+                    }
+                    Err(zk::MultiWriteError::OperationFailed { .. }) => {}
+                    Err(zk::MultiWriteError::RequestFailed { source }) => return Err(Error::zk(path, source)),
+                }
+            }
+        }
+        Ok(woken)
+    }
+
+    /// The unclaimed items now (one read of the items and one of the claims).
+    ///
+    /// # Errors
+    /// Connection errors after the retry policy.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// println!("{} items waiting", work.unclaimed().await?.len());
+    /// # Ok(()) }
+    /// ```
+    pub async fn unclaimed(&self) -> Result<Vec<String>> {
+        let inner = &self.inner;
+        let (items, claims) = (inner.items.as_str(), inner.claims.as_str());
+        let (items, claimed) = inner
+            .client
+            .with_retry(&inner.path, None, |zk| async move {
+                let (a, b) = tokio::join!(zk.list_children(items), zk.list_children(claims));
+                Ok((a.or_else(no_node_empty)?, b.or_else(no_node_empty)?))
+            })
+            .await?;
+        let claimed: HashSet<String> = claimed.into_iter().collect();
+        Ok(items.into_iter().filter(|i| !claimed.contains(i)).collect())
+    }
+
+    /// Waits until some item is unclaimed, at most `timeout`: `Ok(true)` when there is work,
+    /// `Ok(false)` when the timeout passed first. It waits on one pair of children watches (the
+    /// items' and the claims'), armed once and re-used by every later wait of this instance until
+    /// it fires: repeated timed waits never add watches.
+    ///
+    /// # Errors
+    /// Connection errors; never later than `timeout` (it then answers `Ok(false)`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the watches stay armed for the next wait.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// while work.wait_for_work(std::time::Duration::from_secs(30)).await? {
+    ///     for claim in work.claim(50).await? {
+    ///         work.complete(claim.item()).await?;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
+        let deadline = crate::deadline::deadline_after(timeout);
+        match tokio::time::timeout_at(deadline.into(), self.wait_until_work(deadline)).await {
+            Ok(Err(e)) if e.kind() == ErrorKind::DeadlineExceeded => Ok(false),
+            Ok(r) => r,
+            Err(_) => Ok(false),
+        }
+    }
+
+    async fn wait_until_work(&self, deadline: Instant) -> Result<bool> {
+        self.make_dirs(Some(deadline)).await?;
+        loop {
+            let armed = self.inner.work.lock().as_ref().filter(|w| !*w.fired.borrow()).map(|w| w.fired.clone());
+            let mut fired = match armed {
+                Some(fired) => {
+                    if !self.unclaimed().await?.is_empty() {
+                        return Ok(true);
+                    }
+                    fired
+                }
+                None => {
+                    let (fired, has_work) = self.arm_work_watch(deadline).await?;
+                    if has_work {
+                        return Ok(true);
+                    }
+                    fired
+                }
+            };
+            let _ = fired.wait_for(|f| *f).await;
+        }
+    }
+
+    /// Arms the children watches on the items and the claims, and says whether work is there.
+    async fn arm_work_watch(&self, deadline: Instant) -> Result<(watch::Receiver<bool>, bool)> {
+        let inner = &self.inner;
+        let (items, claims) = (inner.items.as_str(), inner.claims.as_str());
+        let ((items, w1), (claimed, w2)) = inner
+            .client
+            .with_retry(&inner.path, Some(deadline), |zk| async move {
+                let (a, b) = tokio::join!(zk.list_and_watch_children(items), zk.list_and_watch_children(claims));
+                Ok((a?, b?))
+            })
+            .await?;
+        let (tx, rx) = watch::channel(false);
+        let task = inner.client.runtime().spawn(async move {
+            tokio::select! {
+                _ = w1.changed() => {}
+                _ = w2.changed() => {}
+            }
+            tx.send_replace(true);
+        });
+        if let Some(old) = inner.work.lock().replace(WorkWatch { fired: rx.clone(), task }) {
+            old.task.abort();
+        }
+        let claimed: HashSet<String> = claimed.into_iter().collect();
+        Ok((rx, items.iter().any(|i| !claimed.contains(i))))
+    }
+}
+
+fn no_node_empty(e: zk::Error) -> std::result::Result<Vec<String>, zk::Error> {
+    if e == zk::Error::NoNode {
+        Ok(Vec::new())
+    } else {
+        Err(e)
+    }
+}
+
+/// Awaits every future (they were all sent when made), in order.
+async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut out = Vec::with_capacity(futures.len());
+    // The requests are already on the wire; awaiting in order costs no round trips.
+    for f in futures {
+        out.push(f.await);
+    }
+    out
+}

@@ -1,0 +1,195 @@
+//! Claiming, completing, reclaiming: exactly once, fenced, nothing left behind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use zk_curator::{ClaimState, Error, ErrorKind, WorkClaims};
+
+use super::{add_items, claims, HANG};
+use crate::support;
+
+#[tokio::test]
+async fn every_item_is_completed_exactly_once_by_several_workers_even_when_one_session_dies_mid_batch() {
+    let (server, clients) = support::server_and_clients(4).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("claims-exactly-once");
+    let items = 200;
+    add_items(&claims(&clients[0], &path, "loader"), items).await;
+    let done: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+
+    // Worker 0 claims a batch, then its session dies before it completes any of it: every
+    // complete it tries afterwards must be refused.
+    let doomed = claims(&clients[0], &path, "doomed");
+    let batch = doomed.claim(20).await.unwrap();
+    assert_eq!(batch.len(), 20);
+    zk_curator::testing::expire_session(&connect, &clients[0]).await.unwrap();
+
+    let mut workers = Vec::new();
+    for (n, client) in clients.iter().enumerate().skip(1) {
+        let work = claims(client, &path, &format!("worker-{n}"));
+        let done = done.clone();
+        workers.push(tokio::spawn(async move {
+            loop {
+                let batch = work.claim(15).await.expect("claim");
+                if batch.is_empty() {
+                    if work.unclaimed().await.unwrap().is_empty()
+                        && !work.wait_for_work(Duration::from_secs(1)).await.unwrap()
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                for claim in batch {
+                    work.complete(claim.item()).await.expect("complete a held claim");
+                    *done.lock().entry(claim.item().to_string()).or_default() += 1;
+                }
+            }
+        }));
+    }
+    // The dead session's worker still tries to finish its batch.
+    for claim in &batch {
+        match doomed.complete(claim.item()).await {
+            Ok(()) => *done.lock().entry(claim.item().to_string()).or_default() += 1,
+            Err(e) => assert_eq!(e.kind(), ErrorKind::LockLost, "{}: {e}", claim.item()),
+        }
+        assert_ne!(claim.state(), ClaimState::Held);
+    }
+    for worker in workers {
+        support::join("worker", HANG, worker).await;
+    }
+    let done = done.lock().clone();
+    assert_eq!(done.len(), items, "every item completed");
+    assert!(done.values().all(|&n| n == 1), "no item completed twice: {done:?}");
+    let zk = support::observer(&connect).await;
+    assert!(support::sorted_children(&zk, &format!("{path}/items")).await.is_empty());
+    assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
+}
+
+#[tokio::test]
+async fn a_stuck_holder_is_reclaimed_told_lost_and_its_complete_refused() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-stuck");
+    let stuck = claims(&clients[0], &path, "stuck");
+    let other = claims(&clients[1], &path, "other");
+    add_items(&stuck, 2).await;
+    let held = stuck.claim(2).await.unwrap();
+    assert_eq!(held.len(), 2);
+    let fences: Vec<i32> = held.iter().map(|c| c.fence()).collect();
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let woken = other.reclaim_older_than(Duration::from_millis(100)).await.unwrap();
+    assert_eq!(woken.len(), 2, "{woken:?}");
+    assert!(woken.iter().all(|w| w.tag == "stuck" && w.session == clients[0].session_id()));
+    for claim in &held {
+        tokio::time::timeout(HANG, claim.lost()).await.expect("the stuck holder is told its claim is lost");
+    }
+    assert!(stuck.my_claims().is_empty(), "lost claims are not listed as held");
+
+    // One item is claimed again by another worker: the stale complete must not touch it.
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert!(again[0].fence() > fences[0].min(fences[1]), "a later claim has a larger fence");
+    for claim in &held {
+        let refused = stuck.complete(claim.item()).await;
+        assert!(matches!(refused, Err(Error::LockLost { .. }) | Err(Error::NotOwner { .. })), "{refused:?}");
+    }
+    let zk = support::observer(&server.connect_string()).await;
+    assert_eq!(support::sorted_children(&zk, &format!("{path}/items")).await.len(), 2, "nothing was completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/{}", again[0].item())).await, "the new claim stands");
+    other.complete(again[0].item()).await.unwrap();
+    assert_eq!(other.claim(5).await.unwrap().len(), 1, "the other reclaimed item is free again");
+    other.release_all().await.unwrap();
+    assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_claim_leaves_no_claim_node() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let path = support::unique_path("claims-cancelled");
+    let work = claims(&clients[0], &path, "canceller");
+    add_items(&work, 40).await;
+    for _ in 0..5 {
+        // Dropped while its requests are in flight.
+        let _ = tokio::time::timeout(Duration::from_millis(1), work.claim(40)).await;
+    }
+    let left = support::eventually_no_children(&server.connect_string(), &format!("{path}/claims"), HANG).await;
+    assert!(left.is_empty(), "orphan claims: {left:?}");
+    assert!(work.my_claims().is_empty());
+    assert_eq!(work.claim(40).await.unwrap().len(), 40, "every item can be claimed again");
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_typed_error_naming_the_value() {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let path = support::unique_path("claims-bad-input");
+    let long = "t".repeat(300);
+    for (tag, shown) in [("", "\"\""), ("a\nb", "a\nb"), (long.as_str(), long.as_str())] {
+        match WorkClaims::new(client, &path, tag) {
+            Err(Error::InvalidArgument { name: "tag", value, .. }) => assert_eq!(value, shown),
+            other => panic!("tag {tag:?}: {other:?}"),
+        }
+    }
+    assert!(matches!(WorkClaims::new(client, "no-slash", "t"), Err(Error::InvalidPath { .. })));
+    let work = claims(client, &path, "t");
+    assert!(matches!(work.claim(0).await, Err(Error::InvalidArgument { name: "n", .. })));
+    assert!(matches!(work.add("a/b", b"").await, Err(Error::InvalidArgument { name: "item", .. })));
+    assert!(matches!(work.complete("").await, Err(Error::InvalidArgument { name: "item", .. })));
+    assert!(matches!(work.reclaim_older_than(Duration::ZERO).await, Err(Error::InvalidArgument { name: "age", .. })));
+    match work.complete("never-claimed").await {
+        Err(Error::NotOwner { path: p, .. }) => assert!(p.ends_with("/items/never-claimed"), "{p}"),
+        other => panic!("{other:?}"),
+    }
+    work.add("x", b"").await.unwrap();
+    assert!(work.add("x", b"").await.unwrap_err().code() == Some(zk_curator::ErrorCode::NodeExists));
+}
+
+#[tokio::test]
+async fn a_complete_sent_before_the_holder_hears_of_the_reclaim_is_refused_by_the_fence() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-fence");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    add_items(&stuck, 1).await;
+    let held = stuck.claim(1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The holder cannot hear anything: its complete goes out while its claim still looks held,
+    // and meanwhile the item is reclaimed and claimed by another worker.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        let item = held[0].item().to_string();
+        tokio::spawn(async move { stuck.complete(&item).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    proxy.set_mode(ProxyMode::Pass);
+
+    let refused = support::join("the stale complete", HANG, completing).await;
+    assert!(refused.is_err(), "a stale complete must be refused, got {refused:?}");
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/{}", again[0].item())).await, "the item is not completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/{}", again[0].item())).await, "the new claim stands");
+    other.complete(again[0].item()).await.expect("the new holder completes");
+}
+
+#[tokio::test]
+async fn with_fair_share_a_worker_claims_at_most_its_share_of_the_unclaimed_items() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-fair");
+    let a = WorkClaims::new(&clients[0], &path, "a").unwrap().with_fair_share();
+    let b = WorkClaims::new(&clients[1], &path, "b").unwrap().with_fair_share();
+    add_items(&a, 10).await;
+    assert_eq!(b.claim(1).await.unwrap().len(), 1, "b joins and takes one");
+    // 9 unclaimed, 2 members: at most ceil(9 / 2) = 5.
+    assert_eq!(a.claim(100).await.unwrap().len(), 5);
+    assert_eq!(b.claim(100).await.unwrap().len(), 2, "ceil(4 / 2)");
+}
