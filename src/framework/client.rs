@@ -600,31 +600,42 @@ impl CuratorClient {
     /// [`create_parents`](Self::create_parents), as PERSISTENT nodes unless `containers` (and
     /// the client uses containers).
     pub(crate) async fn create_parents_as(&self, dir: &str, deadline: Option<Instant>, containers: bool) -> Result<()> {
-        let mut missing = Vec::new();
-        let mut cur = dir.to_string();
-        while cur != "/" && !cur.is_empty() {
-            let c = cur.as_str();
-            if self.with_retry(c, deadline, |zk| async move { zk.check_stat(c).await }).await?.is_some() {
-                break;
+        // An empty container ancestor may be reaped by the server between the walk and the
+        // creates (its child gone, e.g. with an expired session): walk again, a bounded number of
+        // times.
+        const REAPED_RETRIES: usize = 8;
+        let mut reaped = 0;
+        'walk: loop {
+            let mut missing = Vec::new();
+            let mut cur = dir.to_string();
+            while cur != "/" && !cur.is_empty() {
+                let c = cur.as_str();
+                if self.with_retry(c, deadline, |zk| async move { zk.check_stat(c).await }).await?.is_some() {
+                    break;
+                }
+                let up = paths::parent(&cur).to_string();
+                missing.push(std::mem::replace(&mut cur, up));
             }
-            let up = paths::parent(&cur).to_string();
-            missing.push(std::mem::replace(&mut cur, up));
-        }
-        let mode = if containers && self.inner.config.use_containers {
-            zk::CreateMode::Container
-        } else {
-            zk::CreateMode::Persistent
-        };
-        for dir in missing.iter().rev() {
-            let acls = self.raw_acls_for(dir);
-            let options = &mode.with_acls(zk::Acls::new(&acls));
-            let made = self.with_retry(dir, deadline, |zk| async move { zk.create(dir, &[], options).await }).await;
-            match made {
-                Ok(_) | Err(Error::ZooKeeper { code: ErrorCode::NodeExists, .. }) => {}
-                Err(e) => return Err(e),
+            let mode = if containers && self.inner.config.use_containers {
+                zk::CreateMode::Container
+            } else {
+                zk::CreateMode::Persistent
+            };
+            for dir in missing.iter().rev() {
+                let acls = self.raw_acls_for(dir);
+                let options = &mode.with_acls(zk::Acls::new(&acls));
+                let made = self.with_retry(dir, deadline, |zk| async move { zk.create(dir, &[], options).await }).await;
+                match made {
+                    Ok(_) | Err(Error::ZooKeeper { code: ErrorCode::NodeExists, .. }) => {}
+                    Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) if reaped < REAPED_RETRIES => {
+                        reaped += 1;
+                        continue 'walk;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
+            return Ok(());
         }
-        Ok(())
     }
 
     /// One attempt of the background queue at `target` (retrying under the policy, ignoring
