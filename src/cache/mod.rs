@@ -232,8 +232,24 @@ impl CuratorCacheBuilder {
         };
         let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes));
         let (stop, stopped) = watch::channel(false);
-        let task = self.client.runtime().spawn(sync::run(shared.clone(), self.client.clone(), stopped));
+        let ends = EndOnDrop(shared.clone());
+        let run = sync::run(shared.clone(), self.client.clone(), stopped);
+        let task = self.client.runtime().spawn(async move {
+            let _ends = ends;
+            run.await;
+        });
         Ok(CuratorCache { shared, stop, task: Mutex::new(Some(task)) })
+    }
+}
+
+/// Ends the cache ([`CacheState::Closed`], subscribers' streams ended) when its task's future is
+/// dropped without having ended it: the runtime shut down (or the task was aborted) while it ran,
+/// and nothing follows the server any more. A no-op after a normal end.
+struct EndOnDrop(Arc<Shared>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.finish(CacheState::Closed, None);
     }
 }
 

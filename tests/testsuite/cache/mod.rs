@@ -7,6 +7,7 @@ mod convergence;
 mod curator_bugs;
 mod curator_interop;
 mod reads_and_events;
+mod runtime_shutdown;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
