@@ -8,6 +8,7 @@ mod curator_bugs;
 mod curator_interop;
 mod reads_and_events;
 mod runtime_shutdown;
+mod watch_cli_huge_timeout;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
