@@ -386,7 +386,9 @@ impl CuratorCache {
     }
 
     /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
-    /// entry (`None` while it does not exist) — what a config reader wants.
+    /// entry (`None` while it does not exist) — what a config reader wants. Once the cache has
+    /// closed or failed, the receiver's `changed()` fails (and `borrow()` keeps the last entry), so
+    /// that a waiter wakes instead of waiting forever.
     pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
         self.shared.latest()
     }

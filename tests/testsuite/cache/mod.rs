@@ -6,6 +6,7 @@ mod blocking_facade;
 mod convergence;
 mod curator_bugs;
 mod curator_interop;
+mod latest_after_close;
 mod reads_and_events;
 mod runtime_shutdown;
 mod watch_cli_huge_timeout;
