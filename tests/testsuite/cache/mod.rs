@@ -3,6 +3,7 @@
 //! and cache on the same tree (curator_interop).
 
 mod blocking_facade;
+mod cancelled_close;
 mod convergence;
 mod curator_bugs;
 mod curator_interop;
