@@ -232,8 +232,24 @@ impl CuratorCacheBuilder {
         };
         let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes));
         let (stop, stopped) = watch::channel(false);
-        let task = self.client.runtime().spawn(sync::run(shared.clone(), self.client.clone(), stopped));
+        let ends = EndOnDrop(shared.clone());
+        let run = sync::run(shared.clone(), self.client.clone(), stopped);
+        let task = self.client.runtime().spawn(async move {
+            let _ends = ends;
+            run.await;
+        });
         Ok(CuratorCache { shared, stop, task: Mutex::new(Some(task)) })
+    }
+}
+
+/// Ends the cache ([`CacheState::Closed`], subscribers' streams ended) when its task's future is
+/// dropped without having ended it: the runtime shut down (or the task was aborted) while it ran,
+/// and nothing follows the server any more. A no-op after a normal end.
+struct EndOnDrop(Arc<Shared>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.finish(CacheState::Closed, None);
     }
 }
 
@@ -370,7 +386,9 @@ impl CuratorCache {
     }
 
     /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
-    /// entry (`None` while it does not exist) — what a config reader wants.
+    /// entry (`None` while it does not exist) — what a config reader wants. Once the cache has
+    /// closed or failed, the receiver's `changed()` fails (and `borrow()` keeps the last entry), so
+    /// that a waiter wakes instead of waiting forever.
     pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
         self.shared.latest()
     }

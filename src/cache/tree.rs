@@ -69,7 +69,11 @@ pub(super) struct Shared {
     max_nodes: Option<usize>,
     tree: RwLock<Tree>,
     state: watch::Sender<CacheState>,
-    latest: watch::Sender<Option<CacheEntry>>,
+    /// The root's latest entry; dropped when the cache finishes, so that waiters on a receiver
+    /// wake (`changed()` fails) instead of waiting for a change that can no longer come.
+    latest: Mutex<Option<watch::Sender<Option<CacheEntry>>>>,
+    /// A receiver of `latest` kept to hand out its last value once the sender is gone.
+    last: watch::Receiver<Option<CacheEntry>>,
     error: Mutex<Option<Error>>,
 }
 
@@ -82,6 +86,7 @@ pub(super) enum Applied {
 
 impl Shared {
     pub(super) fn new(root: &str, mode: CacheMode, max_depth: usize, max_nodes: Option<usize>) -> Shared {
+        let (latest, last) = watch::channel(None);
         Shared {
             root: root.to_string(),
             mode,
@@ -95,7 +100,8 @@ impl Shared {
                 finished: false,
             }),
             state: watch::channel(CacheState::Loading).0,
-            latest: watch::channel(None).0,
+            latest: Mutex::new(Some(latest)),
+            last,
             error: Mutex::new(None),
         }
     }
@@ -168,7 +174,14 @@ impl Shared {
     }
 
     pub(super) fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
-        self.latest.subscribe()
+        match &*self.latest.lock() {
+            Some(latest) => latest.subscribe(),
+            None => {
+                let mut last = self.last.clone();
+                last.mark_unchanged();
+                last
+            }
+        }
     }
 
     pub(super) fn error(&self) -> Option<Error> {
@@ -211,6 +224,7 @@ impl Shared {
         }
         tree.finished = true;
         tree.subscribers.clear();
+        self.latest.lock().take();
         if let Some(error) = error {
             *self.error.lock() = Some(error);
         }
@@ -335,7 +349,9 @@ impl Shared {
                 CacheEvent::Created(e) | CacheEvent::Changed { new: e, .. } => Some(e.clone()),
                 _ => None,
             };
-            self.latest.send_replace(latest);
+            if let Some(sender) = &*self.latest.lock() {
+                sender.send_replace(latest);
+            }
         }
         tree.subscribers.retain(|s| s.send(event.clone()).is_ok());
     }

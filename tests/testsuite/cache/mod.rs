@@ -3,10 +3,14 @@
 //! and cache on the same tree (curator_interop).
 
 mod blocking_facade;
+mod cancelled_close;
 mod convergence;
 mod curator_bugs;
 mod curator_interop;
+mod latest_after_close;
 mod reads_and_events;
+mod runtime_shutdown;
+mod watch_cli_huge_timeout;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

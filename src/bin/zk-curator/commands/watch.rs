@@ -54,7 +54,9 @@ pub(crate) async fn run(connection: &Resolved, args: WatchArgs) -> ExitCode {
             return exit(EXIT_UNAVAILABLE);
         }
     };
-    let deadline = Instant::now() + args.timeout;
+    // A --timeout past what an Instant can hold (e.g. 1e19) means no limit, not an overflow.
+    let now = Instant::now();
+    let deadline = now.checked_add(args.timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
     let client = tokio::select! {
         connected = connection.connect(args.timeout.max(Duration::from_millis(100))) => match connected {
             Ok(client) => client,
