@@ -215,7 +215,7 @@ impl Curator {
     fn start(connect: &str, path: &str, kind: &str) -> Self {
         let mut child = tokio::process::Command::new(support::curator_hold::run_sh())
             .args([connect, "hold", path, "300", kind])
-            .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
+            .env("CURATOR_BENCH_BUILD", support::curator_hold::bench_build_dir())
             .env("CURATOR_JAVA_OPTS", "-Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
             .stdout(std::process::Stdio::piped())
             .stdin(std::process::Stdio::null())

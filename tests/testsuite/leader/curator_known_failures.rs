@@ -865,7 +865,7 @@ fn curator_participants(
             let id = format!("curator{runs}");
             let mut child = tokio::process::Command::new(support::curator_hold::run_sh())
                 .args([connect.as_str(), "hold", path.as_str(), &hold.to_string(), &format!("latch:{id}")])
-                .env("CURATOR_BENCH_BUILD", concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-bench"))
+                .env("CURATOR_BENCH_BUILD", support::curator_hold::bench_build_dir())
                 .env("SESSION_TIMEOUT_MS", "4000")
                 .stdout(std::process::Stdio::piped())
                 .kill_on_drop(true)
