@@ -1,11 +1,12 @@
 //! `CuratorCache`: reads, events, modes and bounds (reads_and_events), convergence after faults
 //! (convergence), the holes of Curator's caches reproduced (curator_bugs), and a real Curator writer
-//! and cache on the same tree (curator_interop).
+//! and cache on the same tree (curator_interop), and the requests a load sends (load_requests).
 
 mod blocking_facade;
 mod convergence;
 mod curator_bugs;
 mod curator_interop;
+mod load_requests;
 mod reads_and_events;
 
 use std::collections::BTreeMap;
