@@ -11,6 +11,9 @@
 //! check in [`Shared::apply`] guards the rest.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +26,31 @@ use super::{CacheEntry, CacheMode, CacheState};
 use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::framework::{CuratorClient, SessionIdentity};
 
-/// Reads in flight at once while loading (each a small request; the replies are applied in order).
-const LOAD_WINDOW: usize = 8192;
+/// Read requests in flight at once while loading (the replies are applied in the order sent).
+const LOAD_WINDOW: usize = 32;
+
+/// Most reads in one multi-read request of the load.
+const BATCH_READS: usize = 256;
+
+/// What one multi-read reply of the load should come to on average: data batches are sized from
+/// the mean data size seen so far in the load, so a few large nodes among many small ones do not
+/// make every request small; once the mean passes half of this, data is read one node per request.
+const BATCH_REPLY_BYTES: usize = 256 * 1024;
+
+/// What one multi-read reply of the load may come to at most, judging by the largest data seen so
+/// far (zookeeper-client has no packet limit; a node's data is at most the server's jute.maxbuffer,
+/// 1 MiB by default).
+const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
+
+/// A read's share of a reply besides its data (the `Stat`, headers).
+const READ_OVERHEAD: usize = 128;
+
+/// Reads in the first data request, before any size is known.
+const FIRST_DATA_BATCH: usize = 16;
+
+/// Most child names in one multi-read request of the load (known from the parents' `Stat`s); a
+/// node with more children is listed alone.
+const BATCH_CHILDREN: usize = 4096;
 
 /// Most events handled in one batch (their reads are pipelined).
 const EVENT_BATCH: usize = 1024;
@@ -141,9 +167,9 @@ async fn keep_in_sync(shared: &Shared, client: &CuratorClient) -> Error {
 
 /// Reads the whole cached tree (after a `sync`, so that a new session's server is at least as
 /// recent as the leader was): level by level, first the data of the level's nodes, then the
-/// children of those that have any, with [`LOAD_WINDOW`] reads in flight. A node gone meanwhile is
-/// simply absent (CURATOR-476); one it may not read is listed in the second set. A child created
-/// after its parent's read is reported by the watch, armed before.
+/// children of those that have any, batched into multi-read requests ([`read_batched`]). A node
+/// gone meanwhile is simply absent (CURATOR-476); one it may not read is listed in the second set.
+/// A child created after its parent's read is reported by the watch, armed before.
 async fn load(
     shared: &Shared,
     client: &CuratorClient,
@@ -156,62 +182,193 @@ async fn load(
     let mut unreadable = BTreeSet::new();
     let mut level = vec![root.to_string()];
     let mut depth = 0usize;
+    let seen = DataSeen::default();
     while !level.is_empty() {
         let want_children = depth < shared.max_depth();
         let mut parents = Vec::new();
-        let mut inflight = VecDeque::with_capacity(LOAD_WINDOW.min(level.len()));
-        let mut todo = std::mem::take(&mut level).into_iter();
-        loop {
-            while inflight.len() < LOAD_WINDOW {
-                let Some(path) = todo.next() else { break };
-                let data = zk.get_data(&client.fix_path(&path));
-                inflight.push_back((path, data));
-            }
-            let Some((path, data)) = inflight.pop_front() else { break };
-            match data.await {
-                Ok((data, stat)) => {
-                    if want_children && stat.num_children > 0 {
-                        parents.push(path.clone());
+        let mut todo = std::mem::take(&mut level).into_iter().peekable();
+        read_batched(
+            || {
+                let size = seen.batch();
+                let batch: Vec<String> = todo.by_ref().take(size).collect();
+                (!batch.is_empty()).then(|| {
+                    let request = if let [path] = batch.as_slice() {
+                        single_get_data(zk, &client.fix_path(path))
+                    } else {
+                        let mut reader = zk.new_multi_reader();
+                        for path in &batch {
+                            if let Err(err) = reader.add_get_data(&client.fix_path(path)) {
+                                return (batch, Box::pin(std::future::ready(Err(err))) as Pending<'_>);
+                            }
+                        }
+                        Box::pin(reader.commit())
+                    };
+                    (batch, request)
+                })
+            },
+            |path, result| {
+                match result {
+                    zk::MultiReadResult::Data { data, stat } => {
+                        seen.note(data.len());
+                        if want_children && stat.num_children > 0 {
+                            parents.push((path.clone(), stat.num_children as usize));
+                        }
+                        entries.push(CacheEntry::new(&path, data, stat.into()));
+                        shared.check_size(entries.len()).map_err(Stop::Fatal)?;
                     }
-                    entries.push(CacheEntry::new(&path, data, stat.into()));
-                    shared.check_size(entries.len()).map_err(Stop::Fatal)?;
+                    zk::MultiReadResult::Error { err: zk::Error::NoNode } => {}
+                    zk::MultiReadResult::Error { err: zk::Error::NoAuth } => {
+                        warn!(path, "the cache may not read this node; it is not cached");
+                        unreadable.insert(path);
+                    }
+                    zk::MultiReadResult::Error { err } => return Err(stop_for(&path, err)),
+                    _ => return Err(unexpected(&path)),
                 }
-                Err(zk::Error::NoNode) => {}
-                Err(zk::Error::NoAuth) => {
-                    warn!(path, "the cache may not read this node; it is not cached");
-                    unreadable.insert(path);
-                }
-                Err(err) => return Err(stop_for(&path, err)),
-            }
-        }
+                Ok(())
+            },
+        )
+        .await?;
         let mut next = Vec::new();
-        let mut inflight = VecDeque::with_capacity(LOAD_WINDOW.min(parents.len()));
-        let mut parents = parents.into_iter();
-        loop {
-            while inflight.len() < LOAD_WINDOW {
-                let Some(path) = parents.next() else { break };
-                let children = zk.get_children(&client.fix_path(&path));
-                inflight.push_back((path, children));
-            }
-            let Some((path, children)) = inflight.pop_front() else { break };
-            match children.await {
-                Ok((names, _)) => {
-                    shared.check_size(entries.len() + next.len() + names.len()).map_err(Stop::Fatal)?;
-                    let prefix = if path == "/" { "" } else { path.as_str() };
-                    next.extend(names.into_iter().map(|name| format!("{prefix}/{name}")));
+        let mut parents = parents.into_iter().peekable();
+        read_batched(
+            || {
+                // Parents with few children share a request; one with many is listed alone.
+                let mut batch = Vec::new();
+                let mut names = 0usize;
+                while let Some((_, count)) = parents.peek() {
+                    if !batch.is_empty() && (names + count > BATCH_CHILDREN || batch.len() >= BATCH_READS) {
+                        break;
+                    }
+                    names += count;
+                    batch.extend(parents.next().map(|(path, _)| path));
                 }
-                Err(zk::Error::NoNode) => {}
-                Err(zk::Error::NoAuth) => {
-                    unreadable.insert(path);
+                (!batch.is_empty()).then(|| {
+                    let request = if let [path] = batch.as_slice() {
+                        single_get_children(zk, &client.fix_path(path))
+                    } else {
+                        let mut reader = zk.new_multi_reader();
+                        for path in &batch {
+                            if let Err(err) = reader.add_get_children(&client.fix_path(path)) {
+                                return (batch, Box::pin(std::future::ready(Err(err))) as Pending<'_>);
+                            }
+                        }
+                        Box::pin(reader.commit())
+                    };
+                    (batch, request)
+                })
+            },
+            |path, result| {
+                match result {
+                    zk::MultiReadResult::Children { children } => {
+                        shared.check_size(entries.len() + next.len() + children.len()).map_err(Stop::Fatal)?;
+                        let prefix = if path == "/" { "" } else { path.as_str() };
+                        next.extend(children.into_iter().map(|name| format!("{prefix}/{name}")));
+                    }
+                    zk::MultiReadResult::Error { err: zk::Error::NoNode } => {}
+                    zk::MultiReadResult::Error { err: zk::Error::NoAuth } => {
+                        unreadable.insert(path);
+                    }
+                    zk::MultiReadResult::Error { err } => return Err(stop_for(&path, err)),
+                    _ => return Err(unexpected(&path)),
                 }
-                Err(err) => return Err(stop_for(&path, err)),
-            }
-        }
+                Ok(())
+            },
+        )
+        .await?;
         level = next;
         depth += 1;
     }
     entries.sort_by(|a, b| a.path().cmp(b.path()));
     Ok((entries, unreadable))
+}
+
+/// The data the load has read so far, which sizes its next data batches (written from the reply
+/// side, read from the sending side of [`read_batched`]).
+#[derive(Default)]
+struct DataSeen {
+    nodes: AtomicUsize,
+    bytes: AtomicUsize,
+    largest: AtomicUsize,
+}
+
+impl DataSeen {
+    fn note(&self, len: usize) {
+        self.nodes.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.largest.fetch_max(len, Ordering::Relaxed);
+    }
+
+    /// How many nodes the next data request reads.
+    fn batch(&self) -> usize {
+        let nodes = self.nodes.load(Ordering::Relaxed);
+        if nodes == 0 {
+            return FIRST_DATA_BATCH;
+        }
+        let mean = self.bytes.load(Ordering::Relaxed) / nodes;
+        let largest = self.largest.load(Ordering::Relaxed);
+        (BATCH_REPLY_BYTES / (mean + READ_OVERHEAD))
+            .min(MAX_REPLY_BYTES / (largest + READ_OVERHEAD))
+            .clamp(1, BATCH_READS)
+    }
+}
+
+/// One read request of the load: a multi-read, or a single read shaped like one.
+type Pending<'a> = Pin<Box<dyn Future<Output = Result<Vec<zk::MultiReadResult>, zk::Error>> + Send + 'a>>;
+
+/// Sends the requests `next` makes (each with the paths it reads), up to [`LOAD_WINDOW`] in
+/// flight, and hands every path's result to `apply` in the order sent.
+async fn read_batched<'a>(
+    mut next: impl FnMut() -> Option<(Vec<String>, Pending<'a>)>,
+    mut apply: impl FnMut(String, zk::MultiReadResult) -> Result<(), Stop>,
+) -> Result<(), Stop> {
+    let mut inflight = VecDeque::new();
+    loop {
+        while inflight.len() < LOAD_WINDOW {
+            let Some(request) = next() else { break };
+            inflight.push_back(request);
+        }
+        let Some((paths, reply)) = inflight.pop_front() else { return Ok(()) };
+        let results = match reply.await {
+            Ok(results) => results,
+            Err(err) => return Err(stop_for(paths.first().map_or("/", |p| p.as_str()), err)),
+        };
+        if results.len() != paths.len() {
+            return Err(unexpected(paths.first().map_or("/", |p| p.as_str())));
+        }
+        for (path, result) in paths.into_iter().zip(results) {
+            apply(path, result)?;
+        }
+    }
+}
+
+/// A single `getData` (a node whose data may be large), its result shaped like a multi-read's.
+fn single_get_data<'a>(zk: &'a zk::Client, path: &str) -> Pending<'a> {
+    let reply = zk.get_data(path);
+    Box::pin(async move {
+        Ok(vec![match reply.await {
+            Ok((data, stat)) => zk::MultiReadResult::Data { data, stat },
+            Err(err @ (zk::Error::NoNode | zk::Error::NoAuth)) => zk::MultiReadResult::Error { err },
+            Err(err) => return Err(err),
+        }])
+    })
+}
+
+/// A single `getChildren` (a node with many children), its result shaped like a multi-read's.
+fn single_get_children<'a>(zk: &'a zk::Client, path: &str) -> Pending<'a> {
+    let reply = zk.get_children(path);
+    Box::pin(async move {
+        Ok(vec![match reply.await {
+            Ok((children, _)) => zk::MultiReadResult::Children { children },
+            Err(err @ (zk::Error::NoNode | zk::Error::NoAuth)) => zk::MultiReadResult::Error { err },
+            Err(err) => return Err(err),
+        }])
+    })
+}
+
+/// A reply that does not match its request: re-sync rather than trust it.
+fn unexpected(path: &str) -> Stop {
+    warn!(path, "a multi-read reply did not match its request; re-syncing");
+    Stop::Resync
 }
 
 /// Follows the watch until a gap: returns `Ok(true)` when the watcher reported its session's end,

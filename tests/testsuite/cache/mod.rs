@@ -1,6 +1,6 @@
 //! `CuratorCache`: reads, events, modes and bounds (reads_and_events), convergence after faults
 //! (convergence), the holes of Curator's caches reproduced (curator_bugs), and a real Curator writer
-//! and cache on the same tree (curator_interop).
+//! and cache on the same tree (curator_interop), and the requests a load sends (load_requests).
 
 mod blocking_facade;
 mod cancelled_close;
@@ -8,6 +8,7 @@ mod convergence;
 mod curator_bugs;
 mod curator_interop;
 mod latest_after_close;
+mod load_requests;
 mod reads_and_events;
 mod runtime_shutdown;
 mod watch_cli_huge_timeout;
