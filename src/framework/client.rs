@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 
 use super::acl;
 use super::config::{ClientConfig, SessionConfig};
-use super::guaranteed_delete::{DeleteOnDrop, DeleteOutcome, DeleteQueue, DeleteTarget};
+use super::guaranteed_delete::{DeleteOnDrop, DeleteOutcome, DeleteQueue, DeleteTarget, OwnedMark};
 use super::paths;
 use super::retry_loop::{retry_loop, Retrying};
 use super::session::{SessionIdentity, Sessions, Status};
@@ -482,7 +482,7 @@ impl CuratorClient {
     /// [`DeleteTarget::Owned`] (a node of a fixed name, deleted only while it is ours).
     pub(crate) async fn delete_target_guaranteed(&self, target: DeleteTarget, deadline: Option<Instant>) -> Result<()> {
         let (fixed, owner) = match &target {
-            DeleteTarget::Owned { path, session, token } => (path.clone(), Some((*session, token.clone()))),
+            DeleteTarget::Owned { path, session, mark } => (path.clone(), Some((*session, mark.clone()))),
             DeleteTarget::Node(path) | DeleteTarget::Tree { path, .. } => (path.clone(), None),
             DeleteTarget::Protected { parent, .. } => (parent.clone(), None),
             // Conditional deletes of their own: never a plain delete of the path.
@@ -509,7 +509,7 @@ impl CuratorClient {
         let result = self
             .with_retry(&path, deadline, |zk| async move {
                 match owner {
-                    Some((session, token)) => delete_if_owned(&zk, f, *session, token.as_deref()).await,
+                    Some((session, mark)) => delete_if_owned(&zk, f, *session, mark).await,
                     None => zk.delete(f, None).await,
                 }
             })
@@ -653,11 +653,11 @@ impl CuratorClient {
         };
         match target {
             DeleteTarget::Node(fixed) => delete(fixed).await,
-            DeleteTarget::Owned { path: fixed, session, token } => {
+            DeleteTarget::Owned { path: fixed, session, mark } => {
                 let path = self.unfix_path(&fixed).to_string();
-                let (f, token) = (fixed.as_str(), token.as_deref());
+                let (f, mark) = (fixed.as_str(), &mark);
                 let deleted = retry_loop(sessions, policy, &path, None, |zk| async move {
-                    delete_if_owned(&zk, f, session, token).await
+                    delete_if_owned(&zk, f, session, mark).await
                 });
                 match deleted.await {
                     Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => Ok(()),
@@ -724,24 +724,34 @@ impl CuratorClient {
     }
 }
 
-/// Deletes the node at `fixed` through a handle of `session` only, and with `token` only if it is
-/// the ephemeral node of `session` holding `token` (see [`DeleteTarget::Owned`]); a node of
-/// someone else, or one whose session is not the handle's (it goes with its session), is left alone.
+/// Deletes the node at `fixed` through a handle of `session` only, and only if it is the ephemeral
+/// node of `session` that `mark` names (see [`DeleteTarget::Owned`]); a node of someone else, one
+/// our session made since, or one whose session is not the handle's (it goes with its session),
+/// is left alone.
 async fn delete_if_owned(
     zk: &zk::Client,
     fixed: &str,
     session: i64,
-    token: Option<&[u8]>,
+    mark: &OwnedMark,
 ) -> std::result::Result<(), zk::Error> {
     if zk.session_id().0 != session {
         return Ok(());
     }
-    let Some(token) = token else {
-        // A node we hold, on its own session: ours unless an operator deleted it.
-        return zk.delete(fixed, None).await;
+    let (data, stat) = match mark {
+        OwnedMark::Held { sent, .. } if !sent.swap(true, Ordering::SeqCst) => {
+            // A node we hold, on its own session, no delete of it sent yet: ours unless an
+            // operator deleted it.
+            return zk.delete(fixed, None).await;
+        }
+        _ => zk.get_data(fixed).await?,
     };
-    let (data, stat) = zk.get_data(fixed).await?;
-    if stat.ephemeral_owner != session || data != token {
+    let ours = stat.ephemeral_owner == session
+        && match mark {
+            OwnedMark::Data(token) => data == *token,
+            // An earlier delete may have removed ours and our session re-created the path since.
+            OwnedMark::Held { czxid, .. } => stat.czxid == *czxid,
+        };
+    if !ours {
         debug!(path = %fixed, "a node of the same name that is not ours: left alone");
         return Ok(());
     }

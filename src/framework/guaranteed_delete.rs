@@ -7,7 +7,7 @@
 //! is handed a function that performs one attempt, so this module depends on no other.
 
 use std::future::Future;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,17 +34,35 @@ pub(crate) enum DeleteTarget {
     Protected { parent: String, prefix: String },
     /// Delete this ephemeral node of a fixed name only while it is ours, and only through a handle
     /// of its `session` (ZooKeeper's session id): a node of ours whose session has ended went with
-    /// it, and the node at the path, if any, is a later holder's. With `token` (a create whose
-    /// outcome is unknown) the node must also be owned by `session` and hold `token`, its
-    /// creator's unique data; without (a node we hold), the session is enough: on its own
-    /// session only a delete by someone else (an operator) can remove it first.
-    Owned { path: String, session: i64, token: Option<Vec<u8>> },
+    /// it, and the node at the path, if any, is a later holder's. `mark` tells ours apart on the
+    /// session (see [`OwnedMark`]).
+    Owned { path: String, session: i64, mark: OwnedMark },
     /// Delete this path only while it is the node created at `czxid` (a recipe's own node, never
     /// one re-created at the path since); never its children.
     Created { path: String, czxid: i64 },
     /// Delete this path only while its ephemeral owner is `owner` (0: a persistent node): a
     /// recipe's create whose outcome is unknown.
     OwnedBy { path: String, owner: i64 },
+}
+
+/// How a [`DeleteTarget::Owned`] node is told apart from a node of the same name that its session
+/// made since (a later acquisition on the same client).
+#[derive(Clone, Debug)]
+pub(crate) enum OwnedMark {
+    /// A create whose outcome is unknown: ours is the node holding this unique data.
+    Data(Vec<u8>),
+    /// A node we hold, created at `czxid`. The first delete goes without a look (nothing of ours
+    /// removes it before); once one was sent (`sent`, shared by the job's attempts) its outcome may
+    /// be unknown, and the node may since have been re-created by our session, so any further
+    /// attempt deletes only a node created at `czxid`.
+    Held { czxid: i64, sent: Arc<AtomicBool> },
+}
+
+impl OwnedMark {
+    /// The mark of a held node created at `czxid`, no delete of it sent yet.
+    pub(crate) fn held(czxid: i64) -> OwnedMark {
+        OwnedMark::Held { czxid, sent: Arc::new(AtomicBool::new(false)) }
+    }
 }
 
 impl DeleteTarget {

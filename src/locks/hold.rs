@@ -14,7 +14,7 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::framework::guaranteed_delete::DeleteTarget;
+use crate::framework::guaranteed_delete::{DeleteTarget, OwnedMark};
 use crate::framework::session::{SessionKeep, Status};
 use crate::metrics::{HoldMeter, LossCause};
 use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
@@ -531,9 +531,13 @@ impl Hold {
     /// path only while it is ours.
     fn delete_target(&self) -> DeleteTarget {
         match &self.owner_mark {
-            // Held: ours on its own session, no look needed (the mark told it apart while its
-            // create's outcome was unknown).
-            Some(_) => DeleteTarget::Owned { path: self.fixed.clone(), session: self.node.session.id, token: None },
+            // Held: ours on its own session, no look needed for the first delete (the mark told
+            // it apart while its create's outcome was unknown); a retry looks at the czxid.
+            Some(_) => DeleteTarget::Owned {
+                path: self.fixed.clone(),
+                session: self.node.session.id,
+                mark: OwnedMark::held(self.node.czxid),
+            },
             None => DeleteTarget::Node(self.fixed.clone()),
         }
     }

@@ -23,7 +23,7 @@ use super::driver::{Contender, LockDriver, Verdict};
 use super::hold::{Hold, HoldState};
 use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorKind, Result};
-use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget};
+use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget, OwnedMark};
 use crate::framework::paths;
 use crate::metrics::{measure_acquire, LockLabels};
 use crate::{CreatedNode, CuratorClient, SessionIdentity};
@@ -502,8 +502,11 @@ impl<D: LockDriver> LockInternals<D> {
                 },
             };
             if cleanup.as_ref().map_or(true, |(armed, _)| *armed != session.id) {
-                let target =
-                    DeleteTarget::Owned { path: fixed_node.clone(), session: session.id, token: Some(mark.clone()) };
+                let target = DeleteTarget::Owned {
+                    path: fixed_node.clone(),
+                    session: session.id,
+                    mark: OwnedMark::Data(mark.clone()),
+                };
                 cleanup = Some((session.id, self.client.delete_on_drop(target)));
             }
             let create = zk.create(&fixed_node, &mark, &options);
