@@ -20,6 +20,10 @@
 //! * An entrant that finds a closed `ready` created before its own node waits until the closed
 //!   round's members are gone, deletes `ready` (only that one: same `czxid`) and counts again.
 //!   So a round whose last members gave up leaving (timed out) never blocks the next.
+//! * An entrant that finds an open `ready` created before its own node walks in late only
+//!   while a node older than `ready` (a member that round counted) is still there; otherwise
+//!   the round was abandoned (its members dropped, sessions lost) and the nodes there are the
+//!   next round's, not yet counted: it deletes `ready` (version 0, same `czxid`) and counts.
 
 use std::time::{Duration, Instant};
 
