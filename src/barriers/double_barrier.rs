@@ -20,6 +20,10 @@
 //! * An entrant that finds a closed `ready` created before its own node waits until the closed
 //!   round's members are gone, deletes `ready` (only that one: same `czxid`) and counts again.
 //!   So a round whose last members gave up leaving (timed out) never blocks the next.
+//! * An entrant that finds an open `ready` created before its own node walks in late only
+//!   while a node older than `ready` (a member that round counted) is still there; otherwise
+//!   the round was abandoned (its members dropped, sessions lost) and the nodes there are the
+//!   next round's, not yet counted: it deletes `ready` (version 0, same `czxid`) and counts.
 
 use std::time::{Duration, Instant};
 
@@ -302,8 +306,22 @@ impl DistributedDoubleBarrier {
                     drop(watcher);
                     self.delete_ready_of(&client, stale.czxid, Some(0), deadline).await?;
                 }
-                // Open (nobody has left yet), or closed after our node was made: our round.
-                Some(ready) if ready.version == 0 || member.czxid < ready.mzxid => break,
+                // Open, made after our node: our round (we were there when it was counted).
+                // Open, made before our node: we walk in late only while one of the round's
+                // members (a node older than `ready`) is still there; otherwise its members all
+                // went without leaving and the nodes here are the next round's entrants, not
+                // yet counted: cleared away while still open, then we count.
+                Some(open) if open.version == 0 => {
+                    if member.czxid < open.czxid
+                        || self.round_member_present(&client, &children, &member.name, open.czxid, deadline).await?
+                    {
+                        break;
+                    }
+                    drop(watcher);
+                    self.delete_ready_of(&client, open.czxid, Some(0), deadline).await?;
+                }
+                // Closed after our node was made: our round.
+                Some(ready) if member.czxid < ready.mzxid => break,
                 // A previous round, leaving: wait until its members are gone, then clear it away.
                 Some(closed) => {
                     drop(watcher);
@@ -542,6 +560,39 @@ impl DistributedDoubleBarrier {
             }
         }
         Ok(())
+    }
+
+    /// Whether a node among `children` other than `own` (and `ready`) was created before
+    /// `ready_czxid`: a member of the round that `ready` let in.
+    async fn round_member_present(
+        &self,
+        client: &CuratorClient,
+        children: &[String],
+        own: &str,
+        ready_czxid: i64,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        let others: Vec<String> = children
+            .iter()
+            .filter(|c| *c != READY_NODE_NAME && *c != own)
+            .map(|c| paths::join(&self.fixed, c))
+            .collect();
+        if others.is_empty() {
+            return Ok(false);
+        }
+        let nodes = others.as_slice();
+        let stats = client
+            .with_retry(&self.path, deadline, |zk| async move {
+                // One pipeline.
+                let looked: Vec<_> = nodes.iter().map(|n| zk.check_stat(n)).collect();
+                let mut stats = Vec::with_capacity(looked.len());
+                for l in looked {
+                    stats.push(l.await?);
+                }
+                Ok(stats)
+            })
+            .await?;
+        Ok(stats.iter().flatten().any(|s| s.czxid < ready_czxid))
     }
 
     /// Deletes `ready` if it is still the one created at `czxid` (and, with `open`, still at that

@@ -6,5 +6,6 @@
 mod barrier;
 mod blocking_members;
 mod curator_members;
+mod double_barrier_abandoned_rounds;
 mod double_barrier_faults;
 mod double_barrier_rounds;
