@@ -46,3 +46,33 @@ async fn a_claim_whose_create_reply_was_lost_is_started_once_and_stays_claimed()
         assert_eq!(kind(&theirs.begin(&key).await.expect("begin")), "done:once");
     }
 }
+
+#[tokio::test]
+async fn a_timed_complete_whose_commit_applied_is_never_reported_as_not_recorded() {
+    let server = support::server().await;
+    let zk = observer(&server.connect_string()).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let other = support::client(&server.connect_string()).await;
+    let ours = keys(&client, "idem-lost-complete");
+    let theirs = IdempotencyKeys::new(&other, ours.base(), ours.retention()).expect("keys");
+    let claim = started(ours.begin("req").await.expect("begin"), "req");
+    let path = claim.path().to_string();
+    // The commit reaches the server; its reply does not reach us before the deadline.
+    proxy.set_mode(ProxyMode::DropReplies);
+    let completed = tokio::time::timeout(HANG, claim.complete_for(b"paid".to_vec(), Duration::from_millis(500)))
+        .await
+        .expect("complete_for returns by its deadline");
+    proxy.set_mode(ProxyMode::Pass);
+    eventually(HANG, "the outcome recorded", || async {
+        support::stat(&zk, &path).await.is_some_and(|s| s.ephemeral_owner == 0)
+    })
+    .await;
+    assert_eq!(kind(&theirs.begin("req").await.expect("begin")), "done:paid", "the commit applied");
+    // `DeadlineExceeded` is documented as "the outcome was not recorded": the caller would undo work
+    // whose outcome every duplicate is now answered with.
+    match completed {
+        Ok(()) | Err(zk_curator::Error::OutcomeUnknown { .. }) => {}
+        other => panic!("a complete whose commit applied was reported as {other:?}"),
+    }
+}
