@@ -76,3 +76,35 @@ async fn a_timed_complete_whose_commit_applied_is_never_reported_as_not_recorded
         other => panic!("a complete whose commit applied was reported as {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_claim_whose_create_reply_was_lost_over_a_long_cut_is_never_freed_by_its_own_begin() {
+    let server = support::server().await;
+    let zk = observer(&server.connect_string()).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let other = support::client(&server.connect_string()).await;
+    let ours = keys(&client, "idem-lost-create-cut");
+    let theirs = IdempotencyKeys::new(&other, ours.base(), ours.retention()).expect("keys");
+    started(ours.begin("warm-up").await.expect("begin"), "warm-up").complete(b"w".to_vec()).await.expect("complete");
+    let path = ours.key_path("req").expect("key");
+    proxy.set_mode(ProxyMode::DropReplies);
+    let attempt = tokio::spawn({
+        let keys = ours.clone();
+        async move { keys.begin("req").await }
+    });
+    eventually(HANG, "the claim created", || async { support::exists(&zk, &path).await }).await;
+    // The link is cut for a while (well within the session), then heals: the same session again.
+    proxy.set_mode(ProxyMode::Cut);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    let claim = match join("begin", HANG, attempt).await.expect("begin") {
+        Begin::Started(claim) => claim,
+        other => panic!("our own claim answered as {}", kind(&other)),
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let duplicate = theirs.begin("req").await.expect("a duplicate's begin");
+    assert_eq!(kind(&duplicate), "in-progress", "a second execution while {path} is claimed");
+    drop(duplicate);
+    claim.complete(b"once".to_vec()).await.expect("the claim handed out completes");
+}
