@@ -376,6 +376,7 @@ impl IdempotencyKeys {
                 session,
                 retention: self.retention,
                 armed: true,
+                commit_sent: false,
             };
             let created = claim.zk.create(&fixed, data.as_bytes(), &CreateMode::Ephemeral.options(&acls)).await;
             let err = match created {
@@ -554,6 +555,9 @@ pub struct IdempotencyClaim {
     retention: Retention,
     /// True while the claim may exist and is ours to free on drop.
     armed: bool,
+    /// True while a commit of the outcome was sent and not known to have failed: a deadline then
+    /// leaves the outcome unknown, not unrecorded.
+    commit_sent: bool,
 }
 
 /// Which node a claim is, and the mark that tells it from another claim at the same path.
@@ -613,13 +617,13 @@ impl IdempotencyClaim {
         self.complete_until(result.into(), None).await
     }
 
-    /// [`complete`](Self::complete) within `timeout`. Past it, [`Error::DeadlineExceeded`]: the
-    /// outcome was not recorded (a commit is only sent before the deadline and its reply awaited
-    /// up to it; a commit still in flight is resolved in the background, which records it or
-    /// frees the key).
+    /// [`complete`](Self::complete) within `timeout`. Past it, [`Error::DeadlineExceeded`] when
+    /// no commit was in flight (nothing recorded), or [`Error::OutcomeUnknown`] when one was: it
+    /// may have been applied (every duplicate then gets `result`) or not (the claim is abandoned
+    /// in the background, and the key is free again).
     ///
     /// # Errors
-    /// As [`complete`](Self::complete), and [`Error::DeadlineExceeded`].
+    /// As [`complete`](Self::complete), [`Error::DeadlineExceeded`] and [`Error::OutcomeUnknown`].
     ///
     /// # Cancel safety
     /// As [`complete`](Self::complete).
@@ -643,9 +647,17 @@ impl IdempotencyClaim {
         let span = debug_span!("idempotency_complete", path = %self.node.path);
         let started = Instant::now();
         let path = self.node.path.clone();
-        until(deadline, &path, started, "completing idempotency key", self.commit_outcome(&data, deadline))
+        let done = until(deadline, &path, started, "completing idempotency key", self.commit_outcome(&data, deadline))
             .instrument(span)
-            .await
+            .await;
+        match done {
+            // A commit was in flight at the deadline: it may have been applied (the background
+            // release keeps an outcome of ours), so "not recorded" would be a lie.
+            Err(Error::DeadlineExceeded { .. }) if self.commit_sent => {
+                Err(Error::OutcomeUnknown { path, during: "recording the outcome of" })
+            }
+            done => done,
+        }
     }
 
     async fn commit_outcome(&mut self, data: &[u8], deadline: Option<Instant>) -> Result<()> {
@@ -667,6 +679,7 @@ impl IdempotencyClaim {
                 .and_then(|()| writer.add_create(&self.node.fixed, &[], &mode.options(&acls)))
                 .and_then(|()| writer.add_set_data(&self.node.fixed, data, Some(0)));
             built.map_err(|e| Error::zk(&self.node.path, e))?;
+            self.commit_sent = true;
             let source = match writer.commit().await {
                 Ok(_) => {
                     self.armed = false;
@@ -742,6 +755,7 @@ impl IdempotencyClaim {
                 }
                 Found::Claim { owner, mark, .. } if owner == self.session.id && mark == self.node.mark => {
                     // Not applied, and the claim still stands: send it again.
+                    self.commit_sent = false;
                     backoff.wait().await;
                 }
                 _ => {

@@ -4,6 +4,7 @@
 
 mod claims;
 mod lifecycle;
+mod lost_replies;
 mod retention;
 
 use std::time::Duration;
