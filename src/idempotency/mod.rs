@@ -350,9 +350,12 @@ impl IdempotencyKeys {
         let client = &self.client;
         let fixed = client.fix_path(&path);
         let fixed_base = client.fix_path(&self.base);
-        let mark = random_mark();
         let acls = client.raw_acls_for(&fixed);
         let mut retrying = client.retrying(&path, deadline);
+        // An attempt whose outcome is unknown, kept (armed) while the session lives: the next
+        // attempt sends the same mark, so a claim that attempt made is recognised as ours. Were it
+        // dropped at once, its background release could delete the claim a later attempt hands out.
+        let mut unresolved: Option<IdempotencyClaim> = None;
         loop {
             if client.is_closed() {
                 return Err(Error::Closed { path });
@@ -362,6 +365,12 @@ impl IdempotencyKeys {
             if retrying.expired() {
                 return Err(retrying.deadline_exceeded("beginning idempotency key"));
             }
+            // On a new session the earlier attempt's claim, if any, is not ours to hand out: its
+            // release (dropping it) deletes it only through its own session.
+            if unresolved.as_ref().is_some_and(|earlier| earlier.session.id != session.id) {
+                unresolved = None;
+            }
+            let mark = unresolved.as_ref().map_or_else(random_mark, |earlier| earlier.node.mark.clone());
             let data = format!("{CLAIM_TAG}\n{mark}\n{} session 0x{:x}", self.holder, session.id);
             // From here until the claim is handed out, a dropped call deletes what it created.
             let mut claim = IdempotencyClaim {
@@ -382,11 +391,13 @@ impl IdempotencyKeys {
             let err = match created {
                 Ok(_) => {
                     debug!(path, "idempotency key claimed");
+                    disarm(unresolved.take());
                     return Ok(Begin::Started(claim));
                 }
                 Err(zk::Error::NodeExists) => match read(&claim.zk, &path, &fixed).await {
                     Ok(Found::Claim { owner, mark: m, .. }) if owner == session.id && m == mark => {
-                        // Our create's reply was lost on the way.
+                        // Our create's reply (this attempt's or an earlier one's) was lost.
+                        disarm(unresolved.take());
                         return Ok(Begin::Started(claim));
                     }
                     Ok(Found::Claim { holder, .. }) => {
@@ -399,8 +410,11 @@ impl IdempotencyKeys {
                         claim.armed = false;
                         return Ok(Begin::Done { result });
                     }
-                    // Removed meanwhile: try again at once.
-                    Ok(Found::Absent) => continue,
+                    // Removed meanwhile: try again at once (this attempt made nothing).
+                    Ok(Found::Absent) => {
+                        claim.armed = false;
+                        continue;
+                    }
                     Err(e) => e,
                 },
                 Err(zk::Error::NoNode) => {
@@ -410,9 +424,9 @@ impl IdempotencyKeys {
                 }
                 Err(e) => Error::zk(&path, e),
             };
-            // `claim` is dropped here if the outcome is unknown: its background release frees
-            // whatever this attempt may have created.
-            drop(claim);
+            // The outcome is unknown: keep the claim armed (a failed or dropped call releases
+            // whatever it made), one per session and mark.
+            disarm(unresolved.replace(claim));
             retrying.backoff_or_fail(err).await?;
         }
     }
@@ -801,6 +815,14 @@ impl IdempotencyClaim {
             self.armed = false;
         }
         released
+    }
+}
+
+/// Forgets an attempt's claim without releasing it (another value with the same node and mark
+/// takes over).
+fn disarm(claim: Option<IdempotencyClaim>) {
+    if let Some(mut claim) = claim {
+        claim.armed = false;
     }
 }
 
