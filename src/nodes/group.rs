@@ -134,6 +134,9 @@ impl GroupMember {
         let mut members = self.members.borrow().clone();
         if self.node.state() == NodeState::Started {
             members.insert(self.id.clone(), self.node.data());
+        } else {
+            // Closed (or not started): our node is not ours to list, whatever was last seen.
+            members.remove(&self.id);
         }
         members
     }
@@ -181,7 +184,9 @@ impl GroupMember {
 
     /// Leaves the group (Curator's `close`): deletes this member's node — exactly the node it
     /// created — and stops following the group. Waits for the delete as
-    /// [`PersistentNode::close`] does.
+    /// [`PersistentNode::close`] does. Once closed, [`current_members`](Self::current_members)
+    /// no longer lists this member, and its [`changes`](Self::changes) streams report its own
+    /// `Left`, then nothing more (the group is no longer followed).
     ///
     /// # Errors
     /// As [`PersistentNode::close`].
@@ -199,7 +204,11 @@ impl GroupMember {
         if let Some(follower) = self.follower.lock().take() {
             follower.abort();
         }
-        self.node.close().await
+        let closed = self.node.close().await;
+        // The follower is stopped: tell the stream our own node left (it was deleted, or its
+        // delete goes on in the background).
+        self.members.send_if_modified(|members| members.remove(&self.id).is_some());
+        closed
     }
 }
 

@@ -61,3 +61,18 @@ async fn a_member_whose_session_is_replaced_is_back_in_the_group_with_its_latest
     a.close().await.unwrap();
     watcher.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_member_no_longer_lists_itself_and_its_stream_says_it_left() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let obs = support::observer(&server.connect_string()).await;
+    let path = support::unique_path("group-closed");
+    let a = GroupMember::new(&clients[0], &path, "a", b"a1".to_vec()).unwrap();
+    a.start().unwrap();
+    assert!(a.wait_for_initial_create(WITHIN).await.unwrap());
+    let mut changes = a.changes();
+    a.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "our node is deleted");
+    assert!(!a.current_members().contains_key("a"), "a closed member is not listed: {:?}", a.current_members());
+    assert_eq!(next_event(&mut changes).await, MembershipEvent::Left { id: "a".into() });
+}

@@ -4,6 +4,7 @@
 mod blocking_facade;
 mod curator_interop;
 mod flapping_links;
+mod given_up_session;
 mod group_member;
 mod inspect_membership;
 mod persistent_node;
