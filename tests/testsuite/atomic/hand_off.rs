@@ -15,6 +15,10 @@ async fn an_increment_after_another_session_remade_the_node_counts_from_the_new_
     let zk = support::observer(&server.connect_string()).await;
     let base = support::unique_path("atomic-hand-off");
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    // A node that stays beside the counters, so the server never reaps their (container) parent
+    // while a counter is deleted and made again.
+    let keep = DistributedAtomicLong::new(&clients[0], &format!("{base}/keep")).unwrap();
+    assert!(keep.increment().await.unwrap().succeeded());
     for round in 0..20 {
         let counter = DistributedAtomicLong::new(&clients[0], &format!("{base}/c{round}")).unwrap();
         // Makes the node: version 0, holding 1; the turn hands (1, version 0) on.
