@@ -123,6 +123,12 @@ async fn timed_calls_keep_their_deadline_and_leave_no_node() {
 
     // Held elsewhere: a timed acquire gives up by its deadline.
     let held = InterProcessNonFairMutex::new(&other, &path).unwrap().lock().await.unwrap();
+    // A persistent sibling keeps the lock path from being reaped (a container) once it is free.
+    let obs = support::observer(&connect).await;
+    let keep = format!("{path}/keep");
+    obs.create(&keep, b"", &zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all()))
+        .await
+        .unwrap();
     let start = Instant::now();
     assert!(!m.acquire_timeout(Duration::from_millis(300)).await.unwrap());
     assert!(m.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
@@ -130,13 +136,8 @@ async fn timed_calls_keep_their_deadline_and_leave_no_node() {
     assert!(start.elapsed() < PROMPT, "timed calls hung: {:?}", start.elapsed());
     held.release().await.unwrap();
 
-    // A silent connection: the create reaches the server (a persistent sibling keeps the lock
-    // path from being reaped), its reply does not.
-    let obs = support::observer(&connect).await;
-    let keep = format!("{path}/keep");
-    obs.create(&keep, b"", &zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all()))
-        .await
-        .unwrap();
+    // A silent connection: the create reaches the server (`keep` holds the path), its reply
+    // does not.
     proxy.set_mode(ProxyMode::DropReplies);
     let start = Instant::now();
     assert!(m.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
