@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tracing::debug;
 use zookeeper_client as zk;
 
@@ -179,6 +179,8 @@ struct Inner {
     dirs_made: AtomicBool,
     held: Mutex<HashMap<String, Arc<ClaimShared>>>,
     work: Mutex<Option<WorkWatch>>,
+    /// Cancelled claims whose claims are still being released.
+    releasing: watch::Sender<usize>,
 }
 
 impl Drop for Inner {
@@ -186,6 +188,97 @@ impl Drop for Inner {
         if let Some(w) = self.work.get_mut().take() {
             w.task.abort();
         }
+    }
+}
+
+/// One [`WorkClaims::claim`] call, shared by its caller and the task that runs it. Whoever
+/// ends second sees what the other did under one lock: a result the caller will never read is
+/// released, and the handle's count of pending releases goes up and down exactly once.
+struct ClaimCall {
+    inner: Arc<Inner>,
+    state: Mutex<CallState>,
+    done: tokio::sync::Notify,
+}
+
+enum CallState {
+    Running,
+    Done(Result<Vec<Claim>>),
+    /// The caller is gone before the result came; a pending release is counted for it.
+    Abandoned,
+    Over,
+}
+
+impl ClaimCall {
+    /// The task's end: hands the result over, or releases it when the caller is gone.
+    fn finish(self: &Arc<Self>, result: Result<Vec<Claim>>) -> Option<(Result<Vec<Claim>>, PendingRelease)> {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, CallState::Over) {
+            CallState::Running => {
+                *state = CallState::Done(result);
+                drop(state);
+                self.done.notify_one();
+                None
+            }
+            CallState::Abandoned => Some((result, PendingRelease(self.inner.clone()))),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// The caller's end before it took a result: what the call made must still be released.
+    fn abandon(&self) -> Option<(Result<Vec<Claim>>, PendingRelease)> {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, CallState::Over) {
+            CallState::Running => {
+                self.inner.releasing.send_modify(|n| *n += 1);
+                *state = CallState::Abandoned;
+                None
+            }
+            CallState::Done(result @ Ok(_)) => {
+                self.inner.releasing.send_modify(|n| *n += 1);
+                Some((result, PendingRelease(self.inner.clone())))
+            }
+            CallState::Done(Err(_)) | CallState::Abandoned | CallState::Over => None,
+        }
+    }
+}
+
+/// The task side of a [`ClaimCall`]: a task dropped before it finished (its runtime shut down)
+/// still settles the call, so neither the caller nor a pending release waits for it forever.
+struct ClaimTask(Arc<ClaimCall>);
+
+impl Drop for ClaimTask {
+    fn drop(&mut self) {
+        let closed = Error::Closed { path: self.0.inner.path.clone() };
+        // A pending release of an abandoned call ends here: nothing was claimed after all.
+        drop(self.0.finish(Err(closed)));
+    }
+}
+
+/// The caller side of a [`ClaimCall`]; dropped before it took the result, it abandons the call.
+struct ClaimCaller(Arc<ClaimCall>);
+
+impl Drop for ClaimCaller {
+    fn drop(&mut self) {
+        if let Some((result, pending)) = self.0.abandon() {
+            let work = WorkClaims { inner: self.0.inner.clone() };
+            // Spawning on a runtime that shut down drops the task, and with it `pending`.
+            self.0.inner.client.runtime().spawn(async move {
+                let _pending = pending;
+                work.release_abandoned(result).await;
+            });
+        }
+    }
+}
+
+/// One pending background release of a cancelled claim; counts down when dropped.
+struct PendingRelease(Arc<Inner>);
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        self.0.releasing.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -262,6 +355,7 @@ impl WorkClaims {
                 dirs_made: AtomicBool::new(false),
                 held: Mutex::new(HashMap::new()),
                 work: Mutex::new(None),
+                releasing: watch::channel(0).0,
             }),
         })
     }
@@ -365,8 +459,10 @@ impl WorkClaims {
     /// [`Error::Closed`].
     ///
     /// # Cancel safety
-    /// Cancel safe: the claim runs in a task of its own; when the caller is gone by the time it
-    /// ends, it releases every claim it made, so a cancelled claim leaves no claim node.
+    /// Cancel safe: the claim runs in a task of its own; when the caller is gone before it took
+    /// the result, every claim the call made is released in the background, so a cancelled claim
+    /// leaves no claim node. The next `claim` on this handle (or a clone) first waits for those
+    /// releases, so it can take the same items again.
     ///
     /// # Example
     /// ```no_run
@@ -381,18 +477,44 @@ impl WorkClaims {
         if n == 0 {
             return Err(Error::invalid_argument("n", n, "must be at least 1"));
         }
+        // A cancelled claim on this handle releases its claims in the background; wait for that,
+        // so that this claim can take those items again.
+        let mut releasing = self.inner.releasing.subscribe();
+        let _ = releasing.wait_for(|n| *n == 0).await;
+        let call = Arc::new(ClaimCall {
+            inner: self.inner.clone(),
+            state: Mutex::new(CallState::Running),
+            done: tokio::sync::Notify::new(),
+        });
+        let task = ClaimTask(call.clone());
         let this = self.clone();
-        let (tx, rx) = oneshot::channel();
         self.inner.client.runtime().spawn(async move {
             let result = this.claim_batch(n).await;
-            if let Err(Ok(claims)) = tx.send(result) {
-                debug!(count = claims.len(), "claim cancelled: releasing its claims");
-                for claim in claims {
-                    let _ = this.release(claim.item()).await;
-                }
+            if let Some((result, _pending)) = task.0.finish(result) {
+                this.release_abandoned(result).await;
             }
         });
-        rx.await.unwrap_or_else(|_| Err(Error::Closed { path: self.inner.path.clone() }))
+        let caller = ClaimCaller(call);
+        loop {
+            {
+                let mut state = caller.0.state.lock();
+                if let CallState::Done(_) = &*state {
+                    if let CallState::Done(result) = std::mem::replace(&mut *state, CallState::Over) {
+                        return result;
+                    }
+                }
+            }
+            caller.0.done.notified().await;
+        }
+    }
+
+    async fn release_abandoned(&self, result: Result<Vec<Claim>>) {
+        if let Ok(claims) = result {
+            debug!(count = claims.len(), "claim cancelled: releasing its claims");
+            for claim in claims {
+                let _ = self.release(claim.item()).await;
+            }
+        }
     }
 
     async fn claim_batch(&self, n: usize) -> Result<Vec<Claim>> {

@@ -110,14 +110,34 @@ async fn a_cancelled_claim_leaves_no_claim_node() {
     let path = support::unique_path("claims-cancelled");
     let work = claims(&clients[0], &path, "canceller");
     add_items(&work, 40).await;
-    for _ in 0..5 {
-        // Dropped while its requests are in flight.
-        let _ = tokio::time::timeout(Duration::from_millis(1), work.claim(40)).await;
+    // Dropped after its task handed over a result that the caller never read: polled once, then
+    // left alone until its claims exist and a while after.
+    let mut unread = Box::pin(work.claim(40));
+    assert!(tokio::time::timeout(Duration::ZERO, &mut unread).await.is_err());
+    let zk = support::observer(&server.connect_string()).await;
+    let claims_dir = format!("{path}/claims");
+    assert!(
+        support::poll_until(HANG, || async { support::sorted_children(&zk, &claims_dir).await.len() == 40 }).await,
+        "the unread claim claimed every item"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(unread);
+    // Dropped at different points: before its first request and while requests are in flight.
+    for wait_us in [0, 200, 500, 1_000, 2_000, 3_000, 5_000, 8_000, 12_000, 20_000] {
+        if let Ok(done) = tokio::time::timeout(Duration::from_micros(wait_us), work.claim(40)).await {
+            // Not cancelled after all: this one's claims are ours to release.
+            for claim in done.unwrap() {
+                work.release(claim.item()).await.unwrap();
+            }
+        }
     }
-    let left = support::eventually_no_children(&server.connect_string(), &format!("{path}/claims"), HANG).await;
-    assert!(left.is_empty(), "orphan claims: {left:?}");
-    assert!(work.my_claims().is_empty());
+    // The next claim waits for the cancelled claims' releases: a claim left behind would keep
+    // its item from it.
     assert_eq!(work.claim(40).await.unwrap().len(), 40, "every item can be claimed again");
+    assert_eq!(work.my_claims().len(), 40);
+    work.release_all().await.unwrap();
+    let left = support::eventually_no_children(&server.connect_string(), &format!("{path}/claims"), HANG).await;
+    assert!(left.is_empty(), "claims left after release_all: {left:?}");
 }
 
 #[tokio::test]
