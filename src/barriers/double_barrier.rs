@@ -80,6 +80,8 @@ pub struct DistributedDoubleBarrier {
     ready: String,
     member_count: usize,
     member: Option<Member>,
+    /// The barrier's node was there at this member's last create: no need to send its create.
+    dir_seen: bool,
 }
 
 impl Drop for DistributedDoubleBarrier {
@@ -120,7 +122,15 @@ impl DistributedDoubleBarrier {
         let ready = paths::join(&fixed, READY_NODE_NAME);
         // A member's node (a 36-character UUID) is the longest path the barrier sends.
         client.check_path_size(path, &paths::join(&fixed, &uuid::Uuid::nil().to_string()))?;
-        Ok(Self { client: client.clone(), path: path.to_string(), fixed, ready, member_count, member: None })
+        Ok(Self {
+            client: client.clone(),
+            path: path.to_string(),
+            fixed,
+            ready,
+            member_count,
+            member: None,
+            dir_seen: false,
+        })
     }
 
     /// The barrier's path.
@@ -267,6 +277,7 @@ impl DistributedDoubleBarrier {
         let mut cleanup = client.delete_on_drop(DeleteTarget::Node(String::new()));
         cleanup.disarm();
         let (member, mut first) = self.create_member(&client, &mut retrying, &mut cleanup, deadline).await?;
+        self.dir_seen = true;
         let ready = self.ready.as_str();
         loop {
             if client.session() != member.session {
@@ -425,6 +436,14 @@ impl DistributedDoubleBarrier {
                     }
                 }
                 lookup = false;
+            }
+            // The barrier's node, first, in the same pipeline when this member has not seen it
+            // yet (a fresh path per round): made or already there, the member's create follows
+            // in the same round trip. Missing ancestors fail both, and are made below.
+            if !self.dir_seen && parent_rounds == 0 {
+                let acls = client.raw_acls_for(&self.fixed);
+                let dir_options = client.parent_mode().with_acls(zk::Acls::new(&acls));
+                drop(zk.create(&self.fixed, &[], &dir_options));
             }
             // Three requests queued now, in this order: one pipeline.
             let create = zk.create(&node, data, &options);

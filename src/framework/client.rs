@@ -597,6 +597,16 @@ impl CuratorClient {
         self.create_parents_as(dir, deadline, true).await
     }
 
+    /// The mode of the parents [`create_parents`](Self::create_parents) makes: CONTAINER unless
+    /// the client was built without containers.
+    pub(crate) fn parent_mode(&self) -> zk::CreateMode {
+        if self.inner.config.use_containers {
+            zk::CreateMode::Container
+        } else {
+            zk::CreateMode::Persistent
+        }
+    }
+
     /// [`create_parents`](Self::create_parents), as PERSISTENT nodes unless `containers` (and
     /// the client uses containers).
     pub(crate) async fn create_parents_as(&self, dir: &str, deadline: Option<Instant>, containers: bool) -> Result<()> {
@@ -616,11 +626,7 @@ impl CuratorClient {
                 let up = paths::parent(&cur).to_string();
                 missing.push(std::mem::replace(&mut cur, up));
             }
-            let mode = if containers && self.inner.config.use_containers {
-                zk::CreateMode::Container
-            } else {
-                zk::CreateMode::Persistent
-            };
+            let mode = if containers { self.parent_mode() } else { zk::CreateMode::Persistent };
             for dir in missing.iter().rev() {
                 let acls = self.raw_acls_for(dir);
                 let options = &mode.with_acls(zk::Acls::new(&acls));
