@@ -5,6 +5,10 @@
 //! Each member creates an EPHEMERAL `<path>/<uuid>`; the member that finds `member_count` of
 //! them creates the persistent `<path>/ready`, which lets everyone in. Leaving deletes the
 //! member's node and waits until the round's others are gone; the last one out deletes `ready`.
+//! As in Curator, the member holding the lowest-named node deletes it last: Curator's leaving
+//! members watch that node and take its deletion as "the others are gone" (a Curator member that
+//! then finds a single node left leaves), so ours holding it keeps it until the round's other
+//! members are gone.
 //!
 //! # Rounds on one path
 //! Curator 5.4 cannot reuse a path: a member still leaving round R waits for every node it sees,
@@ -204,7 +208,9 @@ impl DistributedDoubleBarrier {
     }
 
     /// Leaves the barrier and waits until every member of this round has left (Curator's
-    /// `leave()`); members who entered a next round meanwhile are not waited for.
+    /// `leave()`); members who entered a next round meanwhile are not waited for. As in
+    /// Curator, a member whose node is the round's lowest-named keeps it until the others are
+    /// gone (Curator's members watch that node), then deletes it.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when this member has not entered;
@@ -336,7 +342,7 @@ impl DistributedDoubleBarrier {
                 // A previous round, leaving: wait until its members are gone, then clear it away.
                 Some(closed) => {
                     drop(watcher);
-                    self.wait_round_over(&client, closed.mzxid, deadline).await?;
+                    self.wait_round_over(&client, closed.mzxid, None, deadline).await?;
                     self.delete_ready_of(&client, closed.czxid, None, deadline).await?;
                 }
                 None => {
@@ -516,22 +522,86 @@ impl DistributedDoubleBarrier {
             Some(closed) => Some((closed.czxid, closed.mzxid)),
             None => None,
         };
-        cleanup.disarm();
-        client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
-        match round {
-            Some((ready_czxid, closed_at)) => {
-                self.wait_round_over(&client, closed_at, deadline).await?;
-                self.delete_ready_of(&client, ready_czxid, None, deadline).await?;
-            }
-            // No `ready` while our node was there: a Curator member of this round deleted it
-            // (it does so when one node is left). Wait for every node there now, as Curator does.
-            None => self.wait_round_over(&client, i64::MAX, deadline).await?,
+        // No `ready` while our node was there: a Curator member of this round deleted it (it
+        // does so when one node is left). Every node there now is waited for, as Curator does.
+        let closed_at = round.map_or(i64::MAX, |(_, closed_at)| closed_at);
+        // Curator's leave protocol: the lowest-named member node goes last. Curator's members
+        // watch it and take its deletion as "the others are gone": one that looks again and
+        // finds a single node left leaves. So when ours is the lowest node of the round, it
+        // stays until the round's other members are gone (`cleanup` still deletes it if this
+        // call ends first); otherwise it goes now.
+        if self.lowest_of_round(&client, &member.name, closed_at, deadline).await? {
+            self.wait_round_over(&client, closed_at, Some(&member.name), deadline).await?;
+            cleanup.disarm();
+            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
+        } else {
+            cleanup.disarm();
+            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
+            self.wait_round_over(&client, closed_at, None, deadline).await?;
+        }
+        if let Some((ready_czxid, _)) = round {
+            self.delete_ready_of(&client, ready_czxid, None, deadline).await?;
         }
         Ok(true)
     }
 
-    /// Waits until no member node created before `closed_at` (a round's close) is left.
-    async fn wait_round_over(&self, client: &CuratorClient, closed_at: i64, deadline: Option<Instant>) -> Result<()> {
+    /// Whether `own` is the lowest-named member node of the round closed at `closed_at` (Curator's
+    /// order: names compared as strings, `ready` left out): no node named lower than it and
+    /// created before the close is there.
+    async fn lowest_of_round(
+        &self,
+        client: &CuratorClient,
+        own: &str,
+        closed_at: i64,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        let fixed = self.fixed.as_str();
+        let children =
+            match client.with_retry(&self.path, deadline, |zk| async move { zk.list_children(fixed).await }).await {
+                Ok(children) => children,
+                Err(e) if e.is(ErrorCode::NoNode) => return Ok(true),
+                Err(e) => return Err(e),
+            };
+        let lower: Vec<String> = children
+            .iter()
+            .filter(|c| *c != READY_NODE_NAME && c.as_str() < own)
+            .map(|c| paths::join(fixed, c))
+            .collect();
+        if lower.is_empty() {
+            return Ok(true);
+        }
+        let stats = self.stats_of(client, &lower, deadline).await?;
+        Ok(!stats.iter().flatten().any(|s| s.czxid < closed_at))
+    }
+
+    /// The stats of `nodes` (None for a node that is not there), looked at in one pipeline.
+    async fn stats_of(
+        &self,
+        client: &CuratorClient,
+        nodes: &[String],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Option<zk::Stat>>> {
+        client
+            .with_retry(&self.path, deadline, |zk| async move {
+                let looked: Vec<_> = nodes.iter().map(|n| zk.check_stat(n)).collect();
+                let mut stats = Vec::with_capacity(looked.len());
+                for l in looked {
+                    stats.push(l.await?);
+                }
+                Ok(stats)
+            })
+            .await
+    }
+
+    /// Waits until no member node created before `closed_at` (a round's close) other than
+    /// `except` (a node name) is left.
+    async fn wait_round_over(
+        &self,
+        client: &CuratorClient,
+        closed_at: i64,
+        except: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let fixed = self.fixed.as_str();
         let children =
             match client.with_retry(&self.path, deadline, |zk| async move { zk.list_children(fixed).await }).await {
@@ -539,8 +609,11 @@ impl DistributedDoubleBarrier {
                 Err(e) if e.is(ErrorCode::NoNode) => return Ok(()),
                 Err(e) => return Err(e),
             };
-        let mut waiting: Vec<String> =
-            children.into_iter().filter(|c| c != READY_NODE_NAME).map(|c| paths::join(fixed, &c)).collect();
+        let mut waiting: Vec<String> = children
+            .into_iter()
+            .filter(|c| c != READY_NODE_NAME && Some(c.as_str()) != except)
+            .map(|c| paths::join(fixed, &c))
+            .collect();
         let mut first_look = true;
         while !waiting.is_empty() {
             // The first is watched; every one is looked at, in one pipeline.
@@ -599,18 +672,7 @@ impl DistributedDoubleBarrier {
         if others.is_empty() {
             return Ok(false);
         }
-        let nodes = others.as_slice();
-        let stats = client
-            .with_retry(&self.path, deadline, |zk| async move {
-                // One pipeline.
-                let looked: Vec<_> = nodes.iter().map(|n| zk.check_stat(n)).collect();
-                let mut stats = Vec::with_capacity(looked.len());
-                for l in looked {
-                    stats.push(l.await?);
-                }
-                Ok(stats)
-            })
-            .await?;
+        let stats = self.stats_of(client, &others, deadline).await?;
         Ok(stats.iter().flatten().any(|s| s.czxid < ready_czxid))
     }
 

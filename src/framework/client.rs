@@ -7,7 +7,7 @@
 //! file ties them together and offers the recipes a few narrow methods.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -489,6 +489,17 @@ impl CuratorClient {
             DeleteTarget::Created { path, czxid } => {
                 return self.delete_created_guaranteed(path, *czxid, deadline).await;
             }
+            DeleteTarget::Marked { path, marker, czxid } => {
+                let mut fallback = self.delete_on_drop(target.clone());
+                let result = self.delete_marked(path, marker, czxid, deadline).await;
+                if !matches!(&result, Err(e) if matches!(
+                    e.kind(),
+                    ErrorKind::Retryable | ErrorKind::SessionLost | ErrorKind::Closed | ErrorKind::DeadlineExceeded
+                )) {
+                    fallback.disarm();
+                }
+                return result;
+            }
             DeleteTarget::OwnedBy { .. } => {
                 let mut fallback = self.delete_on_drop(target.clone());
                 let DeleteTarget::OwnedBy { path, owner } = &target else { return Ok(()) };
@@ -568,6 +579,37 @@ impl CuratorClient {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Deletes a [`DeleteTarget::Marked`] node: when `czxid` is 0 (the create's outcome unknown)
+    /// its marker child tells whether the create happened and at which zxid (kept in `czxid`
+    /// for later attempts); then the marker goes and the node, only while it is the one created
+    /// at that zxid. `Ok` when it is gone or not ours (no marker: not ours to tell).
+    pub(crate) async fn delete_marked(
+        &self,
+        fixed: &str,
+        marker: &str,
+        czxid: &AtomicI64,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let path = self.unfix_path(fixed).to_string();
+        let sessions = &self.inner.sessions;
+        let policy = self.retry_policy();
+        if czxid.load(Ordering::SeqCst) == 0 {
+            let found =
+                retry_loop(sessions, policy, &path, deadline, |zk| async move { zk.check_stat(marker).await }).await?;
+            let Some(found) = found else {
+                debug!(%path, "no create marker: the create did not happen, or cannot be told ours; left alone");
+                return Ok(());
+            };
+            let _ = czxid.compare_exchange(0, found.czxid, Ordering::SeqCst, Ordering::SeqCst);
+        }
+        let ours = czxid.load(Ordering::SeqCst);
+        match retry_loop(sessions, policy, &path, deadline, |zk| async move { zk.delete(marker, None).await }).await {
+            Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.delete_fixed_if(fixed, deadline, |stat| stat.czxid == ours).await
     }
 
     /// [`delete_fixed_if`](Self::delete_fixed_if) for a recipe's own node, the node created at
@@ -703,6 +745,9 @@ impl CuratorClient {
             }
             DeleteTarget::OwnedBy { path: fixed, owner } => {
                 self.delete_fixed_if(&fixed, None, |stat| stat.ephemeral_owner == owner).await
+            }
+            DeleteTarget::Marked { path: fixed, marker, czxid } => {
+                self.delete_marked(&fixed, &marker, &czxid, None).await
             }
             DeleteTarget::Protected { parent, prefix } => {
                 let path = self.unfix_path(&parent).to_string();

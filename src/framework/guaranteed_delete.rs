@@ -43,6 +43,12 @@ pub(crate) enum DeleteTarget {
     /// Delete this path only while its ephemeral owner is `owner` (0: a persistent node): a
     /// recipe's create whose outcome is unknown.
     OwnedBy { path: String, owner: i64 },
+    /// Delete the node at this path made in one transaction with its EPHEMERAL child `marker` (a
+    /// unique name), the marker first, then the node — only while it is the node created at
+    /// `czxid`. `czxid` 0: the create's outcome is unknown; the marker tells (it was made with
+    /// the node, at the same zxid, and cannot outlive it). No marker then: the create did not
+    /// happen, or its session ended and the node cannot be told from someone else's — left alone.
+    Marked { path: String, marker: String, czxid: Arc<AtomicI64> },
 }
 
 /// How a [`DeleteTarget::Owned`] node is told apart from a node of the same name that its session
@@ -66,6 +72,12 @@ impl OwnedMark {
 }
 
 impl DeleteTarget {
+    /// The node at `path` made with its marker child `marker`, created at `czxid` (None: the
+    /// create's outcome is unknown).
+    pub(crate) fn marked(path: String, marker: String, czxid: Option<i64>) -> DeleteTarget {
+        DeleteTarget::Marked { path, marker, czxid: Arc::new(AtomicI64::new(czxid.unwrap_or(0))) }
+    }
+
     /// The subtree at `path`, of the node created at `czxid` (None: the call never saw it).
     pub(crate) fn tree(path: String, czxid: Option<i64>) -> DeleteTarget {
         DeleteTarget::Tree { path, czxid: Arc::new(AtomicI64::new(czxid.unwrap_or(0))) }

@@ -18,6 +18,11 @@ use crate::{CreateMode, CuratorClient, SessionIdentity};
 /// permission, or TTL nodes disabled on the server).
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// The name prefix of the EPHEMERAL child made in one transaction with an unprotected
+/// persistent (or TTL) node, so that a create whose reply was lost can be told ours (see
+/// [`PersistentNode`]); a UUID follows.
+pub(crate) const CREATE_MARKER_PREFIX: &str = "_zkc-create-";
+
 /// Where a [`PersistentNode`] (or a recipe built on one) is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -37,6 +42,14 @@ pub(crate) struct OurNode {
     pub(crate) path: String,
     pub(crate) czxid: i64,
     pub(crate) session: SessionIdentity,
+    /// Ours to delete on close: made by our create (its reply read, or a lost reply told ours by
+    /// its marker), or found at the path by a create with no earlier outcome unknown (adopted).
+    /// False for a node found while a create of ours had an unknown outcome that cannot be told
+    /// ours: kept while started, left by close.
+    pub(crate) ours: bool,
+    /// The namespace-fixed path of the create marker made with the node (deleted right after the
+    /// create; deleted again, if need be, before the node on close).
+    marker: Option<String>,
 }
 
 /// A node kept present while started, wire-compatible with Curator's `PersistentNode`.
@@ -64,6 +77,17 @@ pub(crate) struct OurNode {
 /// for it to go (see [`create_errors`](Self::create_errors)); a persistent one is adopted (its
 /// data set to ours), as Curator does.
 ///
+/// **Unprotected persistent and TTL modes, a create whose reply is lost** (connection cut): the
+/// node is created in one transaction with an EPHEMERAL child `_zkc-create-<uuid>` (the create
+/// marker, deleted as soon as the reply is read; while it is there, a plain delete of the node by
+/// someone else fails with `NotEmpty`). When the reply is lost, the marker tells — at the next
+/// create or on close — whether that create made the node now at the path (same czxid): then it
+/// is ours and close deletes it. Otherwise the node there is someone else's, made meanwhile
+/// (CURATOR-506): it is kept while started (our data set, as when adopted) but close leaves it.
+/// If the session also ended before the outcome was read, the marker went with it and the node
+/// cannot be told ours: close leaves it standing rather than risk deleting someone else's. The
+/// marker needs CREATE permission on the node (its ACL).
+///
 /// Dropping a started node stops it: its node is deleted in the background (on the client's
 /// runtime). Prefer [`close`](Self::close), which waits for the delete.
 pub struct PersistentNode {
@@ -85,6 +109,9 @@ pub(crate) struct Inner {
     /// Why the last create failed; `None` once one succeeded.
     create_error: watch::Sender<Option<Error>>,
     task: parking_lot::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>,
+    /// The namespace-fixed marker path of a create (with a marker) whose outcome is unknown, until
+    /// a create attempt ends with a node.
+    unknown_create: parking_lot::Mutex<Option<String>>,
     /// False while the background task runs.
     finished: watch::Sender<bool>,
 }
@@ -155,6 +182,7 @@ impl PersistentNode {
             current: watch::Sender::new(None),
             create_error: watch::Sender::new(None),
             task: parking_lot::Mutex::new(None),
+            unknown_create: parking_lot::Mutex::new(None),
             finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -369,11 +397,39 @@ impl Inner {
         drop(self.task.lock().take());
     }
 
+    /// Whether creates go with a marker (see [`CREATE_MARKER_PREFIX`]): an unprotected,
+    /// non-sequential, persistent (or TTL) node that close deletes.
+    fn marked(&self) -> bool {
+        self.delete_on_close
+            && !self.protected
+            && !self.mode.is_ephemeral()
+            && !self.mode.is_sequential()
+            && self.mode != CreateMode::Container
+    }
+
+    /// The delete of `node` on close: only the node created then, only if it is ours to delete.
+    fn delete_target(&self, node: &OurNode) -> Option<DeleteTarget> {
+        if !self.delete_on_close || !node.ours {
+            return None;
+        }
+        let fixed = self.client.fix_path(&node.path);
+        Some(match &node.marker {
+            Some(marker) => DeleteTarget::marked(fixed, marker.clone(), Some(node.czxid)),
+            None => DeleteTarget::Created { path: fixed, czxid: node.czxid },
+        })
+    }
+
+    /// The delete on close of the node a create with an unknown outcome may have made: its
+    /// marker tells (see [`DeleteTarget::Marked`]).
+    fn unknown_create_target(&self) -> Option<DeleteTarget> {
+        let marker = self.unknown_create.lock().take()?;
+        Some(DeleteTarget::marked(self.client.fix_path(&self.path), marker, None))
+    }
+
     /// The queued delete of `node` (also without a runtime).
     fn delete_in_background(&self, node: &OurNode) {
-        if self.delete_on_close {
-            let fixed = self.client.fix_path(&node.path);
-            drop(self.client.delete_on_drop(DeleteTarget::Created { path: fixed, czxid: node.czxid }));
+        if let Some(target) = self.delete_target(node) {
+            drop(self.client.delete_on_drop(target));
         }
     }
 }
@@ -393,6 +449,9 @@ impl Drop for Finished {
         if let Some(node) = self.0.current.send_replace(None) {
             self.0.delete_in_background(&node);
         }
+        if let Some(target) = self.0.unknown_create_target() {
+            drop(self.0.client.delete_on_drop(target));
+        }
         self.0.finished.send_replace(true);
     }
 }
@@ -401,13 +460,19 @@ impl Drop for Finished {
 async fn run(inner: Arc<Inner>, finished: Finished) -> Result<()> {
     keep(&inner).await;
     let node = inner.current.send_replace(None);
-    let result = match node {
-        Some(node) if inner.delete_on_close => {
-            let fixed = inner.client.fix_path(&node.path);
+    // Our node (only the one created then), else the node a create with an unknown outcome may
+    // have made (only if its marker tells it ours).
+    let target = match &node {
+        Some(node) => inner.delete_target(node),
+        None if inner.delete_on_close => inner.unknown_create_target(),
+        None => None,
+    };
+    let result = match target {
+        Some(target) => {
             let deadline = deadline_after(inner.client.connection_timeout());
-            inner.client.delete_created_guaranteed(&fixed, node.czxid, Some(deadline)).await
+            inner.client.delete_target_guaranteed(target, Some(deadline)).await
         }
-        _ => Ok(()),
+        None => Ok(()),
     };
     drop(finished);
     result
@@ -572,7 +637,13 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
         let parent = paths::parent(&inner.path);
         let name = paths::node_name(&inner.path);
         return match client.create_protected(parent, name, &bytes, inner.mode, deadline, false, None).await {
-            Ok((node, _)) => Created::Node(OurNode { path: node.path, czxid: node.czxid, session: node.session }),
+            Ok((node, _)) => Created::Node(OurNode {
+                path: node.path,
+                czxid: node.czxid,
+                session: node.session,
+                ours: true,
+                marker: None,
+            }),
             Err(e) => refused(e),
         };
     }
@@ -583,16 +654,50 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
     };
     let acls = client.raw_acls_for(&fixed);
     let options = inner.mode.options(&acls);
+    // A node found at the path is adopted as ours unless a create of ours with an unknown
+    // outcome cannot be told to have made it: then it is someone else's, made in between.
+    let mut adoptable = true;
+    let pending = if inner.marked() { inner.unknown_create.lock().clone() } else { None };
+    if let Some(marker) = pending {
+        let told = tokio::time::timeout_at(until.into(), made_by(&zk, &fixed, &marker)).await;
+        match told.unwrap_or(Err(zk::Error::Timeout)) {
+            Ok(Some(czxid)) => {
+                debug!(path = %inner.path, "a create whose reply was lost made the node: ours");
+                inner.unknown_create.lock().take();
+                forget_marker(client, &marker, deadline).await;
+                let node = OurNode { path: inner.path.clone(), czxid, session, ours: true, marker: Some(marker) };
+                return Created::Node(node);
+            }
+            Ok(None) => adoptable = false,
+            Err(e) => return refused(Error::zk(&inner.path, e)),
+        }
+    }
     let mut parent_rounds = 0;
     loop {
-        let created = tokio::time::timeout_at(until.into(), zk.create(&fixed, &bytes, &options))
-            .await
-            .unwrap_or(Err(zk::Error::Timeout));
+        let marker =
+            inner.marked().then(|| paths::join(&fixed, &format!("{CREATE_MARKER_PREFIX}{}", uuid::Uuid::new_v4())));
+        let created = match &marker {
+            None => tokio::time::timeout_at(until.into(), zk.create(&fixed, &bytes, &options))
+                .await
+                .unwrap_or(Err(zk::Error::Timeout))
+                .map(|(stat, sequence)| (stat.czxid, Some(sequence))),
+            Some(marker) => {
+                let made = create_marked(client, &zk, &fixed, &bytes, &options, marker);
+                let made = tokio::time::timeout_at(until.into(), made).await;
+                made.unwrap_or(Err(zk::Error::Timeout)).map(|czxid| (czxid, None))
+            }
+        };
         match created {
-            Ok((stat, sequence)) => {
-                let path =
-                    if inner.mode.is_sequential() { format!("{}{sequence}", inner.path) } else { inner.path.clone() };
-                return Created::Node(OurNode { path, czxid: stat.czxid, session });
+            Ok((czxid, sequence)) => {
+                let path = match sequence {
+                    Some(sequence) if inner.mode.is_sequential() => format!("{}{sequence}", inner.path),
+                    _ => inner.path.clone(),
+                };
+                if let Some(marker) = &marker {
+                    inner.unknown_create.lock().take();
+                    forget_marker(client, marker, deadline).await;
+                }
+                return Created::Node(OurNode { path, czxid, session, ours: true, marker });
             }
             Err(zk::Error::NoNode) if parent_rounds < 5 => {
                 parent_rounds += 1;
@@ -603,18 +708,26 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
             }
             Err(zk::Error::NodeExists) if !inner.mode.is_sequential() => {
                 // Within the same bound: a close waits for this create.
-                let found = tokio::time::timeout_at(until.into(), existing(inner, &zk, session, &fixed, &bytes));
-                return found.await.unwrap_or(Created::Again { pause: false });
+                let found =
+                    tokio::time::timeout_at(until.into(), existing(inner, &zk, session, &fixed, &bytes, adoptable));
+                let found = found.await.unwrap_or(Created::Again { pause: false });
+                if matches!(found, Created::Node(_)) {
+                    inner.unknown_create.lock().take();
+                }
+                return found;
             }
             Err(e) => {
                 let e = Error::zk(&inner.path, e);
                 if !inner.mode.is_sequential() && matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
-                    // Unknown outcome: a node it may have made is ours (our session's, or a
-                    // persistent one), found by the next create's NodeExists — or, if the node
-                    // was closed meanwhile, deleted in the background.
-                    if !inner.started() {
-                        let owner = if inner.mode.is_ephemeral() { session.id } else { 0 };
-                        drop(client.delete_on_drop(DeleteTarget::OwnedBy { path: fixed.clone(), owner }));
+                    if let Some(marker) = marker {
+                        // Unknown outcome: its marker tells, at the next create or on close,
+                        // whether it made the node (the node at the path is someone else's
+                        // otherwise).
+                        *inner.unknown_create.lock() = Some(marker);
+                    } else if inner.mode.is_ephemeral() && !inner.started() {
+                        // Unknown outcome, closed meanwhile: a node of this session at the path
+                        // is ours (else the next create's NodeExists finds it).
+                        drop(client.delete_on_drop(DeleteTarget::OwnedBy { path: fixed.clone(), owner: session.id }));
                     }
                 }
                 return refused(e);
@@ -623,9 +736,67 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
     }
 }
 
+/// Creates the node at `fixed` with its create marker `marker` (an EPHEMERAL child, one
+/// transaction: the same zxid); the node's czxid.
+async fn create_marked(
+    client: &CuratorClient,
+    zk: &zk::Client,
+    fixed: &str,
+    bytes: &[u8],
+    options: &zk::CreateOptions<'_>,
+    marker: &str,
+) -> std::result::Result<i64, zk::Error> {
+    let acls = client.raw_acls_for(marker);
+    let marker_options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
+    let mut writer = zk.new_multi_writer();
+    writer.add_create(fixed, bytes, options)?;
+    writer.add_create(marker, &[], &marker_options)?;
+    let results = writer.commit().await?;
+    let stat = results.iter().find_map(|r| match r {
+        zk::MultiWriteResult::Create { stat, .. } if !stat.is_invalid() => Some(stat.czxid),
+        _ => None,
+    });
+    let czxid = match stat {
+        Some(czxid) => czxid,
+        // Servers that answer a multi's create without its stat: the marker's own stat.
+        None => zk.check_stat(marker).await?.map(|s| s.czxid).ok_or(zk::Error::NoNode)?,
+    };
+    Ok(czxid)
+}
+
+/// Whether a create with `marker` made the node now at `fixed`: its czxid if so. The marker
+/// (an EPHEMERAL child made with the node) is there only if the create happened and its session
+/// lives; a node at the path without it is not attributable to us.
+async fn made_by(zk: &zk::Client, fixed: &str, marker: &str) -> std::result::Result<Option<i64>, zk::Error> {
+    // One pipeline: the marker, then the node.
+    let marker_stat = zk.check_stat(marker);
+    let node_stat = zk.check_stat(fixed);
+    let (marker_stat, node_stat) = (marker_stat.await?, node_stat.await?);
+    Ok(match (marker_stat, node_stat) {
+        (Some(m), Some(n)) if m.czxid == n.czxid => Some(n.czxid),
+        _ => None,
+    })
+}
+
+/// Deletes a create marker once the create's outcome is known (handed to the background queue
+/// if that cannot be done now).
+async fn forget_marker(client: &CuratorClient, marker: &str, deadline: Option<Instant>) {
+    if let Err(e) = client.delete_fixed_guaranteed(marker, deadline).await {
+        debug!(%e, %marker, "deleting the create marker: left to the background queue");
+    }
+}
+
 /// The node exists at our (non-sequential) path: ours (a lost reply's create on this session,
-/// or a persistent node, adopted with our data), or another session's ephemeral (waited for).
-async fn existing(inner: &Inner, zk: &zk::Client, session: SessionIdentity, fixed: &str, bytes: &[u8]) -> Created {
+/// or a persistent node, adopted with our data — ours to delete on close when `adoptable`), or
+/// another session's ephemeral (waited for).
+async fn existing(
+    inner: &Inner,
+    zk: &zk::Client,
+    session: SessionIdentity,
+    fixed: &str,
+    bytes: &[u8],
+    adoptable: bool,
+) -> Created {
     let stat = match zk.check_stat(fixed).await {
         Ok(Some(stat)) => stat,
         // Gone meanwhile: create again.
@@ -635,17 +806,22 @@ async fn existing(inner: &Inner, zk: &zk::Client, session: SessionIdentity, fixe
             return Created::Again { pause: false };
         }
     };
-    let node = OurNode { path: inner.path.clone(), czxid: stat.czxid, session };
+    let node = OurNode { path: inner.path.clone(), czxid: stat.czxid, session, ours: true, marker: None };
     if !inner.mode.is_ephemeral() {
         if stat.ephemeral_owner != 0 {
             return foreign(inner, zk, fixed, stat.ephemeral_owner).await;
         }
-        // Adopted (Curator's PersistentNode does so too): our data goes in.
+        // Adopted (Curator's PersistentNode does so too): our data goes in. Found while a create
+        // of ours had an unknown outcome that cannot be told to have made it: someone else's,
+        // kept while started but never deleted by close.
         if let Err(e) = zk.set_data(fixed, bytes, None).await {
             inner.create_error.send_replace(Some(Error::zk(&inner.path, e)));
             return Created::Again { pause: false };
         }
-        return Created::Node(node);
+        if !adoptable {
+            debug!(path = %inner.path, "a node not told ours (made while a create's reply was lost): close leaves it");
+        }
+        return Created::Node(OurNode { ours: adoptable, ..node });
     }
     if stat.ephemeral_owner == session.id {
         return Created::Node(node);

@@ -215,7 +215,7 @@ public class CuratorPeer {
         }
         CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], new ExponentialBackoffRetry(100, 3));
         client.start();
-        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+        if (!client.blockUntilConnected(100, TimeUnit.SECONDS)) {
             out.println("ERROR cannot connect to " + args[0]);
             System.exit(1);
         }

@@ -155,7 +155,7 @@ async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_clos
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
     let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
-    let mut a = support::join("a enters", HANG, a_in).await.unwrap();
+    let a = support::join("a enters", HANG, a_in).await.unwrap();
     let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
     assert_eq!(seen.ready, Some(zk_curator::BarrierReady::Open));
     let mut nodes: Vec<_> = seen.members.iter().map(|m| m.node.clone()).collect();
@@ -164,12 +164,15 @@ async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_clos
     expected.sort();
     assert_eq!(nodes, expected);
     assert!(seen.members.iter().all(|m| m.session == clients[0].session_id() || m.session == clients[1].session_id()));
-    let a_out = tokio::spawn(async move { a.leave().await });
+    // The member holding the higher-named node leaves first: its node goes at once (the lowest
+    // one stays until the others are gone).
+    let (mut first, mut last) = if a.member_node() > b.member_node() { (a, b) } else { (b, a) };
+    let first_out = tokio::spawn(async move { first.leave().await });
     support::eventually(HANG, "the round is closed", || async {
         let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
         seen.ready == Some(zk_curator::BarrierReady::Closed) && seen.members.len() == 1
     })
     .await;
-    b.leave().await.unwrap();
-    support::join("a leaves", HANG, a_out).await.unwrap();
+    last.leave().await.unwrap();
+    support::join("the first member leaves", HANG, first_out).await.unwrap();
 }

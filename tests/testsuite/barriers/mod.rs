@@ -8,4 +8,5 @@ mod blocking_members;
 mod curator_members;
 mod double_barrier_abandoned_rounds;
 mod double_barrier_faults;
+mod double_barrier_leave_order;
 mod double_barrier_rounds;

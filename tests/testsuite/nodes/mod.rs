@@ -7,6 +7,7 @@ mod flapping_links;
 mod given_up_session;
 mod group_member;
 mod inspect_membership;
+mod lost_create_reply;
 mod persistent_node;
 mod ttl_node;
 

@@ -27,6 +27,9 @@ const CLASSPATH_JARS: &[&str] = &[
 const JAR_DIR: &str = "/usr/share/java";
 const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/java/CuratorPeer.java");
 const PEER_CLASSES: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/curator-peer");
+/// Upper bound for the JVM's start and its client's first connection (the peer itself waits up
+/// to 100 s for it): a hang guard, generous for a loaded machine where a JVM starts slowly.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(150);
 /// Upper bound for one peer command (the `critical` loop included).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -128,7 +131,7 @@ impl CuratorPeer {
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut peer = CuratorPeer { _child: child, stdin, stdout };
-        let ready = peer.read_line("startup", Duration::from_secs(30)).await;
+        let ready = peer.read_line("startup", STARTUP_TIMEOUT).await;
         assert_eq!(ready, "READY", "the Curator peer did not start");
         peer
     }
