@@ -86,7 +86,8 @@ pub(crate) struct OurNode {
 /// (CURATOR-506): it is kept while started (our data set, as when adopted) but close leaves it.
 /// If the session also ended before the outcome was read, the marker went with it and the node
 /// cannot be told ours: close leaves it standing rather than risk deleting someone else's. The
-/// marker needs CREATE permission on the node (its ACL).
+/// marker needs CREATE permission on the node (its ACL); where the ACL refuses it, creates go
+/// without a marker, and a node whose create reply was lost is treated as found (adopted).
 ///
 /// Dropping a started node stops it: its node is deleted in the background (on the client's
 /// runtime). Prefer [`close`](Self::close), which waits for the delete.
@@ -112,6 +113,9 @@ pub(crate) struct Inner {
     /// The namespace-fixed marker path of a create (with a marker) whose outcome is unknown, until
     /// a create attempt ends with a node.
     unknown_create: parking_lot::Mutex<Option<String>>,
+    /// A marked create was refused `NoAuth`: the node's ACL does not let us create the marker
+    /// under it, so creates go without one from then on.
+    marker_refused: std::sync::atomic::AtomicBool,
     /// False while the background task runs.
     finished: watch::Sender<bool>,
 }
@@ -183,6 +187,7 @@ impl PersistentNode {
             create_error: watch::Sender::new(None),
             task: parking_lot::Mutex::new(None),
             unknown_create: parking_lot::Mutex::new(None),
+            marker_refused: std::sync::atomic::AtomicBool::new(false),
             finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -405,6 +410,7 @@ impl Inner {
             && !self.mode.is_ephemeral()
             && !self.mode.is_sequential()
             && self.mode != CreateMode::Container
+            && !self.marker_refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The delete of `node` on close: only the node created then, only if it is ours to delete.
@@ -705,6 +711,13 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
                     Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {}
                     Err(e) => return refused(e),
                 }
+            }
+            // The node's ACL may not let us create the marker under it (a transaction is
+            // all or nothing: nothing was made). Without a marker, as before it: only a lost
+            // reply then leaves the node's ownership untold.
+            Err(zk::Error::NoAuth) if marker.is_some() => {
+                debug!(path = %inner.path, "create marker refused by the node's ACL: creating without one");
+                inner.marker_refused.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             Err(zk::Error::NodeExists) if !inner.mode.is_sequential() => {
                 // Within the same bound: a close waits for this create.

@@ -1,7 +1,8 @@
 //! `PersistentNode` in an unprotected persistent (or TTL) mode when a create's reply is lost: close
 //! deletes the node only when that create made it (the create's marker tells), never a node
 //! someone else made at the path meanwhile (Curator's CURATOR-506), whether close runs after the
-//! link came back or while the outcome is still unknown.
+//! link came back or while the outcome is still unknown; and a node whose ACL refuses the marker
+//! is created and deleted all the same.
 
 use std::time::Duration;
 
@@ -126,4 +127,43 @@ async fn close_while_a_create_outcome_is_unknown_deletes_the_node_only_when_that
             }
         }
     }
+}
+
+/// Everything for the loopback address, except creating children under the persistent nodes'
+/// own paths (`.../pnode-*`): the create marker cannot be made there.
+#[derive(Debug)]
+struct NoChildrenUnderTheNode;
+
+impl zk_curator::AclProvider for NoChildrenUnderTheNode {
+    fn default_acl(&self) -> Vec<zk_curator::Acl> {
+        vec![zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"))]
+    }
+
+    fn acl_for_path(&self, path: &str) -> Vec<zk_curator::Acl> {
+        if path.rsplit('/').next().is_some_and(|name| name.starts_with("pnode-")) {
+            let all = zk_curator::Permissions::ALL.bits();
+            let all_but_create = zk_curator::Permissions::from_bits(all & !zk_curator::Permissions::CREATE.bits());
+            vec![zk_curator::Acl::new(all_but_create, zk_curator::Id::new("ip", "127.0.0.1"))]
+        } else {
+            Vec::new() // the default
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_acl_refuses_the_create_marker_is_still_created_and_deleted_on_close() {
+    let (server, _) = support::server_and_clients(0).await;
+    let connect = server.connect_string();
+    let client = CuratorClient::builder(&connect).acl_provider(NoChildrenUnderTheNode).connect().await.unwrap();
+    let obs = support::observer(&connect).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let path = format!("{}/pnode-{i}", support::unique_path("marker-acl"));
+        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        node.start().unwrap();
+        assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: never created");
+        assert_eq!(obs.get_data(&path).await.unwrap().0, b"ours");
+        node.close().await.unwrap();
+        assert!(!support::exists(&obs, &path).await, "{mode:?}: close left the node");
+    }
+    client.close().await;
 }
