@@ -25,15 +25,29 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
-use crate::framework::{paths, SessionIdentity};
+use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
+
+/// A claim node's data besides the tag: a newline, the session id in hex, a newline, the claim
+/// time in milliseconds.
+const CLAIM_DATA_OVERHEAD: usize = 64;
+
+/// Most reads in one multi-read request.
+const READS_PER_REQUEST: usize = 256;
+
+/// Most bytes of paths (with their headers) in one multi-read request: a quarter of the server's
+/// default `jute.maxbuffer`, so a request of many long names never makes it drop the connection.
+const PATH_BYTES_PER_REQUEST: usize = 256 * 1024;
+
+/// What one read in a multi-read request takes besides its path.
+const READ_OVERHEAD: usize = 16;
 
 /// Where a claim stands, as its holder sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -340,6 +354,10 @@ impl WorkClaims {
         if tag.len() > MAX_TAG_LEN {
             return Err(Error::invalid_argument("tag", tag, "is longer than 256 bytes"));
         }
+        // The tag names this process's member node (`<tag>-<session-id-hex>`) under the fair share.
+        if paths::validate_node_name("tag", &format!("{tag}-0")).is_err() {
+            return Err(Error::invalid_argument("tag", tag, "has a character ZooKeeper refuses in a node name"));
+        }
         let items = client.fix_path(&paths::join(path, "items"));
         let claims = client.fix_path(&paths::join(path, "claims"));
         let members = client.fix_path(&paths::join(path, "members"));
@@ -392,6 +410,18 @@ impl WorkClaims {
         paths::join(&paths::join(&self.inner.path, "items"), item)
     }
 
+    /// Refuses an item whose claim transaction (its payload rewritten, its claim node created)
+    /// would be larger than one request the server reads: sent, it would make the server drop the
+    /// connection, and the item could never be claimed.
+    fn check_claim_size(&self, item: &str, data_len: usize) -> Result<()> {
+        let rest = self.item_fixed(item).len()
+            + self.claim_fixed(item).len()
+            + self.inner.tag.len()
+            + CLAIM_DATA_OVERHEAD
+            + 2 * limits::OPERATION_OVERHEAD;
+        limits::check_request_size(self.inner.client.max_data_size(), "data", &self.item_path(item), data_len, rest)
+    }
+
     async fn make_dirs(&self, deadline: Option<Instant>) -> Result<()> {
         if self.inner.dirs_made.load(Ordering::Acquire) {
             return Ok(());
@@ -423,7 +453,7 @@ impl WorkClaims {
     /// ```
     pub async fn add(&self, item: &str, data: &[u8]) -> Result<()> {
         paths::validate_node_name("item", item)?;
-        self.inner.client.check_data_size("data", &self.item_path(item), data.len())?;
+        self.check_claim_size(item, data.len())?;
         self.make_dirs(None).await?;
         let fixed = self.item_fixed(item);
         let f = fixed.as_str();
@@ -577,15 +607,28 @@ impl WorkClaims {
         free.rotate_left(start);
         free.truncate(want);
 
-        // One snapshot read of every candidate's payload and version.
-        let mut reader = zk.new_multi_reader();
-        for item in &free {
-            reader.add_get_data(&self.item_fixed(item)).map_err(err)?;
+        // One pipelined read of every candidate's payload and version, in requests of a size the
+        // server reads.
+        let mut reads = Vec::new();
+        for chunk in read_chunks(&free, |item| self.item_fixed(item).len() + READ_OVERHEAD) {
+            let mut reader = zk.new_multi_reader();
+            for item in chunk {
+                reader.add_get_data(&self.item_fixed(item)).map_err(err)?;
+            }
+            reads.push(reader.commit());
         }
-        let read = reader.commit().await.map_err(err)?;
+        let mut read = Vec::with_capacity(free.len());
+        for chunk in futures_join_all(reads).await {
+            read.extend(chunk.map_err(err)?);
+        }
         let mut candidates = Vec::new();
         for (item, result) in free.into_iter().zip(read) {
             if let zk::MultiReadResult::Data { data, stat } = result {
+                // An item made by other means than `add`, too large to claim: skipped.
+                if let Err(e) = self.check_claim_size(&item, data.len()) {
+                    warn!(item = %item, error = %e, "an item too large to claim is skipped");
+                    continue;
+                }
                 candidates.push((item, data, stat.version));
             }
         }
@@ -925,7 +968,8 @@ impl WorkClaims {
         }
         let now = now_ms();
         let mut woken = Vec::new();
-        for chunk in names.chunks(256) {
+        let per_item = |item: &str| self.claim_fixed(item).len() + self.item_fixed(item).len() + 2 * READ_OVERHEAD;
+        for chunk in read_chunks(&names, per_item) {
             let read = inner
                 .client
                 .with_retry(path, None, |zk| {
@@ -949,7 +993,7 @@ impl WorkClaims {
                     continue;
                 };
                 let held_ms = now.saturating_sub(claim.ctime).max(0) as u64;
-                if held_ms < age.as_millis() as u64 {
+                if u128::from(held_ms) < age.as_millis() {
                     continue;
                 }
                 let text = String::from_utf8_lossy(data);
@@ -1083,6 +1127,25 @@ impl WorkClaims {
         let claimed: HashSet<String> = claimed.into_iter().collect();
         Ok((rx, items.iter().any(|i| !claimed.contains(i))))
     }
+}
+
+/// Splits `items` into runs of at most [`READS_PER_REQUEST`] items and [`PATH_BYTES_PER_REQUEST`]
+/// bytes of paths, `cost` giving an item's bytes (each run holds one item at least).
+fn read_chunks(items: &[String], cost: impl Fn(&str) -> usize) -> Vec<&[String]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0usize);
+    for (i, item) in items.iter().enumerate() {
+        let c = cost(item);
+        if i > start && (i - start >= READS_PER_REQUEST || bytes + c > PATH_BYTES_PER_REQUEST) {
+            chunks.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += c;
+    }
+    if start < items.len() {
+        chunks.push(&items[start..]);
+    }
+    chunks
 }
 
 fn no_node_empty(e: zk::Error) -> std::result::Result<Vec<String>, zk::Error> {
