@@ -16,7 +16,10 @@
 //! of a batch are pipelined on one session. Completing is `{delete claim, delete item at version
 //! v + 1}` and releasing `{check item at v + 1, delete claim}`: once the claim was reclaimed (or
 //! its session ended) and the item claimed again, the item's version has moved and both are
-//! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too.
+//! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too. An item
+//! completed and added again under its name starts at version 0 again, so a send whose reply was
+//! lost is repeated only after reading the claim node back as this claim's (session and creation
+//! zxid).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,6 +73,8 @@ struct ClaimShared {
     item_version: i32,
     /// The claim node's creation zxid.
     czxid: i64,
+    /// The item's creation zxid: tells it from an item added again under the same name.
+    item_czxid: i64,
     session: SessionIdentity,
     state: watch::Sender<ClaimState>,
 }
@@ -629,14 +634,14 @@ impl WorkClaims {
                     warn!(item = %item, error = %e, "an item too large to claim is skipped");
                     continue;
                 }
-                candidates.push((item, data, stat.version));
+                candidates.push((item, data, stat.version, stat.czxid));
             }
         }
 
         // Pipelined claim transactions: each is sent when its future is made.
         let claim_data = self.claim_data(session);
         let mut pending = Vec::with_capacity(candidates.len());
-        for (item, data, version) in &candidates {
+        for (item, data, version, _) in &candidates {
             let claim = self.claim_fixed(item);
             let acls = inner.client.raw_acls_for(&claim);
             let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
@@ -648,7 +653,7 @@ impl WorkClaims {
         let results = futures_join_all(pending).await;
         let mut made = Vec::new();
         let mut unknown = Vec::new();
-        for ((item, data, _), result) in candidates.into_iter().zip(results) {
+        for ((item, data, _, item_czxid), result) in candidates.into_iter().zip(results) {
             match result {
                 Ok(ops) => {
                     let czxid = match ops.first() {
@@ -659,7 +664,7 @@ impl WorkClaims {
                         Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
                         _ => continue,
                     };
-                    made.push((item, data, item_version, czxid));
+                    made.push((item, data, item_version, czxid, item_czxid));
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {}
                 Err(zk::MultiWriteError::RequestFailed { source }) => unknown.push((item, data, source)),
@@ -674,13 +679,13 @@ impl WorkClaims {
                 match stat {
                     Some(s) if s.ephemeral_owner == session.id => {
                         let (_, item_stat) = zk.get_data(&self.item_fixed(&item)).await?;
-                        Ok(Some((item_stat.version, s.czxid)))
+                        Ok(Some((item_stat.version, s.czxid, item_stat.czxid)))
                     }
                     _ => Ok(None),
                 }
             };
             match owned.await {
-                Ok(Some((version, czxid))) => made.push((item, data, version, czxid)),
+                Ok(Some((version, czxid, item_czxid))) => made.push((item, data, version, czxid, item_czxid)),
                 Ok(None) => {}
                 Err(e) => {
                     // Still unknown (the connection is down): a session that lives on keeps the
@@ -694,12 +699,13 @@ impl WorkClaims {
             }
         }
         let mut claims = Vec::with_capacity(made.len());
-        for (item, data, item_version, czxid) in made {
+        for (item, data, item_version, czxid, item_czxid) in made {
             let shared = Arc::new(ClaimShared {
                 item: item.clone(),
                 data,
                 item_version,
                 czxid,
+                item_czxid,
                 session,
                 state: watch::Sender::new(ClaimState::Held),
             });
@@ -813,6 +819,21 @@ impl WorkClaims {
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
             }
+            if sends > 0 {
+                // The last send's reply was lost: it may have applied, and since then the claim
+                // may have been reclaimed and the item completed, added again and claimed by
+                // someone else with the same item version. Send again only while the claim node
+                // is still this claim's.
+                match zk.check_stat(&claim).await {
+                    Ok(Some(s))
+                        if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {}
+                    Ok(now) => return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await,
+                    Err(e) => {
+                        retrying.backoff_or_fail(Error::zk(&claim_path, e)).await?;
+                        continue;
+                    }
+                }
+            }
             let mut writer = zk.new_multi_writer();
             let add = if complete {
                 writer.add_delete(&claim, None).and_then(|_| writer.add_delete(&item, Some(shared.item_version)))
@@ -828,18 +849,6 @@ impl WorkClaims {
                     return Ok(());
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {
-                    // A retried complete refused: it did not apply while the item is still there.
-                    if sends > 1 && complete && !matches!(zk.check_stat(&item).await, Ok(Some(_))) {
-                        return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
-                    }
-                    if sends > 1 {
-                        // A released claim's retry: gone is what release wanted.
-                        if let Ok(None) = zk.check_stat(&claim).await {
-                            shared.state.send_replace(ClaimState::Finished);
-                            self.forget(shared);
-                            return Ok(());
-                        }
-                    }
                     shared.mark_lost();
                     self.forget(shared);
                     return Err(lost("the claim was reclaimed or its item claimed again"));
@@ -851,6 +860,36 @@ impl WorkClaims {
         }
     }
 
+    /// After a send whose reply was lost, the claim node is gone (`gone`) or someone else's: either
+    /// that send applied, or the claim was lost meanwhile. A release got what it wanted when the
+    /// node is gone; a complete applied only if the item it claimed is gone too.
+    async fn settle_unanswered(
+        &self,
+        zk: &zk::Client,
+        shared: &Arc<ClaimShared>,
+        complete: bool,
+        gone: bool,
+        claim_path: String,
+    ) -> Result<()> {
+        if !complete && gone {
+            shared.state.send_replace(ClaimState::Finished);
+            self.forget(shared);
+            return Ok(());
+        }
+        shared.mark_lost();
+        self.forget(shared);
+        if complete {
+            // The very item claimed (not one added again under its name) still there: the
+            // complete did not apply.
+            let item = self.item_fixed(&shared.item);
+            let unchanged = matches!(zk.check_stat(&item).await, Ok(Some(s)) if s.czxid == shared.item_czxid);
+            if !unchanged {
+                return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
+            }
+        }
+        Err(Error::LockLost { node: claim_path, reason: "the claim was reclaimed or its item claimed again" })
+    }
+
     /// Completes `item`: deletes the item and its claim in one transaction fenced by the claim
     /// (the item's version the claim wrote). Refused when the claim was lost — reclaimed,
     /// deleted, its session ended — even if the item was claimed again since.
@@ -858,7 +897,10 @@ impl WorkClaims {
     /// # Errors
     /// [`Error::NotOwner`] when this instance does not hold a claim on `item`;
     /// [`Error::LockLost`] when the claim was lost (nothing was deleted); [`Error::OutcomeUnknown`]
-    /// when a retried send found the claim gone (the first may have completed the item);
+    /// when a send's reply was lost and by the next send both the claim and the item it claimed
+    /// were gone (that send may have completed the item). A send is repeated only while the claim
+    /// node is still this claim's (its session, its creation), so a repeat never touches an item
+    /// reclaimed, or completed and added again, meanwhile;
     /// connection errors after the retry policy; [`Error::InvalidArgument`] for a bad name.
     ///
     /// # Cancel safety

@@ -213,3 +213,79 @@ async fn with_fair_share_a_worker_claims_at_most_its_share_of_the_unclaimed_item
     assert_eq!(a.claim(100).await.unwrap().len(), 5);
     assert_eq!(b.claim(100).await.unwrap().len(), 2, "ceil(4 / 2)");
 }
+
+#[tokio::test]
+async fn a_complete_resent_after_a_reconnect_never_deletes_an_item_added_again_and_held_by_another() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-fence-readded");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    stuck.add("job", b"first").await.unwrap();
+    let held = stuck.claim(1).await.unwrap();
+    assert_eq!(held.len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The stuck holder's complete is lost on the wire; meanwhile its claim is reclaimed, the item
+    // is claimed and completed by another worker, added again under the same name and claimed
+    // again: that claim has the same item version (the same fence number) as the stuck one.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        tokio::spawn(async move { stuck.complete("job").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    assert_eq!(other.claim(1).await.unwrap().len(), 1);
+    other.complete("job").await.unwrap();
+    other.add("job", b"second").await.unwrap();
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    // The link heals: the stuck complete is sent again on the same session.
+    proxy.set_mode(ProxyMode::Pass);
+
+    let stale = support::join("the stale complete", HANG, completing).await;
+    assert!(stale.is_err(), "a stale complete must not succeed, got {stale:?}");
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/job")).await, "the item added again is not completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/job")).await, "the new claim stands");
+    assert!(again[0].is_held());
+    other.complete("job").await.expect("the new holder completes");
+}
+
+#[tokio::test]
+async fn a_complete_resent_after_its_claim_was_reclaimed_is_refused_and_the_item_stays_for_others() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-resent-reclaimed");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    stuck.add("job", b"").await.unwrap();
+    assert_eq!(stuck.claim(1).await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The complete is lost on the wire and the claim reclaimed meanwhile; nobody claims the item
+    // before the complete is sent again.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        tokio::spawn(async move { stuck.complete("job").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    proxy.set_mode(ProxyMode::Pass);
+
+    let stale = support::join("the stale complete", HANG, completing).await;
+    match stale {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::LockLost, "{e}"),
+        Ok(()) => panic!("a complete that completed nothing reported success"),
+    }
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/job")).await, "the item was not completed");
+    assert_eq!(other.claim(1).await.unwrap().len(), 1, "the item is there for others");
+    other.complete("job").await.unwrap();
+}
