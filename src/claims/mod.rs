@@ -32,6 +32,7 @@ use tracing::{debug, warn};
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
+use crate::framework::backoff::Backoff;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
@@ -77,9 +78,21 @@ struct ClaimShared {
     item_czxid: i64,
     session: SessionIdentity,
     state: watch::Sender<ClaimState>,
+    client: CuratorClient,
 }
 
 impl ClaimShared {
+    /// The state now: a claim still marked held is lost once the client gave its session up
+    /// (LOST, before the server can expire it) or replaced it.
+    fn current(&self) -> ClaimState {
+        let state = *self.state.borrow();
+        if state == ClaimState::Held && self.client.status_now().has_ended(self.session) {
+            self.mark_lost();
+            return ClaimState::Lost;
+        }
+        state
+    }
+
     /// Marks the claim lost unless it already finished; true when it was held.
     fn mark_lost(&self) -> bool {
         self.state.send_if_modified(|s| {
@@ -136,7 +149,7 @@ impl Claim {
 
     /// The claim's state now.
     pub fn state(&self) -> ClaimState {
-        *self.shared.state.borrow()
+        self.shared.current()
     }
 
     /// True while the claim is held.
@@ -708,6 +721,7 @@ impl WorkClaims {
                 item_czxid,
                 session,
                 state: watch::Sender::new(ClaimState::Held),
+                client: inner.client.clone(),
             });
             self.watch_claim(zk, &shared);
             inner.held.lock().insert(item, shared.clone());
@@ -719,27 +733,41 @@ impl WorkClaims {
         }
     }
 
-    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost.
+    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost. A
+    /// watch that could not be set for connection trouble is set again: the session, and the
+    /// claim, may well live on. The task (and its handle on the claim's session) ends when the
+    /// client gives that session up, so that nothing of ours keeps a given-up session open.
     fn watch_claim(&self, zk: &zk::Client, shared: &Arc<ClaimShared>) {
         let zk = zk.clone();
         let claim = self.claim_fixed(&shared.item);
         let shared = shared.clone();
         let mut state = shared.state.subscribe();
+        let mut status = self.inner.client.status();
         self.inner.client.runtime().spawn(async move {
-            let watch = zk.check_and_watch_stat(&claim);
-            let watched = tokio::select! {
-                w = watch => w,
-                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
-            };
-            match watched {
-                Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
-                    tokio::select! {
-                        _ = watcher.changed() => {}
-                        _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+            let session = shared.session;
+            let gone = async {
+                let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+                loop {
+                    match zk.check_and_watch_stat(&claim).await {
+                        Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
+                            watcher.changed().await;
+                            return;
+                        }
+                        Ok(_) => return,
+                        Err(e) if Error::zk(&claim, e.clone()).is_retryable() => {
+                            debug!(item = %shared.item, error = %e, "cannot watch the claim yet; again");
+                            pause.wait().await;
+                        }
+                        Err(_) => return,
                     }
                 }
-                _ => {}
+            };
+            tokio::select! {
+                _ = gone => {}
+                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+                _ = status.wait_for(|s| s.has_ended(session)) => {}
             }
+            drop(zk);
             if shared.mark_lost() {
                 debug!(item = %shared.item, "claim lost");
             }
@@ -774,7 +802,7 @@ impl WorkClaims {
     pub fn my_claims(&self) -> Vec<Claim> {
         let mut held = self.inner.held.lock();
         held.retain(|_, c| *c.state.borrow() != ClaimState::Finished);
-        held.values().filter(|c| *c.state.borrow() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
+        held.values().filter(|c| c.current() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
     }
 
     fn take_held(&self, item: &str) -> Result<Arc<ClaimShared>> {
@@ -786,7 +814,7 @@ impl WorkClaims {
                 reason: "the item is not claimed by this WorkClaims",
             });
         };
-        if *shared.state.borrow() != ClaimState::Held {
+        if shared.current() != ClaimState::Held {
             self.forget(&shared);
             return Err(Error::LockLost {
                 node: paths::join(&paths::join(&self.inner.path, "claims"), item),
@@ -960,7 +988,7 @@ impl WorkClaims {
         let held: Vec<Arc<ClaimShared>> = self.inner.held.lock().values().cloned().collect();
         let mut releases = Vec::new();
         for shared in &held {
-            if *shared.state.borrow() == ClaimState::Held {
+            if shared.current() == ClaimState::Held {
                 releases.push(self.fenced(shared, false));
             } else {
                 self.forget(shared);

@@ -4,6 +4,7 @@
 
 mod completion;
 mod limits;
+mod session;
 mod waiting;
 
 use std::time::Duration;
