@@ -360,7 +360,8 @@ impl WorkClaims {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad path; [`Error::InvalidArgument`] for an empty tag, one with
-    /// a newline, or one longer than 256 bytes.
+    /// a newline or `/`, one longer than 256 bytes, or one with a character ZooKeeper refuses in a
+    /// node name (the tag names this process's member node under the fair share).
     pub fn new(client: &CuratorClient, path: &str, tag: &str) -> Result<WorkClaims> {
         paths::validate_path(path)?;
         if tag.is_empty() {
@@ -457,7 +458,9 @@ impl WorkClaims {
     /// Adds a work item `item` with payload `data` (a PERSISTENT node under `P/items`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad item name; [`Error::ZooKeeper`] with
+    /// [`Error::InvalidArgument`] for a bad item name, or naming `data` when the item's claim
+    /// transaction (payload, item and claim paths, claim data) would be larger than one request
+    /// the server reads (the client's max data size + 4 KiB); [`Error::ZooKeeper`] with
     /// [`ErrorCode::NodeExists`] when the item exists; connection errors after the retry policy.
     ///
     /// # Cancel safety
@@ -877,14 +880,39 @@ impl WorkClaims {
                     return Ok(());
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {
-                    shared.mark_lost();
+                    let removed = self.remove_if_item_gone(&zk, shared, session).await;
                     self.forget(shared);
+                    if removed && !complete {
+                        shared.state.send_replace(ClaimState::Finished);
+                        return Ok(());
+                    }
+                    shared.mark_lost();
+                    if removed {
+                        return Err(lost("the item was deleted by someone else"));
+                    }
                     return Err(lost("the claim was reclaimed or its item claimed again"));
                 }
                 Err(zk::MultiWriteError::RequestFailed { source }) => {
                     retrying.backoff_or_fail(Error::zk(&claim_path, source)).await?;
                 }
             }
+        }
+    }
+
+    /// A fenced transaction refused because someone else deleted the item: removes the claim node
+    /// if it is still this claim's (nobody can claim the name again while it stands), so it is
+    /// not left behind on a live session. True when it was removed.
+    async fn remove_if_item_gone(&self, zk: &zk::Client, shared: &ClaimShared, session: SessionIdentity) -> bool {
+        if !matches!(zk.check_stat(&self.item_fixed(&shared.item)).await, Ok(None)) {
+            return false;
+        }
+        let claim = self.claim_fixed(&shared.item);
+        match zk.check_stat(&claim).await {
+            Ok(Some(s)) if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {
+                debug!(item = %shared.item, "the item was deleted by someone else: removing its claim");
+                zk.delete(&claim, Some(s.version)).await.is_ok()
+            }
+            _ => false,
         }
     }
 
@@ -1010,7 +1038,8 @@ impl WorkClaims {
     /// Wakes up items whose claim is older than `age` (by the claim node's server creation time
     /// against this host's clock): each such claim is deleted in a transaction fenced by the item's
     /// version as read with the claim, so a claim made since is never touched. The stuck holder's
-    /// [`Claim`] turns [`Lost`](ClaimState::Lost) and its `complete` is refused.
+    /// [`Claim`] turns [`Lost`](ClaimState::Lost) and its `complete` is refused. A claim whose
+    /// item someone deleted is woken up too (its claim node deleted at the version read).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero `age`; connection errors after the retry policy.
@@ -1057,10 +1086,16 @@ impl WorkClaims {
             let zk = inner.client.raw_client()?;
             let mut pending = Vec::new();
             for (item, pair) in chunk.iter().zip(read.chunks(2)) {
-                let (zk::MultiReadResult::Data { data, stat: claim }, zk::MultiReadResult::Data { stat: it, .. }) =
-                    (&pair[0], &pair[1])
-                else {
-                    continue;
+                // The item's version, or None when someone deleted the item under its claim.
+                let (data, claim, item_version) = match (&pair[0], &pair[1]) {
+                    (zk::MultiReadResult::Data { data, stat: claim }, zk::MultiReadResult::Data { stat: it, .. }) => {
+                        (data, claim, Some(it.version))
+                    }
+                    (
+                        zk::MultiReadResult::Data { data, stat: claim },
+                        zk::MultiReadResult::Error { err: zk::Error::NoNode },
+                    ) => (data, claim, None),
+                    _ => continue,
                 };
                 let held_ms = now.saturating_sub(claim.ctime).max(0) as u64;
                 if u128::from(held_ms) < age.as_millis() {
@@ -1072,7 +1107,9 @@ impl WorkClaims {
                 let session =
                     i64::from_str_radix(parts.next().unwrap_or_default(), 16).unwrap_or(claim.ephemeral_owner);
                 let mut writer = zk.new_multi_writer();
-                writer.add_check_version(&self.item_fixed(item), it.version).map_err(|e| Error::zk(path, e))?;
+                if let Some(version) = item_version {
+                    writer.add_check_version(&self.item_fixed(item), version).map_err(|e| Error::zk(path, e))?;
+                }
                 writer.add_delete(&self.claim_fixed(item), Some(claim.version)).map_err(|e| Error::zk(path, e))?;
                 let found = Reclaimed { item: item.clone(), tag, session, held_for: Duration::from_millis(held_ms) };
                 pending.push(async move { (found, writer.commit().await) });

@@ -289,3 +289,32 @@ async fn a_complete_resent_after_its_claim_was_reclaimed_is_refused_and_the_item
     assert_eq!(other.claim(1).await.unwrap().len(), 1, "the item is there for others");
     other.complete("job").await.unwrap();
 }
+
+#[tokio::test]
+async fn a_claim_whose_item_someone_else_deleted_is_not_left_behind() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-item-deleted");
+    let holder = claims(&clients[0], &path, "holder");
+    let sweeper = claims(&clients[1], &path, "sweeper");
+    add_items(&holder, 2).await;
+    let held = holder.claim(2).await.unwrap();
+    assert_eq!(held.len(), 2);
+    // An operator deletes both items while they are claimed.
+    let zk = support::observer(&server.connect_string()).await;
+    for claim in &held {
+        zk.delete(&format!("{path}/items/{}", claim.item()), None).await.unwrap();
+    }
+    let claim_node = |item: &str| format!("{path}/claims/{item}");
+
+    // The holder lets go of one: its claim node goes, whatever release answers.
+    let released = holder.release(held[0].item()).await;
+    assert!(!support::exists(&zk, &claim_node(held[0].item())).await, "release left the claim: {released:?}");
+    // The other holder is stuck: a sweep wakes its item-less claim up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let woken = sweeper.reclaim_older_than(Duration::from_millis(100)).await.unwrap();
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    assert!(!support::exists(&zk, &claim_node(held[1].item())).await, "the sweep left the item-less claim");
+    tokio::time::timeout(HANG, held[1].lost()).await.expect("the stuck holder is told");
+    assert!(holder.complete(held[1].item()).await.is_err());
+    assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
+}
