@@ -33,6 +33,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
+use crate::framework::session::Status;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
@@ -78,7 +79,8 @@ struct ClaimShared {
     item_czxid: i64,
     session: SessionIdentity,
     state: watch::Sender<ClaimState>,
-    client: CuratorClient,
+    /// The client's connection status (not the client: a claim kept does not keep the client).
+    status: watch::Receiver<Status>,
 }
 
 impl ClaimShared {
@@ -86,7 +88,7 @@ impl ClaimShared {
     /// (LOST, before the server can expire it) or replaced it.
     fn current(&self) -> ClaimState {
         let state = *self.state.borrow();
-        if state == ClaimState::Held && self.client.status_now().has_ended(self.session) {
+        if state == ClaimState::Held && self.status.borrow().has_ended(self.session) {
             self.mark_lost();
             return ClaimState::Lost;
         }
@@ -724,7 +726,7 @@ impl WorkClaims {
                 item_czxid,
                 session,
                 state: watch::Sender::new(ClaimState::Held),
-                client: inner.client.clone(),
+                status: inner.client.status(),
             });
             self.watch_claim(zk, &shared);
             inner.held.lock().insert(item, shared.clone());
