@@ -33,6 +33,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
+use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::session::Status;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
@@ -215,12 +216,19 @@ struct Inner {
     work: Mutex<Option<WorkWatch>>,
     /// Cancelled claims whose claims are still being released.
     releasing: watch::Sender<usize>,
+    /// Under the fair share, the member node made last (fixed path) and its session id.
+    member: Mutex<Option<(String, i64)>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         if let Some(w) = self.work.get_mut().take() {
             w.task.abort();
+        }
+        // No longer a participant: the member node goes (in the background, only while it is
+        // that session's), so the others' shares stop counting us.
+        if let Some((path, owner)) = self.member.get_mut().take() {
+            drop(self.client.delete_target_in_background(DeleteTarget::OwnedBy { path, owner }));
         }
     }
 }
@@ -395,13 +403,16 @@ impl WorkClaims {
                 held: Mutex::new(HashMap::new()),
                 work: Mutex::new(None),
                 releasing: watch::channel(0).0,
+                member: Mutex::new(None),
             }),
         })
     }
 
     /// Turns the fair share on: this process registers as a member (an ephemeral node under
-    /// `P/members`) and each [`claim`](Self::claim) takes at most ceil(unclaimed / members).
-    /// Call before sharing the value.
+    /// `P/members`, made by its first [`claim`](Self::claim)) and each claim takes at most
+    /// ceil(unclaimed / members). Call before sharing the value. When the last handle (clone) is
+    /// dropped, the member node is deleted in the background (two handles with the same tag on
+    /// one client share it; the other's next claim makes it again).
     pub fn with_fair_share(mut self) -> WorkClaims {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.fair_share = true;
@@ -597,7 +608,7 @@ impl WorkClaims {
             let acls = inner.client.raw_acls_for(&me);
             let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
             match zk.create(&me, b"", &options).await {
-                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Ok(_) | Err(zk::Error::NodeExists) => *inner.member.lock() = Some((me, session.id)),
                 Err(e) => return Err(err(e)),
             }
         }

@@ -318,3 +318,21 @@ async fn a_claim_whose_item_someone_else_deleted_is_not_left_behind() {
     assert!(holder.complete(held[1].item()).await.is_err());
     assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
 }
+
+#[tokio::test]
+async fn a_dropped_fair_share_participant_no_longer_counts_as_a_member() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-fair-dropped");
+    let a = WorkClaims::new(&clients[0], &path, "a").unwrap().with_fair_share();
+    let b = WorkClaims::new(&clients[1], &path, "b").unwrap().with_fair_share();
+    add_items(&a, 10).await;
+    assert_eq!(b.claim(1).await.unwrap().len(), 1, "b joins and takes one");
+    b.release_all().await.unwrap();
+    // b's process stops taking part (its handle dropped), its client lives on for other work.
+    drop(b);
+    let members = format!("{path}/members");
+    let left = support::eventually_no_children(&server.connect_string(), &members, HANG).await;
+    assert_eq!(left.len(), 0, "a dropped participant's member node is left: {left:?}");
+    assert_eq!(a.claim(100).await.unwrap().len(), 10, "a is the only member: it may take everything");
+    a.release_all().await.unwrap();
+}
