@@ -468,6 +468,13 @@ impl WorkClaims {
         Ok(())
     }
 
+    /// Makes the recipe's directories again: someone deleted them under this handle.
+    async fn remake_dirs(&self, deadline: Option<Instant>) -> Result<()> {
+        debug!(path = %self.inner.path, "the claims' directories are gone: making them again");
+        self.inner.dirs_made.store(false, Ordering::Release);
+        self.make_dirs(deadline).await
+    }
+
     /// Adds a work item `item` with payload `data` (a PERSISTENT node under `P/items`).
     ///
     /// # Errors
@@ -489,6 +496,16 @@ impl WorkClaims {
         paths::validate_node_name("item", item)?;
         self.check_claim_size(item, data.len())?;
         self.make_dirs(None).await?;
+        match self.add_once(item, data).await {
+            Err(e) if e.is(ErrorCode::NoNode) => {
+                self.remake_dirs(None).await?;
+                self.add_once(item, data).await
+            }
+            other => other,
+        }
+    }
+
+    async fn add_once(&self, item: &str, data: &[u8]) -> Result<()> {
         let fixed = self.item_fixed(item);
         let f = fixed.as_str();
         let acls = self.inner.client.raw_acls_for(f);
@@ -586,10 +603,15 @@ impl WorkClaims {
         let client = &self.inner.client;
         let path = self.inner.path.as_str();
         let mut retrying = client.retrying(path, None);
+        let mut remade = false;
         loop {
             let (zk, session) = client.connected(path, None).await?;
             match self.claim_on(&zk, session, n).await {
                 Ok(claims) => return Ok(claims),
+                Err(e) if e.is(ErrorCode::NoNode) && !remade => {
+                    remade = true;
+                    self.remake_dirs(None).await?;
+                }
                 Err(e) => retrying.backoff_or_fail(e).await?,
             }
         }
@@ -1074,7 +1096,10 @@ impl WorkClaims {
         let inner = &self.inner;
         let path = inner.path.as_str();
         let claims = inner.claims.as_str();
-        let names = inner.client.with_retry(path, None, |zk| async move { zk.list_children(claims).await }).await?;
+        let names = inner
+            .client
+            .with_retry(path, None, |zk| async move { zk.list_children(claims).await.or_else(no_node_empty) })
+            .await?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
@@ -1211,7 +1236,13 @@ impl WorkClaims {
                     fired
                 }
                 None => {
-                    let (fired, has_work) = self.arm_work_watch(deadline).await?;
+                    let (fired, has_work) = match self.arm_work_watch(deadline).await {
+                        Err(e) if e.is(ErrorCode::NoNode) => {
+                            self.remake_dirs(Some(deadline)).await?;
+                            self.arm_work_watch(deadline).await?
+                        }
+                        other => other?,
+                    };
                     if has_work {
                         return Ok(true);
                     }

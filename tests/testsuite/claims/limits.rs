@@ -97,3 +97,25 @@ async fn a_tag_that_cannot_name_a_member_node_is_refused_up_front() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_handle_keeps_working_after_its_recipe_path_was_deleted_under_it() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let path = support::unique_path("claims-path-deleted");
+    let work = claims(&clients[0], &path, "worker");
+    add_items(&work, 1).await;
+    assert!(work.wait_for_work(Duration::from_millis(10)).await.unwrap());
+    // An operator removes the whole recipe tree.
+    let zk = support::observer(&server.connect_string()).await;
+    for dir in ["items/item-0000", "items", "claims"] {
+        zk.delete(&format!("{path}/{dir}"), None).await.unwrap();
+    }
+    assert!(!work.wait_for_work(Duration::from_millis(200)).await.expect("wait on a deleted tree"));
+    assert!(work.claim(1).await.expect("claim on a deleted tree").is_empty());
+    zk.delete(&format!("{path}/claims"), None).await.unwrap();
+    assert!(work.reclaim_older_than(Duration::from_secs(1)).await.expect("sweep a deleted tree").is_empty());
+    work.add("again", b"").await.expect("add makes the tree again");
+    assert!(work.wait_for_work(Duration::from_secs(5)).await.unwrap());
+    assert_eq!(work.claim(1).await.unwrap().len(), 1);
+    work.complete("again").await.unwrap();
+}
