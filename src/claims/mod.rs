@@ -140,7 +140,9 @@ impl Claim {
     }
 
     /// The claim's fence: the item's data version written by the claim, larger for each later
-    /// claim of the same item. Pass it to stores that must refuse a stale worker.
+    /// claim of the same item node. Pass it to stores that must refuse a stale worker. An item
+    /// completed and added again under its name is a new node whose fences start over: pair the
+    /// fence with the item's name only if names are never re-used, else with [`czxid`](Self::czxid).
     pub fn fence(&self) -> i32 {
         self.shared.item_version
     }
