@@ -8,7 +8,7 @@
 //!   claim rewrites the payload unchanged, so the item's data version counts its claims: that
 //!   version is the claim's fence.
 //! * `P/claims/<item>`: one EPHEMERAL node per claimed item (`NodeExists`: someone else's), data
-//!   `tag\nsession-id-hex\nclaim-time-ms`. It goes with its session.
+//!   `tag\nsession-id-hex\nclaim-time-ms\nmark-hex` (the mark is per claim call). It goes with its session.
 //! * `P/members/<tag>-<session-id-hex>`: EPHEMERAL, one per participant session when the fair share
 //!   is on.
 //!
@@ -619,8 +619,10 @@ impl WorkClaims {
         }
     }
 
+    /// A claim node's data: the tag, the session id, the claim time, and a mark of this call, so
+    /// that a claim whose reply was lost is told from one another call on the same session made.
     fn claim_data(&self, session: SessionIdentity) -> Vec<u8> {
-        format!("{}\n{:x}\n{}", self.inner.tag, session.id, now_ms()).into_bytes()
+        format!("{}\n{:x}\n{}\n{:016x}", self.inner.tag, session.id, now_ms(), rand::random::<u64>()).into_bytes()
     }
 
     async fn claim_on(&self, zk: &zk::Client, session: SessionIdentity, n: usize) -> Result<Vec<Claim>> {
@@ -728,9 +730,13 @@ impl WorkClaims {
         for (item, data, source) in unknown {
             let claim = self.claim_fixed(&item);
             let owned = async {
-                let stat = zk.check_stat(&claim).await?;
-                match stat {
-                    Some(s) if s.ephemeral_owner == session.id => {
+                let found = zk.get_data(&claim).await.map(Some).or_else(|e| match e {
+                    zk::Error::NoNode => Ok(None),
+                    e => Err(e),
+                })?;
+                match found {
+                    // This call's own claim node (not one another call on this session made).
+                    Some((mark, s)) if s.ephemeral_owner == session.id && mark == claim_data => {
                         let (_, item_stat) = zk.get_data(&self.item_fixed(&item)).await?;
                         Ok(Some((item_stat.version, s.czxid, item_stat.czxid)))
                     }
@@ -743,7 +749,7 @@ impl WorkClaims {
                 Err(e) => {
                     // Still unknown (the connection is down): a session that lives on keeps the
                     // node; it is released in the background once the connection is back.
-                    self.release_unknown_in_background(item, session);
+                    self.release_unknown_in_background(item, session, claim_data.clone());
                     failure.get_or_insert(Error::zk(
                         path,
                         if matches!(e, zk::Error::SessionExpired) { e } else { source },
@@ -816,7 +822,7 @@ impl WorkClaims {
 
     /// A claim transaction whose outcome stayed unknown: delete the claim node once the connection
     /// is back, if it is this session's.
-    fn release_unknown_in_background(&self, item: String, session: SessionIdentity) {
+    fn release_unknown_in_background(&self, item: String, session: SessionIdentity, mark: Vec<u8>) {
         let this = self.clone();
         self.inner.client.runtime().spawn(async move {
             let claim = this.claim_fixed(&item);
@@ -825,15 +831,17 @@ impl WorkClaims {
                 if now != session {
                     return;
                 }
-                match zk.check_stat(&claim).await {
-                    Ok(Some(s)) if s.ephemeral_owner == session.id => {
+                match zk.get_data(&claim).await {
+                    // Only the node this call made: one another call on this session made is held.
+                    Ok((data, s)) if s.ephemeral_owner == session.id && data == mark => {
                         if zk.delete(&claim, Some(s.version)).await.is_ok() {
                             return;
                         }
                     }
-                    Ok(_) => return,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    Ok(_) | Err(zk::Error::NoNode) => return,
+                    Err(_) => {}
                 }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
     }
