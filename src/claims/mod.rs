@@ -933,7 +933,7 @@ impl WorkClaims {
                     }
                     shared.mark_lost();
                     if removed {
-                        return Err(lost("the item was deleted by someone else"));
+                        return Err(lost("the item was deleted or replaced by someone else"));
                     }
                     return Err(lost("the claim was reclaimed or its item claimed again"));
                 }
@@ -944,17 +944,20 @@ impl WorkClaims {
         }
     }
 
-    /// A fenced transaction refused because someone else deleted the item: removes the claim node
-    /// if it is still this claim's (nobody can claim the name again while it stands), so it is
-    /// not left behind on a live session. True when it was removed.
+    /// A fenced transaction refused because someone else deleted the item (or replaced it: made
+    /// it again under its name): removes the claim node if it is still this claim's (nobody can
+    /// claim the name again while it stands), so it is not left behind on a live session. True
+    /// when it was removed.
     async fn remove_if_item_gone(&self, zk: &zk::Client, shared: &ClaimShared, session: SessionIdentity) -> bool {
-        if !matches!(zk.check_stat(&self.item_fixed(&shared.item)).await, Ok(None)) {
-            return false;
+        match zk.check_stat(&self.item_fixed(&shared.item)).await {
+            Ok(None) => {}
+            Ok(Some(item)) if item.czxid != shared.item_czxid => {}
+            _ => return false,
         }
         let claim = self.claim_fixed(&shared.item);
         match zk.check_stat(&claim).await {
             Ok(Some(s)) if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {
-                debug!(item = %shared.item, "the item was deleted by someone else: removing its claim");
+                debug!(item = %shared.item, "the item was deleted or replaced by someone else: removing its claim");
                 zk.delete(&claim, Some(s.version)).await.is_ok()
             }
             _ => false,

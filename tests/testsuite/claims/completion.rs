@@ -336,3 +336,31 @@ async fn a_dropped_fair_share_participant_no_longer_counts_as_a_member() {
     assert_eq!(a.claim(100).await.unwrap().len(), 10, "a is the only member: it may take everything");
     a.release_all().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_claim_whose_item_was_replaced_under_it_is_released_and_the_new_item_is_free() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-item-replaced");
+    let holder = claims(&clients[0], &path, "holder");
+    let other = claims(&clients[1], &path, "other");
+    add_items(&holder, 1).await;
+    let held = holder.claim(1).await.unwrap();
+    assert_eq!(held.len(), 1);
+    let item = held[0].item().to_string();
+    // An operator replaces the item (deleted and made again under its name) while it is claimed.
+    let zk = support::observer(&server.connect_string()).await;
+    let item_path = format!("{path}/items/{item}");
+    zk.delete(&item_path, None).await.unwrap();
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.create(&item_path, b"new payload", &options).await.unwrap();
+
+    let released = holder.release(&item).await;
+    assert!(
+        !support::exists(&zk, &format!("{path}/claims/{item}")).await,
+        "the old claim blocks the new item: {released:?}"
+    );
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1, "the new item is free for others");
+    assert_eq!(again[0].data(), b"new payload");
+    other.complete(&item).await.unwrap();
+}
