@@ -8,7 +8,7 @@
 //!   claim rewrites the payload unchanged, so the item's data version counts its claims: that
 //!   version is the claim's fence.
 //! * `P/claims/<item>`: one EPHEMERAL node per claimed item (`NodeExists`: someone else's), data
-//!   `tag\nsession-id-hex\nclaim-time-ms`. It goes with its session.
+//!   `tag\nsession-id-hex\nclaim-time-ms\nmark-hex` (the mark is per claim call). It goes with its session.
 //! * `P/members/<tag>-<session-id-hex>`: EPHEMERAL, one per participant session when the fair share
 //!   is on.
 //!
@@ -16,7 +16,10 @@
 //! of a batch are pipelined on one session. Completing is `{delete claim, delete item at version
 //! v + 1}` and releasing `{check item at v + 1, delete claim}`: once the claim was reclaimed (or
 //! its session ended) and the item claimed again, the item's version has moved and both are
-//! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too.
+//! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too. An item
+//! completed and added again under its name starts at version 0 again, so a send whose reply was
+//! lost is repeated only after reading the claim node back as this claim's (session and creation
+//! zxid).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,15 +28,32 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
-use crate::framework::{paths, SessionIdentity};
+use crate::framework::backoff::Backoff;
+use crate::framework::guaranteed_delete::DeleteTarget;
+use crate::framework::session::Status;
+use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
+
+/// A claim node's data besides the tag: a newline, the session id in hex, a newline, the claim
+/// time in milliseconds.
+const CLAIM_DATA_OVERHEAD: usize = 64;
+
+/// Most reads in one multi-read request.
+const READS_PER_REQUEST: usize = 256;
+
+/// Most bytes of paths (with their headers) in one multi-read request: a quarter of the server's
+/// default `jute.maxbuffer`, so a request of many long names never makes it drop the connection.
+const PATH_BYTES_PER_REQUEST: usize = 256 * 1024;
+
+/// What one read in a multi-read request takes besides its path.
+const READ_OVERHEAD: usize = 16;
 
 /// Where a claim stands, as its holder sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,11 +76,26 @@ struct ClaimShared {
     item_version: i32,
     /// The claim node's creation zxid.
     czxid: i64,
+    /// The item's creation zxid: tells it from an item added again under the same name.
+    item_czxid: i64,
     session: SessionIdentity,
     state: watch::Sender<ClaimState>,
+    /// The client's connection status (not the client: a claim kept does not keep the client).
+    status: watch::Receiver<Status>,
 }
 
 impl ClaimShared {
+    /// The state now: a claim still marked held is lost once the client gave its session up
+    /// (LOST, before the server can expire it) or replaced it.
+    fn current(&self) -> ClaimState {
+        let state = *self.state.borrow();
+        if state == ClaimState::Held && self.status.borrow().has_ended(self.session) {
+            self.mark_lost();
+            return ClaimState::Lost;
+        }
+        state
+    }
+
     /// Marks the claim lost unless it already finished; true when it was held.
     fn mark_lost(&self) -> bool {
         self.state.send_if_modified(|s| {
@@ -105,7 +140,9 @@ impl Claim {
     }
 
     /// The claim's fence: the item's data version written by the claim, larger for each later
-    /// claim of the same item. Pass it to stores that must refuse a stale worker.
+    /// claim of the same item node. Pass it to stores that must refuse a stale worker. An item
+    /// completed and added again under its name is a new node whose fences start over: pair the
+    /// fence with the item's name only if names are never re-used, else with [`czxid`](Self::czxid).
     pub fn fence(&self) -> i32 {
         self.shared.item_version
     }
@@ -117,7 +154,7 @@ impl Claim {
 
     /// The claim's state now.
     pub fn state(&self) -> ClaimState {
-        *self.shared.state.borrow()
+        self.shared.current()
     }
 
     /// True while the claim is held.
@@ -181,12 +218,19 @@ struct Inner {
     work: Mutex<Option<WorkWatch>>,
     /// Cancelled claims whose claims are still being released.
     releasing: watch::Sender<usize>,
+    /// Under the fair share, the member node made last (fixed path) and its session id.
+    member: Mutex<Option<(String, i64)>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         if let Some(w) = self.work.get_mut().take() {
             w.task.abort();
+        }
+        // No longer a participant: the member node goes (in the background, only while it is
+        // that session's), so the others' shares stop counting us.
+        if let Some((path, owner)) = self.member.get_mut().take() {
+            drop(self.client.delete_target_in_background(DeleteTarget::OwnedBy { path, owner }));
         }
     }
 }
@@ -328,7 +372,8 @@ impl WorkClaims {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad path; [`Error::InvalidArgument`] for an empty tag, one with
-    /// a newline, or one longer than 256 bytes.
+    /// a newline or `/`, one longer than 256 bytes, or one with a character ZooKeeper refuses in a
+    /// node name (the tag names this process's member node under the fair share).
     pub fn new(client: &CuratorClient, path: &str, tag: &str) -> Result<WorkClaims> {
         paths::validate_path(path)?;
         if tag.is_empty() {
@@ -339,6 +384,10 @@ impl WorkClaims {
         }
         if tag.len() > MAX_TAG_LEN {
             return Err(Error::invalid_argument("tag", tag, "is longer than 256 bytes"));
+        }
+        // The tag names this process's member node (`<tag>-<session-id-hex>`) under the fair share.
+        if paths::validate_node_name("tag", &format!("{tag}-0")).is_err() {
+            return Err(Error::invalid_argument("tag", tag, "has a character ZooKeeper refuses in a node name"));
         }
         let items = client.fix_path(&paths::join(path, "items"));
         let claims = client.fix_path(&paths::join(path, "claims"));
@@ -356,13 +405,16 @@ impl WorkClaims {
                 held: Mutex::new(HashMap::new()),
                 work: Mutex::new(None),
                 releasing: watch::channel(0).0,
+                member: Mutex::new(None),
             }),
         })
     }
 
     /// Turns the fair share on: this process registers as a member (an ephemeral node under
-    /// `P/members`) and each [`claim`](Self::claim) takes at most ceil(unclaimed / members).
-    /// Call before sharing the value.
+    /// `P/members`, made by its first [`claim`](Self::claim)) and each claim takes at most
+    /// ceil(unclaimed / members). Call before sharing the value. When the last handle (clone) is
+    /// dropped, the member node is deleted in the background (two handles with the same tag on
+    /// one client share it; the other's next claim makes it again).
     pub fn with_fair_share(mut self) -> WorkClaims {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.fair_share = true;
@@ -392,6 +444,18 @@ impl WorkClaims {
         paths::join(&paths::join(&self.inner.path, "items"), item)
     }
 
+    /// Refuses an item whose claim transaction (its payload rewritten, its claim node created)
+    /// would be larger than one request the server reads: sent, it would make the server drop the
+    /// connection, and the item could never be claimed.
+    fn check_claim_size(&self, item: &str, data_len: usize) -> Result<()> {
+        let rest = self.item_fixed(item).len()
+            + self.claim_fixed(item).len()
+            + self.inner.tag.len()
+            + CLAIM_DATA_OVERHEAD
+            + 2 * limits::OPERATION_OVERHEAD;
+        limits::check_request_size(self.inner.client.max_data_size(), "data", &self.item_path(item), data_len, rest)
+    }
+
     async fn make_dirs(&self, deadline: Option<Instant>) -> Result<()> {
         if self.inner.dirs_made.load(Ordering::Acquire) {
             return Ok(());
@@ -406,10 +470,19 @@ impl WorkClaims {
         Ok(())
     }
 
+    /// Makes the recipe's directories again: someone deleted them under this handle.
+    async fn remake_dirs(&self, deadline: Option<Instant>) -> Result<()> {
+        debug!(path = %self.inner.path, "the claims' directories are gone: making them again");
+        self.inner.dirs_made.store(false, Ordering::Release);
+        self.make_dirs(deadline).await
+    }
+
     /// Adds a work item `item` with payload `data` (a PERSISTENT node under `P/items`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad item name; [`Error::ZooKeeper`] with
+    /// [`Error::InvalidArgument`] for a bad item name, or naming `data` when the item's claim
+    /// transaction (payload, item and claim paths, claim data) would be larger than one request
+    /// the server reads (the client's max data size + 4 KiB); [`Error::ZooKeeper`] with
     /// [`ErrorCode::NodeExists`] when the item exists; connection errors after the retry policy.
     ///
     /// # Cancel safety
@@ -423,8 +496,18 @@ impl WorkClaims {
     /// ```
     pub async fn add(&self, item: &str, data: &[u8]) -> Result<()> {
         paths::validate_node_name("item", item)?;
-        self.inner.client.check_data_size("data", &self.item_path(item), data.len())?;
+        self.check_claim_size(item, data.len())?;
         self.make_dirs(None).await?;
+        match self.add_once(item, data).await {
+            Err(e) if e.is(ErrorCode::NoNode) => {
+                self.remake_dirs(None).await?;
+                self.add_once(item, data).await
+            }
+            other => other,
+        }
+    }
+
+    async fn add_once(&self, item: &str, data: &[u8]) -> Result<()> {
         let fixed = self.item_fixed(item);
         let f = fixed.as_str();
         let acls = self.inner.client.raw_acls_for(f);
@@ -522,17 +605,24 @@ impl WorkClaims {
         let client = &self.inner.client;
         let path = self.inner.path.as_str();
         let mut retrying = client.retrying(path, None);
+        let mut remade = false;
         loop {
             let (zk, session) = client.connected(path, None).await?;
             match self.claim_on(&zk, session, n).await {
                 Ok(claims) => return Ok(claims),
+                Err(e) if e.is(ErrorCode::NoNode) && !remade => {
+                    remade = true;
+                    self.remake_dirs(None).await?;
+                }
                 Err(e) => retrying.backoff_or_fail(e).await?,
             }
         }
     }
 
+    /// A claim node's data: the tag, the session id, the claim time, and a mark of this call, so
+    /// that a claim whose reply was lost is told from one another call on the same session made.
     fn claim_data(&self, session: SessionIdentity) -> Vec<u8> {
-        format!("{}\n{:x}\n{}", self.inner.tag, session.id, now_ms()).into_bytes()
+        format!("{}\n{:x}\n{}\n{:016x}", self.inner.tag, session.id, now_ms(), rand::random::<u64>()).into_bytes()
     }
 
     async fn claim_on(&self, zk: &zk::Client, session: SessionIdentity, n: usize) -> Result<Vec<Claim>> {
@@ -544,7 +634,7 @@ impl WorkClaims {
             let acls = inner.client.raw_acls_for(&me);
             let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
             match zk.create(&me, b"", &options).await {
-                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Ok(_) | Err(zk::Error::NodeExists) => *inner.member.lock() = Some((me, session.id)),
                 Err(e) => return Err(err(e)),
             }
         }
@@ -577,23 +667,36 @@ impl WorkClaims {
         free.rotate_left(start);
         free.truncate(want);
 
-        // One snapshot read of every candidate's payload and version.
-        let mut reader = zk.new_multi_reader();
-        for item in &free {
-            reader.add_get_data(&self.item_fixed(item)).map_err(err)?;
+        // One pipelined read of every candidate's payload and version, in requests of a size the
+        // server reads.
+        let mut reads = Vec::new();
+        for chunk in read_chunks(&free, |item| self.item_fixed(item).len() + READ_OVERHEAD) {
+            let mut reader = zk.new_multi_reader();
+            for item in chunk {
+                reader.add_get_data(&self.item_fixed(item)).map_err(err)?;
+            }
+            reads.push(reader.commit());
         }
-        let read = reader.commit().await.map_err(err)?;
+        let mut read = Vec::with_capacity(free.len());
+        for chunk in futures_join_all(reads).await {
+            read.extend(chunk.map_err(err)?);
+        }
         let mut candidates = Vec::new();
         for (item, result) in free.into_iter().zip(read) {
             if let zk::MultiReadResult::Data { data, stat } = result {
-                candidates.push((item, data, stat.version));
+                // An item made by other means than `add`, too large to claim: skipped.
+                if let Err(e) = self.check_claim_size(&item, data.len()) {
+                    warn!(item = %item, error = %e, "an item too large to claim is skipped");
+                    continue;
+                }
+                candidates.push((item, data, stat.version, stat.czxid));
             }
         }
 
         // Pipelined claim transactions: each is sent when its future is made.
         let claim_data = self.claim_data(session);
         let mut pending = Vec::with_capacity(candidates.len());
-        for (item, data, version) in &candidates {
+        for (item, data, version, _) in &candidates {
             let claim = self.claim_fixed(item);
             let acls = inner.client.raw_acls_for(&claim);
             let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
@@ -605,7 +708,7 @@ impl WorkClaims {
         let results = futures_join_all(pending).await;
         let mut made = Vec::new();
         let mut unknown = Vec::new();
-        for ((item, data, _), result) in candidates.into_iter().zip(results) {
+        for ((item, data, _, item_czxid), result) in candidates.into_iter().zip(results) {
             match result {
                 Ok(ops) => {
                     let czxid = match ops.first() {
@@ -616,7 +719,7 @@ impl WorkClaims {
                         Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
                         _ => continue,
                     };
-                    made.push((item, data, item_version, czxid));
+                    made.push((item, data, item_version, czxid, item_czxid));
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {}
                 Err(zk::MultiWriteError::RequestFailed { source }) => unknown.push((item, data, source)),
@@ -627,22 +730,26 @@ impl WorkClaims {
         for (item, data, source) in unknown {
             let claim = self.claim_fixed(&item);
             let owned = async {
-                let stat = zk.check_stat(&claim).await?;
-                match stat {
-                    Some(s) if s.ephemeral_owner == session.id => {
+                let found = zk.get_data(&claim).await.map(Some).or_else(|e| match e {
+                    zk::Error::NoNode => Ok(None),
+                    e => Err(e),
+                })?;
+                match found {
+                    // This call's own claim node (not one another call on this session made).
+                    Some((mark, s)) if s.ephemeral_owner == session.id && mark == claim_data => {
                         let (_, item_stat) = zk.get_data(&self.item_fixed(&item)).await?;
-                        Ok(Some((item_stat.version, s.czxid)))
+                        Ok(Some((item_stat.version, s.czxid, item_stat.czxid)))
                     }
                     _ => Ok(None),
                 }
             };
             match owned.await {
-                Ok(Some((version, czxid))) => made.push((item, data, version, czxid)),
+                Ok(Some((version, czxid, item_czxid))) => made.push((item, data, version, czxid, item_czxid)),
                 Ok(None) => {}
                 Err(e) => {
                     // Still unknown (the connection is down): a session that lives on keeps the
                     // node; it is released in the background once the connection is back.
-                    self.release_unknown_in_background(item, session);
+                    self.release_unknown_in_background(item, session, claim_data.clone());
                     failure.get_or_insert(Error::zk(
                         path,
                         if matches!(e, zk::Error::SessionExpired) { e } else { source },
@@ -651,14 +758,16 @@ impl WorkClaims {
             }
         }
         let mut claims = Vec::with_capacity(made.len());
-        for (item, data, item_version, czxid) in made {
+        for (item, data, item_version, czxid, item_czxid) in made {
             let shared = Arc::new(ClaimShared {
                 item: item.clone(),
                 data,
                 item_version,
                 czxid,
+                item_czxid,
                 session,
                 state: watch::Sender::new(ClaimState::Held),
+                status: inner.client.status(),
             });
             self.watch_claim(zk, &shared);
             inner.held.lock().insert(item, shared.clone());
@@ -670,27 +779,41 @@ impl WorkClaims {
         }
     }
 
-    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost.
+    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost. A
+    /// watch that could not be set for connection trouble is set again: the session, and the
+    /// claim, may well live on. The task (and its handle on the claim's session) ends when the
+    /// client gives that session up, so that nothing of ours keeps a given-up session open.
     fn watch_claim(&self, zk: &zk::Client, shared: &Arc<ClaimShared>) {
         let zk = zk.clone();
         let claim = self.claim_fixed(&shared.item);
         let shared = shared.clone();
         let mut state = shared.state.subscribe();
+        let mut status = self.inner.client.status();
         self.inner.client.runtime().spawn(async move {
-            let watch = zk.check_and_watch_stat(&claim);
-            let watched = tokio::select! {
-                w = watch => w,
-                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
-            };
-            match watched {
-                Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
-                    tokio::select! {
-                        _ = watcher.changed() => {}
-                        _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+            let session = shared.session;
+            let gone = async {
+                let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+                loop {
+                    match zk.check_and_watch_stat(&claim).await {
+                        Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
+                            watcher.changed().await;
+                            return;
+                        }
+                        Ok(_) => return,
+                        Err(e) if Error::zk(&claim, e.clone()).is_retryable() => {
+                            debug!(item = %shared.item, error = %e, "cannot watch the claim yet; again");
+                            pause.wait().await;
+                        }
+                        Err(_) => return,
                     }
                 }
-                _ => {}
+            };
+            tokio::select! {
+                _ = gone => {}
+                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
+                _ = status.wait_for(|s| s.has_ended(session)) => {}
             }
+            drop(zk);
             if shared.mark_lost() {
                 debug!(item = %shared.item, "claim lost");
             }
@@ -699,7 +822,7 @@ impl WorkClaims {
 
     /// A claim transaction whose outcome stayed unknown: delete the claim node once the connection
     /// is back, if it is this session's.
-    fn release_unknown_in_background(&self, item: String, session: SessionIdentity) {
+    fn release_unknown_in_background(&self, item: String, session: SessionIdentity, mark: Vec<u8>) {
         let this = self.clone();
         self.inner.client.runtime().spawn(async move {
             let claim = this.claim_fixed(&item);
@@ -708,15 +831,17 @@ impl WorkClaims {
                 if now != session {
                     return;
                 }
-                match zk.check_stat(&claim).await {
-                    Ok(Some(s)) if s.ephemeral_owner == session.id => {
+                match zk.get_data(&claim).await {
+                    // Only the node this call made: one another call on this session made is held.
+                    Ok((data, s)) if s.ephemeral_owner == session.id && data == mark => {
                         if zk.delete(&claim, Some(s.version)).await.is_ok() {
                             return;
                         }
                     }
-                    Ok(_) => return,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    Ok(_) | Err(zk::Error::NoNode) => return,
+                    Err(_) => {}
                 }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
     }
@@ -725,7 +850,7 @@ impl WorkClaims {
     pub fn my_claims(&self) -> Vec<Claim> {
         let mut held = self.inner.held.lock();
         held.retain(|_, c| *c.state.borrow() != ClaimState::Finished);
-        held.values().filter(|c| *c.state.borrow() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
+        held.values().filter(|c| c.current() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
     }
 
     fn take_held(&self, item: &str) -> Result<Arc<ClaimShared>> {
@@ -737,7 +862,7 @@ impl WorkClaims {
                 reason: "the item is not claimed by this WorkClaims",
             });
         };
-        if *shared.state.borrow() != ClaimState::Held {
+        if shared.current() != ClaimState::Held {
             self.forget(&shared);
             return Err(Error::LockLost {
                 node: paths::join(&paths::join(&self.inner.path, "claims"), item),
@@ -770,6 +895,21 @@ impl WorkClaims {
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
             }
+            if sends > 0 {
+                // The last send's reply was lost: it may have applied, and since then the claim
+                // may have been reclaimed and the item completed, added again and claimed by
+                // someone else with the same item version. Send again only while the claim node
+                // is still this claim's.
+                match zk.check_stat(&claim).await {
+                    Ok(Some(s))
+                        if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {}
+                    Ok(now) => return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await,
+                    Err(e) => {
+                        retrying.backoff_or_fail(Error::zk(&claim_path, e)).await?;
+                        continue;
+                    }
+                }
+            }
             let mut writer = zk.new_multi_writer();
             let add = if complete {
                 writer.add_delete(&claim, None).and_then(|_| writer.add_delete(&item, Some(shared.item_version)))
@@ -785,20 +925,16 @@ impl WorkClaims {
                     return Ok(());
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {
-                    // A retried complete refused: it did not apply while the item is still there.
-                    if sends > 1 && complete && !matches!(zk.check_stat(&item).await, Ok(Some(_))) {
-                        return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
-                    }
-                    if sends > 1 {
-                        // A released claim's retry: gone is what release wanted.
-                        if let Ok(None) = zk.check_stat(&claim).await {
-                            shared.state.send_replace(ClaimState::Finished);
-                            self.forget(shared);
-                            return Ok(());
-                        }
+                    let removed = self.remove_if_item_gone(&zk, shared, session).await;
+                    self.forget(shared);
+                    if removed && !complete {
+                        shared.state.send_replace(ClaimState::Finished);
+                        return Ok(());
                     }
                     shared.mark_lost();
-                    self.forget(shared);
+                    if removed {
+                        return Err(lost("the item was deleted or replaced by someone else"));
+                    }
                     return Err(lost("the claim was reclaimed or its item claimed again"));
                 }
                 Err(zk::MultiWriteError::RequestFailed { source }) => {
@@ -808,6 +944,56 @@ impl WorkClaims {
         }
     }
 
+    /// A fenced transaction refused because someone else deleted the item (or replaced it: made
+    /// it again under its name): removes the claim node if it is still this claim's (nobody can
+    /// claim the name again while it stands), so it is not left behind on a live session. True
+    /// when it was removed.
+    async fn remove_if_item_gone(&self, zk: &zk::Client, shared: &ClaimShared, session: SessionIdentity) -> bool {
+        match zk.check_stat(&self.item_fixed(&shared.item)).await {
+            Ok(None) => {}
+            Ok(Some(item)) if item.czxid != shared.item_czxid => {}
+            _ => return false,
+        }
+        let claim = self.claim_fixed(&shared.item);
+        match zk.check_stat(&claim).await {
+            Ok(Some(s)) if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {
+                debug!(item = %shared.item, "the item was deleted or replaced by someone else: removing its claim");
+                zk.delete(&claim, Some(s.version)).await.is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    /// After a send whose reply was lost, the claim node is gone (`gone`) or someone else's: either
+    /// that send applied, or the claim was lost meanwhile. A release got what it wanted when the
+    /// node is gone; a complete applied only if the item it claimed is gone too.
+    async fn settle_unanswered(
+        &self,
+        zk: &zk::Client,
+        shared: &Arc<ClaimShared>,
+        complete: bool,
+        gone: bool,
+        claim_path: String,
+    ) -> Result<()> {
+        if !complete && gone {
+            shared.state.send_replace(ClaimState::Finished);
+            self.forget(shared);
+            return Ok(());
+        }
+        shared.mark_lost();
+        self.forget(shared);
+        if complete {
+            // The very item claimed (not one added again under its name) still there: the
+            // complete did not apply.
+            let item = self.item_fixed(&shared.item);
+            let unchanged = matches!(zk.check_stat(&item).await, Ok(Some(s)) if s.czxid == shared.item_czxid);
+            if !unchanged {
+                return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
+            }
+        }
+        Err(Error::LockLost { node: claim_path, reason: "the claim was reclaimed or its item claimed again" })
+    }
+
     /// Completes `item`: deletes the item and its claim in one transaction fenced by the claim
     /// (the item's version the claim wrote). Refused when the claim was lost — reclaimed,
     /// deleted, its session ended — even if the item was claimed again since.
@@ -815,7 +1001,10 @@ impl WorkClaims {
     /// # Errors
     /// [`Error::NotOwner`] when this instance does not hold a claim on `item`;
     /// [`Error::LockLost`] when the claim was lost (nothing was deleted); [`Error::OutcomeUnknown`]
-    /// when a retried send found the claim gone (the first may have completed the item);
+    /// when a send's reply was lost and by the next send both the claim and the item it claimed
+    /// were gone (that send may have completed the item). A send is repeated only while the claim
+    /// node is still this claim's (its session, its creation), so a repeat never touches an item
+    /// reclaimed, or completed and added again, meanwhile;
     /// connection errors after the retry policy; [`Error::InvalidArgument`] for a bad name.
     ///
     /// # Cancel safety
@@ -875,7 +1064,7 @@ impl WorkClaims {
         let held: Vec<Arc<ClaimShared>> = self.inner.held.lock().values().cloned().collect();
         let mut releases = Vec::new();
         for shared in &held {
-            if *shared.state.borrow() == ClaimState::Held {
+            if shared.current() == ClaimState::Held {
                 releases.push(self.fenced(shared, false));
             } else {
                 self.forget(shared);
@@ -897,7 +1086,8 @@ impl WorkClaims {
     /// Wakes up items whose claim is older than `age` (by the claim node's server creation time
     /// against this host's clock): each such claim is deleted in a transaction fenced by the item's
     /// version as read with the claim, so a claim made since is never touched. The stuck holder's
-    /// [`Claim`] turns [`Lost`](ClaimState::Lost) and its `complete` is refused.
+    /// [`Claim`] turns [`Lost`](ClaimState::Lost) and its `complete` is refused. A claim whose
+    /// item someone deleted is woken up too (its claim node deleted at the version read).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero `age`; connection errors after the retry policy.
@@ -919,13 +1109,17 @@ impl WorkClaims {
         let inner = &self.inner;
         let path = inner.path.as_str();
         let claims = inner.claims.as_str();
-        let names = inner.client.with_retry(path, None, |zk| async move { zk.list_children(claims).await }).await?;
+        let names = inner
+            .client
+            .with_retry(path, None, |zk| async move { zk.list_children(claims).await.or_else(no_node_empty) })
+            .await?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
         let now = now_ms();
         let mut woken = Vec::new();
-        for chunk in names.chunks(256) {
+        let per_item = |item: &str| self.claim_fixed(item).len() + self.item_fixed(item).len() + 2 * READ_OVERHEAD;
+        for chunk in read_chunks(&names, per_item) {
             let read = inner
                 .client
                 .with_retry(path, None, |zk| {
@@ -943,13 +1137,19 @@ impl WorkClaims {
             let zk = inner.client.raw_client()?;
             let mut pending = Vec::new();
             for (item, pair) in chunk.iter().zip(read.chunks(2)) {
-                let (zk::MultiReadResult::Data { data, stat: claim }, zk::MultiReadResult::Data { stat: it, .. }) =
-                    (&pair[0], &pair[1])
-                else {
-                    continue;
+                // The item's version, or None when someone deleted the item under its claim.
+                let (data, claim, item_version) = match (&pair[0], &pair[1]) {
+                    (zk::MultiReadResult::Data { data, stat: claim }, zk::MultiReadResult::Data { stat: it, .. }) => {
+                        (data, claim, Some(it.version))
+                    }
+                    (
+                        zk::MultiReadResult::Data { data, stat: claim },
+                        zk::MultiReadResult::Error { err: zk::Error::NoNode },
+                    ) => (data, claim, None),
+                    _ => continue,
                 };
                 let held_ms = now.saturating_sub(claim.ctime).max(0) as u64;
-                if held_ms < age.as_millis() as u64 {
+                if u128::from(held_ms) < age.as_millis() {
                     continue;
                 }
                 let text = String::from_utf8_lossy(data);
@@ -958,7 +1158,9 @@ impl WorkClaims {
                 let session =
                     i64::from_str_radix(parts.next().unwrap_or_default(), 16).unwrap_or(claim.ephemeral_owner);
                 let mut writer = zk.new_multi_writer();
-                writer.add_check_version(&self.item_fixed(item), it.version).map_err(|e| Error::zk(path, e))?;
+                if let Some(version) = item_version {
+                    writer.add_check_version(&self.item_fixed(item), version).map_err(|e| Error::zk(path, e))?;
+                }
                 writer.add_delete(&self.claim_fixed(item), Some(claim.version)).map_err(|e| Error::zk(path, e))?;
                 let found = Reclaimed { item: item.clone(), tag, session, held_for: Duration::from_millis(held_ms) };
                 pending.push(async move { (found, writer.commit().await) });
@@ -1047,7 +1249,13 @@ impl WorkClaims {
                     fired
                 }
                 None => {
-                    let (fired, has_work) = self.arm_work_watch(deadline).await?;
+                    let (fired, has_work) = match self.arm_work_watch(deadline).await {
+                        Err(e) if e.is(ErrorCode::NoNode) => {
+                            self.remake_dirs(Some(deadline)).await?;
+                            self.arm_work_watch(deadline).await?
+                        }
+                        other => other?,
+                    };
                     if has_work {
                         return Ok(true);
                     }
@@ -1083,6 +1291,25 @@ impl WorkClaims {
         let claimed: HashSet<String> = claimed.into_iter().collect();
         Ok((rx, items.iter().any(|i| !claimed.contains(i))))
     }
+}
+
+/// Splits `items` into runs of at most [`READS_PER_REQUEST`] items and [`PATH_BYTES_PER_REQUEST`]
+/// bytes of paths, `cost` giving an item's bytes (each run holds one item at least).
+fn read_chunks(items: &[String], cost: impl Fn(&str) -> usize) -> Vec<&[String]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0usize);
+    for (i, item) in items.iter().enumerate() {
+        let c = cost(item);
+        if i > start && (i - start >= READS_PER_REQUEST || bytes + c > PATH_BYTES_PER_REQUEST) {
+            chunks.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += c;
+    }
+    if start < items.len() {
+        chunks.push(&items[start..]);
+    }
+    chunks
 }
 
 fn no_node_empty(e: zk::Error) -> std::result::Result<Vec<String>, zk::Error> {

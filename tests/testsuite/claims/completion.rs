@@ -213,3 +213,154 @@ async fn with_fair_share_a_worker_claims_at_most_its_share_of_the_unclaimed_item
     assert_eq!(a.claim(100).await.unwrap().len(), 5);
     assert_eq!(b.claim(100).await.unwrap().len(), 2, "ceil(4 / 2)");
 }
+
+#[tokio::test]
+async fn a_complete_resent_after_a_reconnect_never_deletes_an_item_added_again_and_held_by_another() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-fence-readded");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    stuck.add("job", b"first").await.unwrap();
+    let held = stuck.claim(1).await.unwrap();
+    assert_eq!(held.len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The stuck holder's complete is lost on the wire; meanwhile its claim is reclaimed, the item
+    // is claimed and completed by another worker, added again under the same name and claimed
+    // again: that claim has the same item version (the same fence number) as the stuck one.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        tokio::spawn(async move { stuck.complete("job").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    assert_eq!(other.claim(1).await.unwrap().len(), 1);
+    other.complete("job").await.unwrap();
+    other.add("job", b"second").await.unwrap();
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    // The link heals: the stuck complete is sent again on the same session.
+    proxy.set_mode(ProxyMode::Pass);
+
+    let stale = support::join("the stale complete", HANG, completing).await;
+    assert!(stale.is_err(), "a stale complete must not succeed, got {stale:?}");
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/job")).await, "the item added again is not completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/job")).await, "the new claim stands");
+    assert!(again[0].is_held());
+    other.complete("job").await.expect("the new holder completes");
+}
+
+#[tokio::test]
+async fn a_complete_resent_after_its_claim_was_reclaimed_is_refused_and_the_item_stays_for_others() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let stuck_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-resent-reclaimed");
+    let stuck = claims(&stuck_client, &path, "stuck");
+    let other = claims(&clients[0], &path, "other");
+    stuck.add("job", b"").await.unwrap();
+    assert_eq!(stuck.claim(1).await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The complete is lost on the wire and the claim reclaimed meanwhile; nobody claims the item
+    // before the complete is sent again.
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = {
+        let stuck = stuck.clone();
+        tokio::spawn(async move { stuck.complete("job").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    proxy.set_mode(ProxyMode::Pass);
+
+    let stale = support::join("the stale complete", HANG, completing).await;
+    match stale {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::LockLost, "{e}"),
+        Ok(()) => panic!("a complete that completed nothing reported success"),
+    }
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/job")).await, "the item was not completed");
+    assert_eq!(other.claim(1).await.unwrap().len(), 1, "the item is there for others");
+    other.complete("job").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_claim_whose_item_someone_else_deleted_is_not_left_behind() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-item-deleted");
+    let holder = claims(&clients[0], &path, "holder");
+    let sweeper = claims(&clients[1], &path, "sweeper");
+    add_items(&holder, 2).await;
+    let held = holder.claim(2).await.unwrap();
+    assert_eq!(held.len(), 2);
+    // An operator deletes both items while they are claimed.
+    let zk = support::observer(&server.connect_string()).await;
+    for claim in &held {
+        zk.delete(&format!("{path}/items/{}", claim.item()), None).await.unwrap();
+    }
+    let claim_node = |item: &str| format!("{path}/claims/{item}");
+
+    // The holder lets go of one: its claim node goes, whatever release answers.
+    let released = holder.release(held[0].item()).await;
+    assert!(!support::exists(&zk, &claim_node(held[0].item())).await, "release left the claim: {released:?}");
+    // The other holder is stuck: a sweep wakes its item-less claim up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let woken = sweeper.reclaim_older_than(Duration::from_millis(100)).await.unwrap();
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    assert!(!support::exists(&zk, &claim_node(held[1].item())).await, "the sweep left the item-less claim");
+    tokio::time::timeout(HANG, held[1].lost()).await.expect("the stuck holder is told");
+    assert!(holder.complete(held[1].item()).await.is_err());
+    assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
+}
+
+#[tokio::test]
+async fn a_dropped_fair_share_participant_no_longer_counts_as_a_member() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-fair-dropped");
+    let a = WorkClaims::new(&clients[0], &path, "a").unwrap().with_fair_share();
+    let b = WorkClaims::new(&clients[1], &path, "b").unwrap().with_fair_share();
+    add_items(&a, 10).await;
+    assert_eq!(b.claim(1).await.unwrap().len(), 1, "b joins and takes one");
+    b.release_all().await.unwrap();
+    // b's process stops taking part (its handle dropped), its client lives on for other work.
+    drop(b);
+    let members = format!("{path}/members");
+    let left = support::eventually_no_children(&server.connect_string(), &members, HANG).await;
+    assert_eq!(left.len(), 0, "a dropped participant's member node is left: {left:?}");
+    assert_eq!(a.claim(100).await.unwrap().len(), 10, "a is the only member: it may take everything");
+    a.release_all().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_claim_whose_item_was_replaced_under_it_is_released_and_the_new_item_is_free() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("claims-item-replaced");
+    let holder = claims(&clients[0], &path, "holder");
+    let other = claims(&clients[1], &path, "other");
+    add_items(&holder, 1).await;
+    let held = holder.claim(1).await.unwrap();
+    assert_eq!(held.len(), 1);
+    let item = held[0].item().to_string();
+    // An operator replaces the item (deleted and made again under its name) while it is claimed.
+    let zk = support::observer(&server.connect_string()).await;
+    let item_path = format!("{path}/items/{item}");
+    zk.delete(&item_path, None).await.unwrap();
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk.create(&item_path, b"new payload", &options).await.unwrap();
+
+    let released = holder.release(&item).await;
+    assert!(
+        !support::exists(&zk, &format!("{path}/claims/{item}")).await,
+        "the old claim blocks the new item: {released:?}"
+    );
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1, "the new item is free for others");
+    assert_eq!(again[0].data(), b"new payload");
+    other.complete(&item).await.unwrap();
+}

@@ -3,6 +3,8 @@
 //! orphan claim after a cancelled claim, no watcher growth over repeated timed waits, bad input.
 
 mod completion;
+mod limits;
+mod session;
 mod waiting;
 
 use std::time::Duration;

@@ -1,0 +1,86 @@
+//! Claims and their session: a claim is never reported held on a session the client gave up, and
+//! a given-up session does not live on for its claims.
+
+use std::time::Duration;
+
+use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::{ClaimState, ConnectionState};
+
+use super::{add_items, claims, HANG};
+use crate::support;
+
+#[tokio::test]
+async fn a_claim_on_a_session_given_up_while_cut_off_is_lost_and_its_node_goes_when_the_link_heals() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let cut_off = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-given-up");
+    let work = claims(&cut_off, &path, "cut-off");
+    add_items(&work, 2).await;
+    let held = work.claim(2).await.unwrap();
+    assert_eq!(held.len(), 2);
+    // The claims' watches are set (nothing in flight).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Cut off until the client gives its session up (LOST, before the server can expire it).
+    proxy.set_mode(ProxyMode::Blackhole);
+    assert!(
+        support::poll_until(HANG, || async { cut_off.connection_state() == ConnectionState::Lost }).await,
+        "the client gives the session up"
+    );
+    for claim in &held {
+        assert_eq!(claim.state(), ClaimState::Lost, "{} is reported held on a given-up session", claim.item());
+    }
+    assert!(work.my_claims().is_empty(), "my_claims lists claims of a given-up session");
+
+    // The link heals before the server expired the session: nothing of ours may keep the given-up
+    // session (and its claim nodes) alive, or the items stay claimed by nobody.
+    proxy.set_mode(ProxyMode::Pass);
+    let zk = support::observer(&server.connect_string()).await;
+    let claims_dir = format!("{path}/claims");
+    assert!(
+        support::poll_until(HANG, || async { support::sorted_children(&zk, &claims_dir).await.is_empty() }).await,
+        "the given-up session's claim nodes are still there: {:?}",
+        support::sorted_children(&zk, &claims_dir).await
+    );
+    let other = claims(&clients[0], &path, "other");
+    assert_eq!(other.claim(2).await.unwrap().len(), 2, "another worker takes the items");
+    other.release_all().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_claim_made_just_before_a_short_blackout_is_still_held_after_it_and_completes() {
+    let (server, _clients) = support::server_and_clients(0).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-blackout");
+    let work = claims(&client, &path, "worker");
+    add_items(&work, 3).await;
+    let session = client.session_id();
+    let held = work.claim(3).await.unwrap();
+    assert_eq!(held.len(), 3);
+
+    // The link goes silent right after the claims were made, long enough for the client to drop
+    // the connection, far shorter than the session timeout: the session and its claims live on.
+    proxy.set_mode(ProxyMode::Blackhole);
+    assert!(
+        support::poll_until(HANG, || async { client.connection_state() == ConnectionState::Suspended }).await,
+        "the client notices the silent link"
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    assert!(
+        support::poll_until(HANG, || async { client.connection_state() == ConnectionState::Reconnected }).await,
+        "the client reconnects"
+    );
+    assert_eq!(client.session_id(), session, "the same session");
+    for claim in &held {
+        assert_eq!(claim.state(), ClaimState::Held, "{} is reported lost though its node stands", claim.item());
+    }
+    assert_eq!(work.my_claims().len(), 3);
+    for claim in &held {
+        work.complete(claim.item()).await.expect("a held claim completes");
+    }
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
+    assert!(support::sorted_children(&zk, &format!("{path}/items")).await.is_empty(), "every item completed");
+}
