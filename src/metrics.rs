@@ -186,6 +186,11 @@ impl LockLabels {
         &self.path
     }
 
+    /// [`path`](Self::path), shared: a lock on the same path keeps it once, not once more.
+    pub(crate) fn shared_path(&self) -> &Arc<str> {
+        &self.path
+    }
+
     /// The meter of a hold granted now.
     #[inline]
     pub(crate) fn hold_meter(&self) -> HoldMeter {

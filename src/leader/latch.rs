@@ -98,7 +98,7 @@ impl LeaderLatch {
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
         let id = id.into();
         client.check_data_size("id", path, id.len())?;
-        let driver = StandardLockDriver::new(LATCH_LOCK_NAME);
+        let driver = StandardLockDriver::with_static_name(LATCH_LOCK_NAME);
         let labels = client.lock_labels(crate::metrics::Recipe::Latch, path);
         let mutex = InterProcessMutex::build(client, path, driver, Some(id.clone().into_bytes()), labels)?;
         let inner = Inner {

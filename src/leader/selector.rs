@@ -134,7 +134,13 @@ impl LeaderSelector {
         client.check_data_size("id", path, id.len())?;
         let data = (!id.is_empty()).then(|| id.clone().into_bytes());
         let labels = client.lock_labels(crate::metrics::Recipe::Selector, path);
-        let mutex = InterProcessMutex::build(client, path, StandardLockDriver::new(SELECTOR_LOCK_NAME), data, labels)?;
+        let mutex = InterProcessMutex::build(
+            client,
+            path,
+            StandardLockDriver::with_static_name(SELECTOR_LOCK_NAME),
+            data,
+            labels,
+        )?;
         let work: Box<Work> = Box::new(move |leadership| Box::pin(work(leadership)));
         let inner = Inner {
             mutex,

@@ -202,7 +202,8 @@ pub(crate) fn ahead_of<'a>(
 /// The mutex's driver: lock name `lock-`, EPHEMERAL_SEQUENTIAL, index < max leases holds.
 #[derive(Clone, Debug)]
 pub struct StandardLockDriver {
-    lock_name: String,
+    /// Borrowed for Curator's names (no allocation in every lock instance).
+    lock_name: std::borrow::Cow<'static, str>,
 }
 
 impl StandardLockDriver {
@@ -211,13 +212,18 @@ impl StandardLockDriver {
 
     /// A driver with the given lock name.
     pub fn new(lock_name: impl Into<String>) -> Self {
-        Self { lock_name: lock_name.into() }
+        Self { lock_name: std::borrow::Cow::Owned(lock_name.into()) }
+    }
+
+    /// A driver with a lock name known at compile time (the recipes' own names).
+    pub(crate) const fn with_static_name(lock_name: &'static str) -> Self {
+        Self { lock_name: std::borrow::Cow::Borrowed(lock_name) }
     }
 }
 
 impl Default for StandardLockDriver {
     fn default() -> Self {
-        Self::new(Self::MUTEX_LOCK_NAME)
+        Self::with_static_name(Self::MUTEX_LOCK_NAME)
     }
 }
 

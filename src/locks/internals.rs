@@ -64,8 +64,10 @@ impl Wait {
 /// The engine behind a lock recipe: a base path, a driver, and a number of leases.
 pub struct LockInternals<D: LockDriver> {
     client: CuratorClient,
-    base: String,
-    fixed_base: String,
+    /// Shared with `labels` (and `fixed_base`, without a namespace): every instance of a lock on a
+    /// path — often one per task — keeps its path once.
+    base: Arc<str>,
+    fixed_base: Arc<str>,
     driver: D,
     /// The recipe and lock path for the spans and the metrics.
     labels: LockLabels,
@@ -173,10 +175,13 @@ impl<D: LockDriver> LockInternals<D> {
         if max_leases == 0 {
             return Err(Error::invalid_argument("max_leases", 0, "must be at least 1"));
         }
+        let shared_base = if &**labels.shared_path() == base { labels.shared_path().clone() } else { Arc::from(base) };
+        let fixed = client.fix_path(base);
+        let fixed_base = if fixed == base { shared_base.clone() } else { Arc::from(fixed) };
         Ok(Self {
             client: client.clone(),
-            fixed_base: client.fix_path(base),
-            base: base.to_string(),
+            fixed_base,
+            base: shared_base,
             driver,
             labels,
             max_leases: std::sync::OnceLock::new(),
@@ -248,7 +253,7 @@ impl<D: LockDriver> LockInternals<D> {
     /// The children of the base path in server order (empty if it does not exist), with the
     /// session of the handle that listed them.
     async fn children(&self, deadline: Option<Instant>) -> Result<(Vec<String>, i64)> {
-        let fixed = self.fixed_base.as_str();
+        let fixed = &*self.fixed_base;
         let listed = self.client.with_retry(&self.base, deadline, |zk| async move {
             let session = zk.session_id().0;
             match zk.list_children(fixed).await {
@@ -300,7 +305,7 @@ impl<D: LockDriver> LockInternals<D> {
             return self.attempt_race(wait, metered).await;
         }
         if self.client.is_closed() {
-            return Err(Error::Closed { path: self.base.clone() });
+            return Err(Error::Closed { path: self.base.to_string() });
         }
         if let Some(hold) = basis.hold().filter(|hold| hold.hold_state() == HoldState::Lost) {
             // A lost basis is refused whatever the connection, one attempt included.
@@ -323,7 +328,7 @@ impl<D: LockDriver> LockInternals<D> {
         let mut max_leases = self.leases().subscribe();
         loop {
             if self.client.is_closed() {
-                return Err(Error::Closed { path: self.base.clone() });
+                return Err(Error::Closed { path: self.base.to_string() });
             }
             if let Some(hold) = basis.hold() {
                 // Wait out a suspended basis; a lost one ends the call before anything is created.
@@ -426,11 +431,13 @@ impl<D: LockDriver> LockInternals<D> {
                 Ok(WaitOutcome::SessionChanged) if wait != Wait::OneAttempt => {}
                 Ok(WaitOutcome::Closed) => {
                     self.give_up(cleanup, deadline).await;
-                    return Err(Error::Closed { path: self.base.clone() });
+                    return Err(Error::Closed { path: self.base.to_string() });
                 }
                 Ok(WaitOutcome::BasisLost) => {
                     self.give_up(cleanup, deadline).await;
-                    return Err(basis.hold().map_or_else(|| Error::Closed { path: self.base.clone() }, Basis::lost));
+                    return Err(basis
+                        .hold()
+                        .map_or_else(|| Error::Closed { path: self.base.to_string() }, Basis::lost));
                 }
                 Ok(_) | Err(Error::DeadlineExceeded { .. }) => {
                     self.give_up(cleanup, deadline).await;
@@ -469,7 +476,7 @@ impl<D: LockDriver> LockInternals<D> {
     /// only while it is ours ([`DeleteTarget::Owned`]).
     async fn attempt_race(&self, wait: Wait, metered: bool) -> Result<Option<Arc<Hold>>> {
         if self.client.is_closed() {
-            return Err(Error::Closed { path: self.base.clone() });
+            return Err(Error::Closed { path: self.base.to_string() });
         }
         if wait == Wait::OneAttempt && !self.client.is_connected() {
             return Ok(None);
@@ -492,7 +499,7 @@ impl<D: LockDriver> LockInternals<D> {
         let mut cleanup: Option<(i64, DeleteOnDrop<'_>)> = None;
         let ended: Result<()> = loop {
             if self.client.is_closed() {
-                break Err(Error::Closed { path: self.base.clone() });
+                break Err(Error::Closed { path: self.base.to_string() });
             }
             let (zk, session) = match self.client.connected(&self.base, deadline).await {
                 Ok(current) => current,
@@ -536,7 +543,7 @@ impl<D: LockDriver> LockInternals<D> {
                             }
                             let watching = Watching { session, deadline, max_leases: &mut max_leases };
                             match self.wait_for_event(watcher, watching).await {
-                                WaitOutcome::Closed => break Err(Error::Closed { path: self.base.clone() }),
+                                WaitOutcome::Closed => break Err(Error::Closed { path: self.base.to_string() }),
                                 WaitOutcome::DeadlinePassed | WaitOutcome::BasisLost => break Ok(()),
                                 // Deleted (or changed), or our session changed: race again.
                                 _ => continue,
@@ -604,7 +611,7 @@ impl<D: LockDriver> LockInternals<D> {
             let (children, session) = self.children(deadline).await?;
             return Ok((children, session, None));
         }
-        let fixed = self.fixed_base.as_str();
+        let fixed = &*self.fixed_base;
         let listed = self.client.with_retry(&self.base, deadline, |zk| async move {
             let session = zk.session_id().0;
             let (children, watcher) = zk.list_and_watch_children(fixed).await?;
@@ -718,5 +725,34 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::locks::driver::StandardLockDriver;
+    use crate::metrics::Recipe;
+    use crate::testing::TestingServer;
+
+    /// Programs make a lock instance per task (10,000 waiting tasks: 10,000 instances): each keeps
+    /// its path once, shared by its labels, its base path and (without a namespace) the path it
+    /// sends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_instance_keeps_its_path_once() {
+        let server = TestingServer::start().await.expect("ZooKeeper for tests");
+        let client = CuratorClient::builder(&server.connect_string())
+            .session_timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .unwrap();
+        let path = "/locks/one-path";
+        let labels = client.lock_labels(Recipe::Mutex, path);
+        let shared = labels.shared_path().clone();
+        let internals = LockInternals::new(&client, path, StandardLockDriver::default(), 1, labels).unwrap();
+        assert!(Arc::ptr_eq(&internals.base, &shared), "the base path is the labels' path");
+        assert!(Arc::ptr_eq(&internals.fixed_base, &shared), "without a namespace, the path sent is the same");
+        assert_eq!(internals.base_path(), path);
+        client.close().await;
     }
 }

@@ -313,26 +313,41 @@ impl<D: LockDriver> LocalQueue<D> {
             return Err(Error::Closed { path: self.path().to_string() });
         };
         let received = match wait.deadline() {
-            Some(deadline) => match tokio::time::timeout_at(deadline.into(), rx).await {
-                Ok(received) => received,
-                Err(_) => {
-                    let (granted, stopped) = pending.leave();
-                    if let Some(acquisition) = stopped {
-                        // Its attempt was dropped by `leave` (its node's delete is queued), or it
-                        // has just ended and its outcome is being handed to the queue. As a
-                        // timed-out attempt of one's own: the caller normally finds no node.
-                        let limit = Instant::now() + CLEANUP_SLACK;
-                        acquisition.delivered(limit).await;
-                        self.internals.client().wait_background_deletes(limit).await;
-                    }
-                    return granted.unwrap_or(Ok(None));
-                }
+            // Boxed: a timer and the clean-up after it are several times the size of the rest, and
+            // every waiter without a deadline (`lock()`) would carry them while it waits.
+            Some(deadline) => match Box::pin(self.wait_until(deadline, &mut pending)).await {
+                Some(received) => received,
+                None => return Ok(None),
             },
             None => rx.await,
         };
         pending.rx = None;
         // A dropped sender: the queue was torn down (cannot happen while we hold it).
         received.unwrap_or_else(|_| Err(Error::Closed { path: self.path().to_string() }))
+    }
+
+    /// Waits for `pending`'s answer until `deadline`: `None` if none came in time and the waiter
+    /// left (a grant that raced the leave is handed on), with its turn's node being deleted if it
+    /// was the last waiter of a turn being acquired.
+    async fn wait_until(
+        &self,
+        deadline: Instant,
+        pending: &mut Pending<'_, D>,
+    ) -> Option<std::result::Result<Granted, oneshot::error::RecvError>> {
+        let rx = pending.rx.as_mut()?;
+        if let Ok(received) = tokio::time::timeout_at(deadline.into(), rx).await {
+            return Some(received);
+        }
+        let (granted, stopped) = pending.leave();
+        if let Some(acquisition) = stopped {
+            // Its attempt was dropped by `leave` (its node's delete is queued), or it has just
+            // ended and its outcome is being handed to the queue. As a timed-out attempt of one's
+            // own: the caller normally finds no node.
+            let limit = Instant::now() + CLEANUP_SLACK;
+            acquisition.delivered(limit).await;
+            self.internals.client().wait_background_deletes(limit).await;
+        }
+        granted.map(Ok)
     }
 
     /// Appends a collecting turn for `waiters`; returns its index.
@@ -759,5 +774,39 @@ async fn watch_turn<D: LockDriver>(queue: Weak<LocalQueue<D>>, turn: u64, node: 
     report.done = true;
     if let Some(queue) = queue.upgrade() {
         queue.close_turn(turn);
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::locks::driver::StandardLockDriver;
+    use crate::metrics::Recipe;
+    use crate::testing::TestingServer;
+    use crate::CuratorClient;
+
+    /// Every task waiting in a local queue keeps its waiter future for as long as it waits (10,000
+    /// waiting tasks keep 10,000): one without a deadline must not carry room for a timer and the
+    /// clean-up after a timeout it never reaches.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_without_a_deadline_carries_no_timer() {
+        let server = TestingServer::start().await.expect("ZooKeeper for tests");
+        let client = CuratorClient::builder(&server.connect_string())
+            .session_timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .unwrap();
+        let path = "/locks/small-waiters";
+        let labels = client.lock_labels(Recipe::Mutex, path);
+        let internals = Arc::new(LockInternals::new(&client, path, StandardLockDriver::default(), 1, labels).unwrap());
+        let queue = LocalQueue::new(internals, Vec::new(), false, false);
+        let waiting = queue.acquire(Wait::Forever);
+        let bytes = std::mem::size_of_val(&waiting);
+        // A tokio timer alone is larger than this; the waiter itself needs a fraction of it.
+        assert!(bytes <= 256, "a waiter without a deadline is a {bytes}-byte future");
+        drop(waiting);
+        client.close().await;
     }
 }

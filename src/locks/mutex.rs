@@ -648,7 +648,9 @@ async fn release_hold(hold: &Hold, labels: &LockLabels) -> Result<()> {
     let start = std::time::Instant::now();
     let span =
         tracing::debug_span!("release", recipe = labels.recipe().as_str(), path = %labels.path(), node = %hold.path());
-    let result = hold.release().instrument(span.clone()).await;
+    // Boxed: a task that waits for its turn and then releases carries its release future the whole
+    // time, and the delete behind it is the large part (a local holder's release only hands on).
+    let result = Box::pin(hold.release()).instrument(span.clone()).await;
     debug!(parent: &span, took_us = start.elapsed().as_micros() as u64, ok = result.is_ok(), "released");
     result
 }

@@ -85,7 +85,8 @@ impl InterProcessNonFairMutex {
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
         let labels = client.lock_labels(Recipe::NonFairMutex, path);
         let internals =
-            LockInternals::new(client, path, StandardLockDriver::new(NONFAIR_LOCK_NAME), 1, labels)?.racing();
+            LockInternals::new(client, path, StandardLockDriver::with_static_name(NONFAIR_LOCK_NAME), 1, labels)?
+                .racing();
         Ok(Self { inner: InterProcessMutex::from_internals(client, path, internals, None)? })
     }
 

@@ -110,7 +110,8 @@ async fn random_cancellation_keeps_exclusion_and_leaves_no_node() {
     }
     let holds = log.assert_exclusive("non-fair random cancellation");
     assert_eq!(holds.len(), won);
-    assert!(won >= 100 && gave_up >= 20, "the scenario did not happen often enough: won {won}, gave up {gave_up}");
+    // Both outcomes many times over (a loaded machine wins fewer: short random waits time out).
+    assert!(won >= 40 && gave_up >= 20, "the scenario did not happen often enough: won {won}, gave up {gave_up}");
     let left = support::children_become(&obs, &path, &[], Duration::from_secs(5)).await;
     assert!(left.is_empty(), "stray nodes under {path}: {left:?}");
 }
