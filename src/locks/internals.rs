@@ -729,27 +729,35 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 #[cfg(all(test, feature = "testing"))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::locks::driver::StandardLockDriver;
     use crate::metrics::Recipe;
     use crate::testing::TestingServer;
 
-    /// Programs make a lock instance per task (10,000 waiting tasks: 10,000 instances): each keeps
-    /// its path once, shared by its labels, its base path and (without a namespace) the path it
-    /// sends.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_lock_instance_keeps_its_path_once() {
+    /// A server, a client of it, and a mutex's lock engine on `path` (with its labels' path).
+    pub(crate) async fn mutex_internals(
+        path: &str,
+    ) -> (TestingServer, CuratorClient, LockInternals<StandardLockDriver>, Arc<str>) {
         let server = TestingServer::start().await.expect("ZooKeeper for tests");
         let client = CuratorClient::builder(&server.connect_string())
             .session_timeout(Duration::from_secs(10))
             .connect()
             .await
             .unwrap();
-        let path = "/locks/one-path";
         let labels = client.lock_labels(Recipe::Mutex, path);
         let shared = labels.shared_path().clone();
         let internals = LockInternals::new(&client, path, StandardLockDriver::default(), 1, labels).unwrap();
+        (server, client, internals, shared)
+    }
+
+    /// Programs make a lock instance per task (10,000 waiting tasks: 10,000 instances): each keeps
+    /// its path once, shared by its labels, its base path and (without a namespace) the path it
+    /// sends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_instance_keeps_its_path_once() {
+        let path = "/locks/one-path";
+        let (_server, client, internals, shared) = mutex_internals(path).await;
         assert!(Arc::ptr_eq(&internals.base, &shared), "the base path is the labels' path");
         assert!(Arc::ptr_eq(&internals.fixed_base, &shared), "without a namespace, the path sent is the same");
         assert_eq!(internals.base_path(), path);

@@ -779,29 +779,16 @@ async fn watch_turn<D: LockDriver>(queue: Weak<LocalQueue<D>>, turn: u64, node: 
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::locks::driver::StandardLockDriver;
-    use crate::metrics::Recipe;
-    use crate::testing::TestingServer;
-    use crate::CuratorClient;
+    use crate::locks::internals::tests::mutex_internals;
 
     /// Every task waiting in a local queue keeps its waiter future for as long as it waits (10,000
     /// waiting tasks keep 10,000): one without a deadline must not carry room for a timer and the
     /// clean-up after a timeout it never reaches.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_waiter_without_a_deadline_carries_no_timer() {
-        let server = TestingServer::start().await.expect("ZooKeeper for tests");
-        let client = CuratorClient::builder(&server.connect_string())
-            .session_timeout(Duration::from_secs(10))
-            .connect()
-            .await
-            .unwrap();
-        let path = "/locks/small-waiters";
-        let labels = client.lock_labels(Recipe::Mutex, path);
-        let internals = Arc::new(LockInternals::new(&client, path, StandardLockDriver::default(), 1, labels).unwrap());
-        let queue = LocalQueue::new(internals, Vec::new(), false, false);
+        let (_server, client, internals, _) = mutex_internals("/locks/small-waiters").await;
+        let queue = LocalQueue::new(Arc::new(internals), Vec::new(), false, false);
         let waiting = queue.acquire(Wait::Forever);
         let bytes = std::mem::size_of_val(&waiting);
         // A tokio timer alone is larger than this; the waiter itself needs a fraction of it.
