@@ -86,8 +86,9 @@ pub(crate) struct OurNode {
 /// (CURATOR-506): it is kept while started (our data set, as when adopted) but close leaves it.
 /// If the session also ended before the outcome was read, the marker went with it and the node
 /// cannot be told ours: close leaves it standing rather than risk deleting someone else's. The
-/// marker needs CREATE permission on the node (its ACL); where the ACL refuses it, creates go
-/// without a marker, and a node whose create reply was lost is treated as found (adopted).
+/// marker needs CREATE and DELETE permission on the node (its ACL); where the ACL refuses it (or
+/// grants CREATE to anyone without DELETE, so that a marker could not be deleted again), creates
+/// go without a marker, and a node whose create reply was lost is treated as found (adopted).
 ///
 /// Dropping a started node stops it: its node is deleted in the background (on the client's
 /// runtime). Prefer [`close`](Self::close), which waits for the delete.
@@ -116,6 +117,10 @@ pub(crate) struct Inner {
     /// A marked create was refused `NoAuth`: the node's ACL does not let us create the marker
     /// under it, so creates go without one from then on.
     marker_refused: std::sync::atomic::AtomicBool,
+    /// The node's ACL lets whoever may create the marker under it delete it again: every entry
+    /// granting CREATE grants DELETE. Otherwise a marker could outlive its create for as long as
+    /// the session lives, and the node could not be deleted (`NotEmpty`), by close or anyone.
+    marker_deletable: bool,
     /// False while the background task runs.
     finished: watch::Sender<bool>,
 }
@@ -175,6 +180,10 @@ impl PersistentNode {
         }
         mode.validate()?;
         client.check_data_size("data", path, data.len())?;
+        let marker_deletable = client.raw_acls_for(&client.fix_path(path)).iter().all(|acl| {
+            let granted = acl.permission();
+            !granted.has(zk::Permission::CREATE) || granted.has(zk::Permission::DELETE)
+        });
         let inner = Inner {
             client: client.clone(),
             path: path.to_string(),
@@ -188,6 +197,7 @@ impl PersistentNode {
             task: parking_lot::Mutex::new(None),
             unknown_create: parking_lot::Mutex::new(None),
             marker_refused: std::sync::atomic::AtomicBool::new(false),
+            marker_deletable,
             finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -410,6 +420,7 @@ impl Inner {
             && !self.mode.is_ephemeral()
             && !self.mode.is_sequential()
             && self.mode != CreateMode::Container
+            && self.marker_deletable
             && !self.marker_refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 

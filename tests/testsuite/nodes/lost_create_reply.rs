@@ -167,3 +167,46 @@ async fn a_node_whose_acl_refuses_the_create_marker_is_still_created_and_deleted
     }
     client.close().await;
 }
+
+/// Everything for the loopback address, except deleting children under the persistent nodes'
+/// own paths (`.../pnode-*`): a create marker made there could never be deleted again.
+#[derive(Debug)]
+struct NoDeletesUnderTheNode;
+
+impl zk_curator::AclProvider for NoDeletesUnderTheNode {
+    fn default_acl(&self) -> Vec<zk_curator::Acl> {
+        vec![zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"))]
+    }
+
+    fn acl_for_path(&self, path: &str) -> Vec<zk_curator::Acl> {
+        if path.rsplit('/').next().is_some_and(|name| name.starts_with("pnode-")) {
+            let all = zk_curator::Permissions::ALL.bits();
+            let all_but_delete = zk_curator::Permissions::from_bits(all & !zk_curator::Permissions::DELETE.bits());
+            vec![zk_curator::Acl::new(all_but_delete, zk_curator::Id::new("ip", "127.0.0.1"))]
+        } else {
+            Vec::new() // the default
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_acl_refuses_deleting_children_keeps_no_create_marker_and_is_deleted_on_close() {
+    let (server, _) = support::server_and_clients(0).await;
+    let connect = server.connect_string();
+    let client = CuratorClient::builder(&connect).acl_provider(NoDeletesUnderTheNode).connect().await.unwrap();
+    let obs = support::observer(&connect).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let path = format!("{}/pnode-{i}", support::unique_path("marker-acl-delete"));
+        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        node.start().unwrap();
+        assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: never created");
+        // A marker that stays would keep the node from being deleted by anyone (NotEmpty) for as
+        // long as this session lives.
+        let under = support::eventually_no_children(&connect, &path, WITHIN).await;
+        assert!(under.is_empty(), "{mode:?}: a create marker stays under the node: {under:?}");
+        let closed = tokio::time::timeout(WITHIN, node.close()).await.expect("close hangs");
+        assert!(closed.is_ok(), "{mode:?}: close failed: {closed:?}");
+        assert!(!support::exists(&obs, &path).await, "{mode:?}: close left the node");
+    }
+    client.close().await;
+}
