@@ -701,7 +701,18 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
             Some(marker) => {
                 let made = create_marked(client, &zk, &fixed, &bytes, &options, marker);
                 let made = tokio::time::timeout_at(until.into(), made).await;
-                made.unwrap_or(Err(zk::Error::Timeout)).map(|czxid| (czxid, None))
+                match made.unwrap_or(Err(zk::Error::Timeout)) {
+                    Ok(Some(czxid)) => Ok((czxid, None)),
+                    // The node's ACL does not let us create the marker under it (a transaction
+                    // is all or nothing: nothing was made). Without a marker, as before it: only
+                    // a lost reply then leaves the node's ownership untold.
+                    Ok(None) => {
+                        debug!(path = %inner.path, "create marker refused by the node's ACL: creating without one");
+                        inner.marker_refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
             }
         };
         match created {
@@ -722,13 +733,6 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
                     Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {}
                     Err(e) => return refused(e),
                 }
-            }
-            // The node's ACL may not let us create the marker under it (a transaction is
-            // all or nothing: nothing was made). Without a marker, as before it: only a lost
-            // reply then leaves the node's ownership untold.
-            Err(zk::Error::NoAuth) if marker.is_some() => {
-                debug!(path = %inner.path, "create marker refused by the node's ACL: creating without one");
-                inner.marker_refused.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             Err(zk::Error::NodeExists) if !inner.mode.is_sequential() => {
                 // Within the same bound: a close waits for this create.
@@ -761,7 +765,9 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
 }
 
 /// Creates the node at `fixed` with its create marker `marker` (an EPHEMERAL child, one
-/// transaction: the same zxid); the node's czxid.
+/// transaction: the same zxid); the node's czxid, or `None` when only the marker was refused
+/// `NoAuth` (the node's ACL: nothing made). A `NoAuth` refusing the node itself (its parent's
+/// ACL) is an error, as for an unmarked create: it says nothing about markers.
 async fn create_marked(
     client: &CuratorClient,
     zk: &zk::Client,
@@ -769,13 +775,17 @@ async fn create_marked(
     bytes: &[u8],
     options: &zk::CreateOptions<'_>,
     marker: &str,
-) -> std::result::Result<i64, zk::Error> {
+) -> std::result::Result<Option<i64>, zk::Error> {
     let acls = client.raw_acls_for(marker);
     let marker_options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
     let mut writer = zk.new_multi_writer();
     writer.add_create(fixed, bytes, options)?;
     writer.add_create(marker, &[], &marker_options)?;
-    let results = writer.commit().await?;
+    let results = match writer.commit().await {
+        Ok(results) => results,
+        Err(zk::MultiWriteError::OperationFailed { index: 1, source: zk::Error::NoAuth }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     let stat = results.iter().find_map(|r| match r {
         zk::MultiWriteResult::Create { stat, .. } if !stat.is_invalid() => Some(stat.czxid),
         _ => None,
@@ -785,7 +795,7 @@ async fn create_marked(
         // Servers that answer a multi's create without its stat: the marker's own stat.
         None => zk.check_stat(marker).await?.map(|s| s.czxid).ok_or(zk::Error::NoNode)?,
     };
-    Ok(czxid)
+    Ok(Some(czxid))
 }
 
 /// Whether a create with `marker` made the node now at `fixed`: its czxid if so. The marker
