@@ -1,5 +1,6 @@
 //! `DistributedDoubleBarrier` rounds on one path while the member holding a round's lowest-named
-//! node gives up its `leave` (cancelled at any point, or timed out), and rounds in a namespace
+//! node gives up its `leave` (cancelled at any point, or timed out) or loses its session while it
+//! waits, and rounds in a namespace
 //! whose nodes (and the barrier's ancestors) are missing, with container parents off: the other
 //! members still leave, every round, and nothing is left behind.
 
@@ -87,4 +88,45 @@ async fn in_a_namespace_without_containers_rounds_on_one_path_whose_ancestors_ar
     let full = format!("/{namespace}{path}");
     let left = support::eventually_no_children(&connect, &full, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_lowest_members_session_ends_while_it_waits_to_leave_everyone_leaves_and_the_next_round_runs() {
+    let (server, clients) = support::server_and_clients(3).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("double-lowest-expired");
+    let members: Vec<_> =
+        clients.iter().map(|client| DistributedDoubleBarrier::new(client, &path, 3).unwrap()).collect();
+    let mut entered = all_entered(members).await.into_iter();
+    let (mut lowest, mut middle, mut last) =
+        (entered.next().unwrap(), entered.next().unwrap(), entered.next().unwrap());
+    let obs = support::observer(&connect).await;
+    let owner = support::stat(&obs, lowest.member_node().unwrap()).await.unwrap().ephemeral_owner;
+    let lowest_client = clients.iter().find(|c| c.session_id() == owner).unwrap().clone();
+    let lowest_out = tokio::spawn(async move {
+        let r = lowest.leave().await;
+        (lowest, r)
+    });
+    let middle_out = tokio::spawn(async move { middle.leave().await.map(|_| middle) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let old = lowest_client.session_id();
+    zk_curator::testing::expire_session(&connect, &lowest_client).await.unwrap();
+    support::session_replaced(&lowest_client, old).await;
+    last.leave().await.unwrap();
+    let middle = support::join("the middle member leaves", HANG, middle_out).await.unwrap();
+    let (lowest, result) = support::join("the lowest member's leave returns", HANG, lowest_out).await;
+    if let Err(e) = &result {
+        assert_eq!(e.kind(), zk_curator::ErrorKind::SessionLost, "the lowest member's leave: {e}");
+    }
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // The next round on the path, the lowest member on its new session.
+    let entered = all_entered(vec![lowest, middle, last]).await;
+    let leaving: Vec<_> = entered.into_iter().map(|mut m| tokio::spawn(async move { m.leave().await })).collect();
+    for (i, task) in leaving.into_iter().enumerate() {
+        support::join(&format!("next round: member {i} leaves"), HANG, task).await.unwrap();
+    }
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind after the next round: {left:?}");
 }
