@@ -87,8 +87,9 @@ pub(crate) struct OurNode {
 /// If the session also ended before the outcome was read, the marker went with it and the node
 /// cannot be told ours: close leaves it standing rather than risk deleting someone else's. The
 /// marker needs CREATE and DELETE permission on the node (its ACL); where the ACL refuses it (or
-/// grants CREATE to anyone without DELETE, so that a marker could not be deleted again), creates
-/// go without a marker, and a node whose create reply was lost is treated as found (adopted).
+/// has an entry granting CREATE without DELETE, so that a marker might never be deleted again),
+/// creates go without a marker, and a node whose create reply was lost is treated as found
+/// (adopted).
 ///
 /// Dropping a started node stops it: its node is deleted in the background (on the client's
 /// runtime). Prefer [`close`](Self::close), which waits for the delete.
