@@ -86,8 +86,10 @@ pub(crate) struct OurNode {
 /// (CURATOR-506): it is kept while started (our data set, as when adopted) but close leaves it.
 /// If the session also ended before the outcome was read, the marker went with it and the node
 /// cannot be told ours: close leaves it standing rather than risk deleting someone else's. The
-/// marker needs CREATE permission on the node (its ACL); where the ACL refuses it, creates go
-/// without a marker, and a node whose create reply was lost is treated as found (adopted).
+/// marker needs CREATE and DELETE permission on the node (its ACL); where the ACL refuses it (or
+/// has an entry granting CREATE without DELETE, so that a marker might never be deleted again),
+/// creates go without a marker, and a node whose create reply was lost is treated as found
+/// (adopted).
 ///
 /// Dropping a started node stops it: its node is deleted in the background (on the client's
 /// runtime). Prefer [`close`](Self::close), which waits for the delete.
@@ -116,6 +118,10 @@ pub(crate) struct Inner {
     /// A marked create was refused `NoAuth`: the node's ACL does not let us create the marker
     /// under it, so creates go without one from then on.
     marker_refused: std::sync::atomic::AtomicBool,
+    /// The node's ACL lets whoever may create the marker under it delete it again: every entry
+    /// granting CREATE grants DELETE. Otherwise a marker could outlive its create for as long as
+    /// the session lives, and the node could not be deleted (`NotEmpty`), by close or anyone.
+    marker_deletable: bool,
     /// False while the background task runs.
     finished: watch::Sender<bool>,
 }
@@ -175,6 +181,10 @@ impl PersistentNode {
         }
         mode.validate()?;
         client.check_data_size("data", path, data.len())?;
+        let marker_deletable = client.raw_acls_for(&client.fix_path(path)).iter().all(|acl| {
+            let granted = acl.permission();
+            !granted.has(zk::Permission::CREATE) || granted.has(zk::Permission::DELETE)
+        });
         let inner = Inner {
             client: client.clone(),
             path: path.to_string(),
@@ -188,6 +198,7 @@ impl PersistentNode {
             task: parking_lot::Mutex::new(None),
             unknown_create: parking_lot::Mutex::new(None),
             marker_refused: std::sync::atomic::AtomicBool::new(false),
+            marker_deletable,
             finished: watch::Sender::new(true),
         };
         Ok(Self { inner: Arc::new(inner) })
@@ -410,6 +421,7 @@ impl Inner {
             && !self.mode.is_ephemeral()
             && !self.mode.is_sequential()
             && self.mode != CreateMode::Container
+            && self.marker_deletable
             && !self.marker_refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -690,7 +702,18 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
             Some(marker) => {
                 let made = create_marked(client, &zk, &fixed, &bytes, &options, marker);
                 let made = tokio::time::timeout_at(until.into(), made).await;
-                made.unwrap_or(Err(zk::Error::Timeout)).map(|czxid| (czxid, None))
+                match made.unwrap_or(Err(zk::Error::Timeout)) {
+                    Ok(Some(czxid)) => Ok((czxid, None)),
+                    // The node's ACL does not let us create the marker under it (a transaction
+                    // is all or nothing: nothing was made). Without a marker, as before it: only
+                    // a lost reply then leaves the node's ownership untold.
+                    Ok(None) => {
+                        debug!(path = %inner.path, "create marker refused by the node's ACL: creating without one");
+                        inner.marker_refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
             }
         };
         match created {
@@ -711,13 +734,6 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
                     Ok(()) | Err(Error::ZooKeeper { code: ErrorCode::NoNode, .. }) => {}
                     Err(e) => return refused(e),
                 }
-            }
-            // The node's ACL may not let us create the marker under it (a transaction is
-            // all or nothing: nothing was made). Without a marker, as before it: only a lost
-            // reply then leaves the node's ownership untold.
-            Err(zk::Error::NoAuth) if marker.is_some() => {
-                debug!(path = %inner.path, "create marker refused by the node's ACL: creating without one");
-                inner.marker_refused.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             Err(zk::Error::NodeExists) if !inner.mode.is_sequential() => {
                 // Within the same bound: a close waits for this create.
@@ -750,7 +766,9 @@ async fn create(inner: &Inner, data: &mut watch::Receiver<Vec<u8>>) -> Created {
 }
 
 /// Creates the node at `fixed` with its create marker `marker` (an EPHEMERAL child, one
-/// transaction: the same zxid); the node's czxid.
+/// transaction: the same zxid); the node's czxid, or `None` when only the marker was refused
+/// `NoAuth` (the node's ACL: nothing made). A `NoAuth` refusing the node itself (its parent's
+/// ACL) is an error, as for an unmarked create: it says nothing about markers.
 async fn create_marked(
     client: &CuratorClient,
     zk: &zk::Client,
@@ -758,13 +776,17 @@ async fn create_marked(
     bytes: &[u8],
     options: &zk::CreateOptions<'_>,
     marker: &str,
-) -> std::result::Result<i64, zk::Error> {
+) -> std::result::Result<Option<i64>, zk::Error> {
     let acls = client.raw_acls_for(marker);
     let marker_options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
     let mut writer = zk.new_multi_writer();
     writer.add_create(fixed, bytes, options)?;
     writer.add_create(marker, &[], &marker_options)?;
-    let results = writer.commit().await?;
+    let results = match writer.commit().await {
+        Ok(results) => results,
+        Err(zk::MultiWriteError::OperationFailed { index: 1, source: zk::Error::NoAuth }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     let stat = results.iter().find_map(|r| match r {
         zk::MultiWriteResult::Create { stat, .. } if !stat.is_invalid() => Some(stat.czxid),
         _ => None,
@@ -774,7 +796,7 @@ async fn create_marked(
         // Servers that answer a multi's create without its stat: the marker's own stat.
         None => zk.check_stat(marker).await?.map(|s| s.czxid).ok_or(zk::Error::NoNode)?,
     };
-    Ok(czxid)
+    Ok(Some(czxid))
 }
 
 /// Whether a create with `marker` made the node now at `fixed`: its czxid if so. The marker

@@ -9,4 +9,5 @@ mod curator_members;
 mod double_barrier_abandoned_rounds;
 mod double_barrier_faults;
 mod double_barrier_leave_order;
+mod double_barrier_lowest_leaving;
 mod double_barrier_rounds;

@@ -167,3 +167,138 @@ async fn a_node_whose_acl_refuses_the_create_marker_is_still_created_and_deleted
     }
     client.close().await;
 }
+
+/// Everything for the loopback address, except deleting children under the persistent nodes'
+/// own paths (`.../pnode-*`): a create marker made there could never be deleted again.
+#[derive(Debug)]
+struct NoDeletesUnderTheNode;
+
+impl zk_curator::AclProvider for NoDeletesUnderTheNode {
+    fn default_acl(&self) -> Vec<zk_curator::Acl> {
+        vec![zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"))]
+    }
+
+    fn acl_for_path(&self, path: &str) -> Vec<zk_curator::Acl> {
+        if path.rsplit('/').next().is_some_and(|name| name.starts_with("pnode-")) {
+            let all = zk_curator::Permissions::ALL.bits();
+            let all_but_delete = zk_curator::Permissions::from_bits(all & !zk_curator::Permissions::DELETE.bits());
+            vec![zk_curator::Acl::new(all_but_delete, zk_curator::Id::new("ip", "127.0.0.1"))]
+        } else {
+            Vec::new() // the default
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_acl_refuses_deleting_children_keeps_no_create_marker_and_is_deleted_on_close() {
+    let (server, _) = support::server_and_clients(0).await;
+    let connect = server.connect_string();
+    let client = CuratorClient::builder(&connect).acl_provider(NoDeletesUnderTheNode).connect().await.unwrap();
+    let obs = support::observer(&connect).await;
+    for (i, mode) in MODES.into_iter().enumerate() {
+        let path = format!("{}/pnode-{i}", support::unique_path("marker-acl-delete"));
+        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        node.start().unwrap();
+        assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: never created");
+        // A marker that stays would keep the node from being deleted by anyone (NotEmpty) for as
+        // long as this session lives.
+        let under = support::eventually_no_children(&connect, &path, WITHIN).await;
+        assert!(under.is_empty(), "{mode:?}: a create marker stays under the node: {under:?}");
+        let closed = tokio::time::timeout(WITHIN, node.close()).await.expect("close hangs");
+        assert!(closed.is_ok(), "{mode:?}: close failed: {closed:?}");
+        assert!(!support::exists(&obs, &path).await, "{mode:?}: close left the node");
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_namespace_a_lost_create_reply_is_told_ours_and_close_deletes_only_our_node() {
+    let (server, _) = support::server_and_clients(0).await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = CuratorClient::builder(&proxy.connect_string())
+        .namespace("lost-reply-ns")
+        .session_timeout(Duration::from_secs(20))
+        .connection_timeout(Duration::from_secs(1))
+        .retry_policy(zk_curator::RetryNTimes::new(10, Duration::from_millis(100)))
+        .connect()
+        .await
+        .expect("connect");
+    let session = client.session_id();
+    let obs = support::observer(&connect).await;
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    for replaced in [false, true] {
+        let dir = support::unique_path("lost-reply-ns");
+        let full_dir = format!("/lost-reply-ns{dir}");
+        for (i, _) in full_dir.match_indices('/').skip(1).chain([(full_dir.len(), "")]) {
+            let made = &full_dir[..i];
+            match obs.create(made, b"", &options).await {
+                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                Err(e) => panic!("create {made}: {e}"),
+            }
+        }
+        let path = format!("{dir}/n");
+        let full = format!("/lost-reply-ns{path}");
+        let node = PersistentNode::new(&client, &path, CreateMode::Persistent, false, b"ours".to_vec()).unwrap();
+        proxy.set_mode(ProxyMode::DropReplies);
+        node.start().unwrap();
+        support::eventually(WITHIN, "the create reached the server", || async { support::exists(&obs, &full).await })
+            .await;
+        let theirs = if replaced { Some(replaced_by_someone_else(&obs, &full).await) } else { None };
+        healed(&proxy, &client, session).await;
+        assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "replaced {replaced}: kept");
+        let under = support::eventually_no_children(&connect, &full, WITHIN).await;
+        assert!(under.is_empty(), "replaced {replaced}: the create marker stays: {under:?}");
+        node.close().await.unwrap();
+        let stat = support::stat(&obs, &full).await;
+        match theirs {
+            Some(theirs) => {
+                assert_eq!(stat.map(|s| s.czxid), Some(theirs), "close deleted someone else's node");
+                obs.delete(&full, None).await.unwrap();
+            }
+            None => assert!(stat.is_none(), "close left our own node"),
+        }
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_refused_by_the_parents_acl_keeps_the_marker_so_a_later_lost_reply_never_deletes_someone_elses_node() {
+    use zookeeper_client::{Acl, AuthId, Permission};
+    let Link { server: _server, proxy, client, session, obs } = Link::start().await;
+    // The parent refuses creates (its ACL, not the node's): the node cannot be made at all yet.
+    let dir = support::unique_path("parent-refuses");
+    let no_create =
+        [Acl::new(Permission::READ | Permission::WRITE | Permission::DELETE | Permission::ADMIN, AuthId::anyone())];
+    let top = &dir[..dir.rfind('/').unwrap()];
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    match obs.create(top, b"", &options).await {
+        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => panic!("create {top}: {e}"),
+    }
+    obs.create(&dir, b"", &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::new(&no_create)))
+        .await
+        .unwrap();
+    let path = format!("{dir}/n");
+    let node = PersistentNode::new(&client, &path, CreateMode::Persistent, false, b"ours".to_vec()).unwrap();
+    let mut errors = node.create_errors();
+    node.start().unwrap();
+    let refused = tokio::time::timeout(
+        WITHIN,
+        errors.wait_for(|e| e.as_ref().is_some_and(|e| e.kind() == zk_curator::ErrorKind::NotAuthorized)),
+    );
+    refused.await.expect("the create was never refused").unwrap();
+
+    // The parent's ACL is fixed; the next create is applied and its reply lost; someone else
+    // replaces the node before the link comes back.
+    proxy.set_mode(ProxyMode::DropReplies);
+    obs.set_acl(&dir, &[Acl::new(Permission::ALL, AuthId::anyone())], None).await.unwrap();
+    support::eventually(WITHIN, "the create reached the server", || async { support::exists(&obs, &path).await }).await;
+    let theirs = replaced_by_someone_else(&obs, &path).await;
+    healed(&proxy, &client, session).await;
+    // (`wait_for_initial_create` would answer the earlier refusal at once.)
+    support::eventually(WITHIN, "kept", || async { node.actual_path().is_some() }).await;
+    node.close().await.unwrap();
+    let stat = support::stat(&obs, &path).await;
+    assert_eq!(stat.map(|s| s.czxid), Some(theirs), "close deleted someone else's node");
+}

@@ -124,6 +124,34 @@ async fn a_quick_start_and_close_or_drop_leaves_no_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_start_then_close_drop_or_cancelled_close_of_a_persistent_node_leaves_no_node_and_no_marker() {
+    // Persistent and TTL nodes are made with a create marker child: a close, a drop or a
+    // cancelled close landing while that create, its marker's delete or a lost reply's
+    // resolution is in flight must leave neither the node nor its marker.
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let parent = support::unique_path("quick-persistent");
+    for i in 0..40u64 {
+        let mode =
+            if i % 2 == 0 { CreateMode::Persistent } else { CreateMode::PersistentWithTtl(Duration::from_secs(60)) };
+        let node = PersistentNode::new(&clients[0], &format!("{parent}/n{i}"), mode, false, vec![]).unwrap();
+        node.start().unwrap();
+        tokio::time::sleep(Duration::from_micros(i * 100)).await;
+        match i % 4 {
+            0 => drop(node),
+            1 => {
+                // Dropped after 0..10 polls' worth of time, then closed again.
+                let _ = tokio::time::timeout(Duration::from_micros(i * 50), node.close()).await;
+                node.close().await.unwrap();
+            }
+            _ => node.close().await.unwrap(),
+        }
+    }
+    let left = support::eventually_no_children(&connect, &parent, WITHIN).await;
+    assert!(left.is_empty(), "nodes left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_close_still_deletes_the_node() {
     let (server, clients) = support::server_and_clients(1).await;
     let connect = server.connect_string();
