@@ -199,3 +199,59 @@ async fn a_namespaced_local_queue_makes_its_nodes_in_the_namespace_and_reports_t
         }
     }
 }
+
+/// How long a guard's release runs before it is dropped: `None` dropped unpolled.
+const RELEASE_CUTS: [Option<Duration>; 7] = [
+    None,
+    Some(Duration::ZERO),
+    Some(Duration::from_micros(100)),
+    Some(Duration::from_micros(500)),
+    Some(Duration::from_millis(1)),
+    Some(Duration::from_millis(3)),
+    Some(Duration::from_millis(10)),
+];
+
+/// Runs `guard.release()` for at most `cut`, then drops it.
+async fn cut_release(guard: MutexGuard, cut: Option<Duration>) {
+    let release = guard.release();
+    match cut {
+        None => drop(release),
+        Some(cut) => {
+            if let Ok(result) = tokio::time::timeout(cut, release).await {
+                result.expect("release");
+            }
+        }
+    }
+}
+
+/// A guard's release cut short at any point (dropped unpolled, or under a tiny timeout): a local
+/// holder's hands its node on to the next waiter of its turn (with a larger token), the last
+/// holder's still deletes the node, and the lock is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_release_cut_short_still_hands_on_and_deletes() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let local = support::client(&connect).await;
+    let path = support::unique_path("lq-release-cut");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    for cut in RELEASE_CUTS {
+        // L alone in its turn; A and C gathered in the next.
+        let first = mutex.lock().await.expect("first local holder");
+        let a = enqueue(forever(&mutex)).await;
+        let c = enqueue(forever(&mutex)).await;
+        drop(first);
+        let a_guard = support::join("A", WITHIN, a).await.expect("A's hold");
+        let a_token = a_guard.fencing_token().as_u128();
+        cut_release(a_guard, cut).await;
+        let c_guard = support::join("C", WITHIN, c).await.expect("C's hold");
+        assert_eq!(c_guard.hold_state(), HoldState::Held, "{cut:?}: C holds");
+        assert!(c_guard.fencing_token().as_u128() > a_token, "{cut:?}: C's token after A's");
+        cut_release(c_guard, cut).await;
+        let left = support::eventually_no_children(&connect, &path, WITHIN).await;
+        assert!(left.is_empty(), "{cut:?}: nodes left: {left:?}");
+        let free = tokio::time::timeout(WITHIN, mutex.try_lock()).await.expect("try_lock").unwrap();
+        assert!(free.is_some(), "{cut:?}: the lock is free again");
+        drop(free);
+        support::eventually_no_children(&connect, &path, WITHIN).await;
+    }
+}
