@@ -255,3 +255,37 @@ async fn a_guard_release_cut_short_still_hands_on_and_deletes() {
         support::eventually_no_children(&connect, &path, WITHIN).await;
     }
 }
+
+/// A guard taken on a runtime that is shut down since, released (awaited) on a fresh
+/// current-thread runtime of a plain thread: it hands the node on to the next waiter of its turn,
+/// and that waiter's release deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_released_on_another_runtime_hands_on() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let local = support::client(&connect).await;
+    let path = support::unique_path("lq-release-elsewhere");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let first = mutex.lock().await.expect("first local holder");
+    let r2 = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+    let a = r2.spawn(forever(&mutex));
+    // A is in the next turn before C (setup only).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = enqueue(forever(&mutex)).await;
+    drop(first);
+    let a_guard = support::join("A, on another runtime", WITHIN, a).await.expect("A's hold");
+    r2.shutdown_background();
+    let a_token = a_guard.fencing_token().as_u128();
+    let released = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        rt.block_on(async move { tokio::time::timeout(WITHIN, a_guard.release()).await })
+    });
+    let c_guard = support::join("C", WITHIN, c).await.expect("C's hold");
+    assert_eq!(c_guard.hold_state(), HoldState::Held);
+    assert!(c_guard.fencing_token().as_u128() > a_token, "C's token after A's");
+    let released = tokio::task::spawn_blocking(move || released.join()).await.unwrap().expect("the releasing thread");
+    released.expect("A's release returns").expect("A's release");
+    c_guard.release().await.expect("C's release");
+    let left = support::eventually_no_children(&connect, &path, WITHIN).await;
+    assert!(left.is_empty(), "nodes left: {left:?}");
+}
