@@ -1,8 +1,10 @@
 //! Timed local waiters (a `try_lock_for`, a `lock()` under `tokio::time::timeout`, or both) whose
 //! deadline fires right as the holder ahead of them hands the turn's node on: the hand-off either
 //! reaches the timed waiter as a hold, or passes on to the next waiter; it is never lost, tokens
-//! keep increasing, and nothing is left behind. Also a namespaced client's local queue: nodes go
-//! into the namespace, paths are reported as the caller gave them.
+//! keep increasing, and nothing is left behind. The last timed waiter of a turn being acquired
+//! keeps its deadline on a silent link. A guard's release cut short, or awaited on another
+//! runtime, still hands on and deletes. A namespaced client's local queue: nodes go into the
+//! namespace, paths are reported as the caller gave them.
 //!
 //! Run: `cargo nextest run --all-features --test testsuite local_queue::timed_waiters`.
 
@@ -13,7 +15,8 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zk_curator::{Error, HoldState, InterProcessMutex, MutexGuard};
+use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::{CuratorClient, Error, HoldState, InterProcessMutex, MutexGuard, RetryNTimes};
 
 const WITHIN: Duration = Duration::from_secs(20);
 /// The timed waiter's timeout: long enough for the turn's node to be acquired first.
@@ -288,4 +291,62 @@ async fn a_guard_released_on_another_runtime_hands_on() {
     c_guard.release().await.expect("C's release");
     let left = support::eventually_no_children(&connect, &path, WITHIN).await;
     assert!(left.is_empty(), "nodes left: {left:?}");
+}
+
+/// The last waiter of a turn whose node is being acquired by the queue's task (the turn started
+/// when the local holder let go; its node waits behind a remote holder) times out with the link
+/// silent: `try_lock_for` answers "not acquired" within its timeout (the clean-up after the
+/// timeout is bounded too), and once the link is back nothing of ours is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_waiter_of_a_turn_being_acquired_keeps_its_deadline_on_a_silent_link() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let local = CuratorClient::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(20))
+        .connection_timeout(Duration::from_secs(2))
+        .retry_policy(RetryNTimes::new(50, Duration::from_millis(100)))
+        .connect()
+        .await
+        .expect("connect");
+    let remote = support::client(&connect).await;
+    let path = support::unique_path("lq-turn-blackhole");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let first = mutex.lock().await.expect("the local holder");
+    let blocker = tokio::spawn({
+        let mutex = InterProcessMutex::new(&remote, &path).unwrap();
+        async move { mutex.lock().await.expect("the remote contender") }
+    });
+    let zk = support::observer(&connect).await;
+    support::eventually_queued(&zk, &path, 2, "the remote contender queues").await;
+    let timeout = Duration::from_millis(1500);
+    let start = Instant::now();
+    let mut waiting = timed_for(&mutex, timeout);
+    assert!(futures::poll!(&mut waiting).is_pending(), "B waits behind the local holder");
+    let b = tokio::spawn(waiting);
+    // The holder lets go: B's turn starts, and its node queues behind the remote contender.
+    let first_node = first.node_path().rsplit('/').next().unwrap().to_string();
+    first.release().await.unwrap();
+    support::eventually(Duration::from_secs(5), "B's turn's node queues", || async {
+        let nodes = support::sorted_children(&zk, &path).await;
+        nodes.len() == 2 && !nodes.contains(&first_node)
+    })
+    .await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    let answer = support::join("B", timeout + HANG, b).await;
+    let took = start.elapsed();
+    assert!(answer.is_none(), "B got the lock while the remote contender held it");
+    assert!(took <= timeout + Duration::from_millis(300), "try_lock_for({timeout:?}) took {took:?}");
+    proxy.set_mode(ProxyMode::Pass);
+    let guard = support::join("the remote contender", WITHIN, blocker).await;
+    guard.release().await.unwrap();
+    let left = support::eventually_no_children(&connect, &path, WITHIN).await;
+    assert!(left.is_empty(), "nodes left: {left:?}");
+    let again = tokio::time::timeout(WITHIN, mutex.try_lock_for(Duration::from_secs(5))).await.expect("try_lock_for");
+    assert!(again.unwrap().is_some(), "the local queue works once the link is back");
+}
+
+fn timed_for(mutex: &InterProcessMutex, timeout: Duration) -> Locking {
+    let mutex = mutex.clone();
+    Box::pin(async move { mutex.try_lock_for(timeout).await.expect("try_lock_for") })
 }
