@@ -350,3 +350,33 @@ fn timed_for(mutex: &InterProcessMutex, timeout: Duration) -> Locking {
     let mutex = mutex.clone();
     Box::pin(async move { mutex.try_lock_for(timeout).await.expect("try_lock_for") })
 }
+
+/// Timed waiters with absurdly long timeouts (`Duration::MAX`, a century) wait in the local queue
+/// like `lock()` — no panic, no instant timeout — and get the hold in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_waiters_with_absurd_timeouts_wait_and_get_the_hold() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let local = support::client(&connect).await;
+    let path = support::unique_path("lq-absurd-timeouts");
+    let mutex = InterProcessMutex::new(&local, &path).unwrap();
+    let first = mutex.lock().await.expect("the local holder");
+    let century = Duration::from_secs(100 * 365 * 24 * 3600);
+    let mut tasks = Vec::new();
+    for timeout in [Duration::MAX, century, Duration::MAX] {
+        tasks.push(enqueue(timed_for(&mutex, timeout)).await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(tasks.iter().all(|t| !t.is_finished()), "a timed waiter gave up behind the holder");
+    let mut last = first.fencing_token().as_u128();
+    drop(first);
+    for task in tasks {
+        let guard = support::join("a timed waiter", WITHIN, task).await.expect("its hold");
+        let token = guard.fencing_token().as_u128();
+        assert!(token > last, "tokens increase");
+        last = token;
+        guard.release().await.unwrap();
+    }
+    let left = support::eventually_no_children(&connect, &path, WITHIN).await;
+    assert!(left.is_empty(), "nodes left: {left:?}");
+}
