@@ -81,3 +81,34 @@ async fn waiters_gauge_returns_to_zero_after_local_cancellations() {
     g.release().await.unwrap();
     assert_eq!(waiters(&path), 0.0);
 }
+
+/// A namespaced client's local queue labels its series with the path as the caller gave it (every
+/// instance of the lock shares it): each hold and each acquire is counted under that path, none
+/// under the path sent with the namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_local_queue_labels_the_callers_path() {
+    install();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let local = support::namespaced_client(&connect, "ns-metrics").await;
+    let remote = support::namespaced_client(&connect, "ns-metrics").await;
+    let path = support::unique_path("lq-metrics-namespace");
+    let fixed = format!("/ns-metrics{path}");
+    let blocker = remote_holds(&remote, &path).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // One lock instance per task, as programs make them.
+    for i in 0..3 {
+        spawn_locker(&InterProcessMutex::new(&local, &path).unwrap(), format!("W{i}"), tx.clone());
+    }
+    support::eventually(WITHIN, "three local waiters counted", || async { waiters(&path) == 3.0 }).await;
+    blocker.release().await.unwrap();
+    for i in 0..3 {
+        recv(&mut rx, &format!("local holder {i}")).await.release().await.unwrap();
+    }
+    support::eventually(WITHIN, "the gauge is back at 0", || async { waiters(&path) == 0.0 }).await;
+    let holds = |path: &str| crate::capture::count("zk_curator_hold_seconds", &[("recipe", "mutex"), ("path", path)]);
+    // The remote holder's (same path, same namespace) and the three local ones.
+    support::eventually(WITHIN, "the holds counted", || async { holds(&path) == 4 }).await;
+    assert!(crate::capture::series_of_path(&fixed).is_empty(), "no series under the path sent");
+    support::eventually_no_children(&connect, &fixed, WITHIN).await;
+}

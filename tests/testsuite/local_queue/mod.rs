@@ -3,4 +3,5 @@
 
 mod hand_offs;
 mod properties;
+mod timed_waiters;
 mod turn_driver;
