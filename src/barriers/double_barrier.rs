@@ -317,9 +317,11 @@ impl DistributedDoubleBarrier {
             };
             let others = children.iter().any(|c| c != READY_NODE_NAME && *c != member.name);
             match stat {
-                // Open, but nobody else is there: its members all went without leaving (dropped,
-                // sessions lost). Cleared away while still open (version 0), then we count.
-                Some(stale) if stale.version == 0 && !others => {
+                // Open, made before our node, and nobody else is there: its members all went
+                // without leaving (dropped, sessions lost). Cleared away while still open (version
+                // 0), then we count. One made after our node is our round's, even when the others
+                // have already gone again: we were counted in it.
+                Some(stale) if stale.version == 0 && !others && stale.czxid < member.czxid => {
                     drop(watcher);
                     self.delete_ready_of(&client, stale.czxid, Some(0), deadline).await?;
                 }
