@@ -214,37 +214,48 @@ async fn with_fair_share_a_worker_claims_at_most_its_share_of_the_unclaimed_item
     assert_eq!(b.claim(100).await.unwrap().len(), 2, "ceil(4 / 2)");
 }
 
-#[tokio::test]
-async fn a_complete_resent_after_a_reconnect_never_deletes_an_item_added_again_and_held_by_another() {
+/// A holder whose link goes through a proxy, with its claim of `job` (at least 300 ms old) and its
+/// `complete("job")` lost on the wire (blackholed) and already reclaimed by `other`.
+struct StuckComplete {
+    server: zk_curator::testing::TestingServer,
+    proxy: zk_curator::testing::FaultProxy,
+    path: String,
+    other: WorkClaims,
+    completing: tokio::task::JoinHandle<zk_curator::Result<()>>,
+}
+
+async fn a_stuck_complete_whose_claim_was_reclaimed(name: &str) -> StuckComplete {
     use zk_curator::testing::{FaultProxy, ProxyMode};
     let (server, clients) = support::server_and_clients(1).await;
     let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
     let stuck_client = support::client(&proxy.connect_string()).await;
-    let path = support::unique_path("claims-fence-readded");
+    let path = support::unique_path(name);
     let stuck = claims(&stuck_client, &path, "stuck");
     let other = claims(&clients[0], &path, "other");
     stuck.add("job", b"first").await.unwrap();
-    let held = stuck.claim(1).await.unwrap();
-    assert_eq!(held.len(), 1);
+    assert_eq!(stuck.claim(1).await.unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_mode(ProxyMode::Blackhole);
+    let completing = tokio::spawn(async move { stuck.complete("job").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    StuckComplete { server, proxy, path, other, completing }
+}
 
+#[tokio::test]
+async fn a_complete_resent_after_a_reconnect_never_deletes_an_item_added_again_and_held_by_another() {
     // The stuck holder's complete is lost on the wire; meanwhile its claim is reclaimed, the item
     // is claimed and completed by another worker, added again under the same name and claimed
     // again: that claim has the same item version (the same fence number) as the stuck one.
-    proxy.set_mode(ProxyMode::Blackhole);
-    let completing = {
-        let stuck = stuck.clone();
-        tokio::spawn(async move { stuck.complete("job").await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
+    let StuckComplete { server, proxy, path, other, completing } =
+        a_stuck_complete_whose_claim_was_reclaimed("claims-fence-readded").await;
     assert_eq!(other.claim(1).await.unwrap().len(), 1);
     other.complete("job").await.unwrap();
     other.add("job", b"second").await.unwrap();
     let again = other.claim(1).await.unwrap();
     assert_eq!(again.len(), 1);
     // The link heals: the stuck complete is sent again on the same session.
-    proxy.set_mode(ProxyMode::Pass);
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
 
     let stale = support::join("the stale complete", HANG, completing).await;
     assert!(stale.is_err(), "a stale complete must not succeed, got {stale:?}");
@@ -257,27 +268,11 @@ async fn a_complete_resent_after_a_reconnect_never_deletes_an_item_added_again_a
 
 #[tokio::test]
 async fn a_complete_resent_after_its_claim_was_reclaimed_is_refused_and_the_item_stays_for_others() {
-    use zk_curator::testing::{FaultProxy, ProxyMode};
-    let (server, clients) = support::server_and_clients(1).await;
-    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
-    let stuck_client = support::client(&proxy.connect_string()).await;
-    let path = support::unique_path("claims-resent-reclaimed");
-    let stuck = claims(&stuck_client, &path, "stuck");
-    let other = claims(&clients[0], &path, "other");
-    stuck.add("job", b"").await.unwrap();
-    assert_eq!(stuck.claim(1).await.unwrap().len(), 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
     // The complete is lost on the wire and the claim reclaimed meanwhile; nobody claims the item
     // before the complete is sent again.
-    proxy.set_mode(ProxyMode::Blackhole);
-    let completing = {
-        let stuck = stuck.clone();
-        tokio::spawn(async move { stuck.complete("job").await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
-    proxy.set_mode(ProxyMode::Pass);
+    let StuckComplete { server, proxy, path, other, completing } =
+        a_stuck_complete_whose_claim_was_reclaimed("claims-resent-reclaimed").await;
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
 
     let stale = support::join("the stale complete", HANG, completing).await;
     match stale {
