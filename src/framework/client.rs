@@ -318,6 +318,13 @@ impl CuratorClient {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call is queued for background deletion.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// client.delete_guaranteed("/jobs/nightly/marker").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn delete_guaranteed(&self, path: &str) -> Result<()> {
         paths::validate_path(path)?;
         self.delete_fixed_guaranteed(&self.fix_path(path), None).await
@@ -381,6 +388,15 @@ impl CuratorClient {
     /// Cancel safe: the client is marked closed at the first poll, and a close dropped before it
     /// finished goes on in the background (on the runtime it was dropped on; without one, or once
     /// that runtime shuts down, the sessions end at once, without waiting for pending deletes).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
+    /// // ... use it ...
+    /// client.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn close(&self) {
         if !self.inner.sessions.begin_close() {
             return;

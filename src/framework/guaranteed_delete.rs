@@ -111,6 +111,13 @@ impl DeleteOutcome {
     ///
     /// # Cancel safety
     /// Cancel safe: the delete goes on in the background.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// client.delete_in_background("/jobs/nightly/marker")?.wait().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(self) -> Result<()> {
         self.rx.await.unwrap_or_else(|_| Err(Error::Closed { path: String::new() }))
     }

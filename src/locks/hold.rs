@@ -575,6 +575,15 @@ impl Hold {
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (atomically, and only while held).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
+    /// guard.hold().guarded_write(write).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<OpResult>> {
         // Nothing is sent for a bad operation.
         let prepared = write.prepare(&self.client)?;

@@ -760,6 +760,15 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped commit may still be applied (only while the lock is held).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
+    /// guard.guarded_write(write).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn guarded_write(&self, write: GuardedWrite) -> Result<Vec<crate::OpResult>> {
         self.hold.guarded_write(write).await
     }
