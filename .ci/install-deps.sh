@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need on a fresh Debian machine, only when missing:
-# ZooKeeper 3.8 (server jars), real Curator 5.4 (for interop tests), a JDK (javac compiles the
+# ZooKeeper 3.8 (server jars), real Curator 5.4 and curator-x-discovery (for interop tests), a JDK (javac compiles the
 # Curator peer), and the rustfmt/clippy components.
 set -euo pipefail
 
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
+# curator-x-discovery (and Jackson): the Curator side of the benchmark (shared/bench/curator),
+# which the interop tests run, compiles against it.
+[ -f /usr/share/java/curator-x-discovery.jar ] || need+=(libcurator-discovery-java)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 # A C compiler: the linker for Rust, and aws-lc-sys (rustls, feature `tls`) builds C code with it.
