@@ -22,6 +22,17 @@
 //! says how to install. Setting `ZK_CONNECT=host:port` makes [`TestingServer::start`] hand out an
 //! [external](TestingServer::is_external) handle to that server instead of starting one.
 //!
+//! # One server for a whole test run
+//!
+//! Each external handle gets a chroot of its own (`/zk-curator-testing/<random id>`, below
+//! `ZK_CONNECT`'s own chroot if it has one) in its [`connect_string`](TestingServer::connect_string),
+//! so tests running side by side against one server (a container, or the `zk-testing-server`
+//! program this crate builds with `testing`) cannot see each other's nodes; dropping the handle
+//! removes that tree. A server that does not answer fails `start` with a message naming
+//! `ZK_CONNECT`. Tests that stop, restart or pause the server ask for a process of their own
+//! with [`TestingServerBuilder::owned`]; so should tests that need server settings (TLS, SASL,
+//! another tick time) or read server-wide counters (four-letter words).
+//!
 //! # Process hygiene
 //!
 //! The JVMs never outlive the test: dropping a handle kills and reaps its JVM synchronously (also
@@ -44,6 +55,7 @@
 
 mod cluster;
 mod install;
+mod isolation;
 mod process;
 mod proxy;
 mod server;

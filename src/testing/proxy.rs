@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use super::isolation::split_chroot;
 use super::{TestingError, TestingResult};
 
 /// Buffer size of each forwarding direction.
@@ -68,6 +69,8 @@ impl Shared {
 pub struct FaultProxy {
     shared: Arc<Shared>,
     local: SocketAddr,
+    /// The upstream connect string's chroot (`""` when none): a client of the proxy keeps it.
+    chroot: String,
     acceptor: AbortHandle,
 }
 
@@ -84,8 +87,9 @@ impl std::fmt::Debug for FaultProxy {
 
 impl FaultProxy {
     /// Starts a proxy in [`ProxyMode::Pass`] forwarding to `upstream` (`"host:port"`, e.g. a
-    /// [`TestingServer::connect_string`](super::TestingServer::connect_string)). Must be called
-    /// within a tokio runtime.
+    /// [`TestingServer::connect_string`](super::TestingServer::connect_string)). A chroot at the
+    /// end of `upstream` (`"host:port/app"`) is kept for the proxy's own
+    /// [`connect_string`](Self::connect_string). Must be called within a tokio runtime.
     ///
     /// # Errors
     /// [`TestingError::InvalidArgument`] for an empty upstream; [`TestingError::Io`] if no local
@@ -110,7 +114,8 @@ impl FaultProxy {
     /// # Ok(()) }
     /// ```
     pub async fn start(upstream: &str) -> TestingResult<FaultProxy> {
-        if upstream.trim().is_empty() {
+        let (upstream, chroot) = split_chroot(upstream.trim());
+        if upstream.is_empty() {
             return Err(TestingError::InvalidArgument { message: "FaultProxy upstream is empty".into() });
         }
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
@@ -122,17 +127,18 @@ impl FaultProxy {
         let (mode, _) = watch::channel(ProxyMode::Pass);
         let shared = Arc::new(Shared {
             mode,
-            upstream: Mutex::new(upstream.trim().to_owned()),
+            upstream: Mutex::new(upstream.to_owned()),
             connections: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
         });
         let acceptor = tokio::spawn(accept_loop(listener, Arc::clone(&shared))).abort_handle();
-        Ok(FaultProxy { shared, local, acceptor })
+        Ok(FaultProxy { shared, local, chroot: chroot.to_owned(), acceptor })
     }
 
-    /// Where clients connect to: `127.0.0.1:PORT` of the proxy.
+    /// Where clients connect to: `127.0.0.1:PORT` of the proxy, followed by the upstream's chroot
+    /// if it had one.
     pub fn connect_string(&self) -> String {
-        self.local.to_string()
+        format!("{}{}", self.local, self.chroot)
     }
 
     /// Switches the mode; see [`ProxyMode`] for the effect on open and new connections.
@@ -148,9 +154,10 @@ impl FaultProxy {
         *self.shared.mode.borrow()
     }
 
-    /// Sends *new* connections to `upstream` (`"host:port"`); open ones keep their server.
+    /// Sends *new* connections to `upstream` (`"host:port"`; a chroot there is ignored: clients
+    /// keep the one of [`connect_string`](Self::connect_string)); open ones keep their server.
     pub fn set_upstream(&self, upstream: &str) {
-        *self.shared.upstream.lock() = upstream.trim().to_owned();
+        *self.shared.upstream.lock() = split_chroot(upstream.trim()).0.to_owned();
     }
 
     /// Number of client connections currently open through the proxy.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::install::Installation;
+use super::isolation::{isolated_connect_string, remove_isolated_tree};
 use super::process::{JvmSpec, Supervisor};
 use super::session::zk_connect_override;
 use super::{TestingError, TestingResult};
@@ -450,8 +451,9 @@ impl TestingServerBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn start(self) -> TestingResult<TestingServer> {
-        if let Some(connect) = zk_connect_override().filter(|_| !self.owned) {
-            let port = external_port(&connect);
+        if let Some(shared) = zk_connect_override().filter(|_| !self.owned) {
+            let port = external_port(&shared);
+            let connect = isolated_connect_string(&shared).await?;
             return Ok(TestingServer { kind: Kind::External { connect, port } });
         }
         if let Some(sasl) = &self.sasl {
@@ -660,7 +662,8 @@ impl TestingServer {
         TestingServerBuilder::default()
     }
 
-    /// The connect string for clients: `127.0.0.1:PORT` (or `ZK_CONNECT` for an external server).
+    /// The connect string for clients: `127.0.0.1:PORT`, or for an external server `ZK_CONNECT`
+    /// followed by this handle's own chroot (`/zk-curator-testing/<id>`).
     pub fn connect_string(&self) -> String {
         match &self.kind {
             Kind::Local(local) => format!("127.0.0.1:{}", local.port),
@@ -794,12 +797,16 @@ impl TestingServer {
 }
 
 impl Drop for TestingServer {
-    /// Kills and reaps the JVM, then removes the data directory. Never panics and needs no
-    /// tokio runtime.
+    /// Kills and reaps the JVM, then removes the data directory; for an external server, removes
+    /// this handle's chroot and everything in it (best effort, a few seconds at most). Never
+    /// panics and needs no tokio runtime.
     fn drop(&mut self) {
-        if let Kind::Local(local) = &mut self.kind {
-            local.supervisor.shutdown_blocking();
-            local.running = false;
+        match &mut self.kind {
+            Kind::Local(local) => {
+                local.supervisor.shutdown_blocking();
+                local.running = false;
+            }
+            Kind::External { connect, .. } => remove_isolated_tree(connect),
         }
         // The TempDir is removed when the fields drop, after the JVM is gone.
     }

@@ -22,7 +22,9 @@ async fn server_watches(port: u16) -> usize {
 
 #[tokio::test]
 async fn repeated_timed_waits_for_work_add_no_watches_and_a_new_item_wakes_the_waiter() {
-    let (server, clients) = support::server_and_clients(2).await;
+    // A server of its own: the watch count it reads is server-wide.
+    let server = support::owned_server().await;
+    let clients = [support::client(&server.connect_string()).await, support::client(&server.connect_string()).await];
     let path = support::unique_path("claims-wait");
     let work = claims(&clients[0], &path, "waiter");
     let feeder = claims(&clients[1], &path, "feeder");

@@ -503,7 +503,7 @@ mod lock_command {
         proxy.set_mode(ProxyMode::Blackhole);
         let blackholed = now_ns();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let last_heard = server_last_heard(&connect, owner).await;
+        let last_heard = server_last_heard(&format!("127.0.0.1:{}", server.port()), owner).await;
         let record = format!("date +%s%N > {}", acquired.display());
         let second = spawn(&connect, &path, &[], &["sh", "-c", &record]);
 

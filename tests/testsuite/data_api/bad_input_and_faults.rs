@@ -33,7 +33,8 @@ fn assert_bad_argument<T: std::fmt::Debug>(r: zk_curator::Result<T>, what: &str,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absurd_input_gets_typed_errors_and_leaves_nothing() {
     support::init_tracing();
-    let server = support::server().await;
+    // A server of its own: it touches the server's own `/zookeeper`, which a chroot would hide.
+    let server = support::owned_server().await;
     let connect = server.connect_string();
     let client = support::client(&connect).await;
     let zk = support::observer(&connect).await;

@@ -20,12 +20,15 @@ const HANG: Duration = Duration::from_secs(20);
 /// session is never re-established.
 struct HandshakeOnlyProxy {
     port: u16,
+    /// The upstream connect string's chroot (a shared test server gives each test one).
+    chroot: String,
     handshake_only: Arc<AtomicBool>,
     connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl HandshakeOnlyProxy {
-    async fn start(upstream: String) -> HandshakeOnlyProxy {
+    async fn start(upstream: &str) -> HandshakeOnlyProxy {
+        let (upstream, chroot) = support::split_chroot(upstream);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let handshake_only = Arc::new(AtomicBool::new(false));
@@ -67,11 +70,11 @@ impl HandshakeOnlyProxy {
                 conns.lock().unwrap().push(task.abort_handle());
             }
         });
-        HandshakeOnlyProxy { port, handshake_only, connections }
+        HandshakeOnlyProxy { port, chroot, handshake_only, connections }
     }
 
     fn connect_string(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}{}", self.port, self.chroot)
     }
 
     fn set_handshake_only(&self, on: bool) {
@@ -89,7 +92,7 @@ impl HandshakeOnlyProxy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension() {
     let server = support::server().await;
-    let proxy = HandshakeOnlyProxy::start(server.connect_string()).await;
+    let proxy = HandshakeOnlyProxy::start(&server.connect_string()).await;
     let client = support::client_with(&proxy.connect_string(), Duration::from_secs(4)).await;
     let path = support::unique_path("reconnect-review-handshake");
     let latch = LeaderLatch::new(&client, &path, "a").unwrap();
@@ -155,7 +158,8 @@ async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_while_suspended_reconnects_the_same_session() {
     let mut server = support::owned_server().await;
-    let client = support::client_with(&server.connect_string(), Duration::from_secs(10)).await;
+    // A session long enough to outlast a JVM restart on a loaded machine: it must not be LOST.
+    let client = support::client_with(&server.connect_string(), Duration::from_secs(30)).await;
     let path = support::unique_path("reconnect-review-restart");
     let latch = LeaderLatch::new(&client, &path, "a").unwrap();
     latch.start().unwrap();

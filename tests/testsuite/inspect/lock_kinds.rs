@@ -247,7 +247,8 @@ async fn every_kind_made_by_curator() {
     // after it acquires and stops at a node that vanishes mid-walk (a semaphore's empty `locks`
     // container, reaped within 100 ms by default), which ended a holder under load.
     let server =
-        support::server_with(TestingServer::builder().container_check_interval(Duration::from_secs(3600))).await;
+        support::server_with(TestingServer::builder().owned().container_check_interval(Duration::from_secs(3600)))
+            .await;
     let connect = server.connect_string();
     let obs = support::observer(&connect).await;
     let base = support::unique_path("inspect-curator");

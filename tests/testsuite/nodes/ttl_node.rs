@@ -35,7 +35,7 @@ async fn a_ttl_node_touches_its_child_every_half_ttl_and_expires_after_close() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_node_on_a_server_without_ttl_nodes_is_an_invalid_argument_naming_ttl() {
-    let server = support::server_with(TestingServer::builder().extended_types(false)).await;
+    let server = support::server_with(TestingServer::builder().owned().extended_types(false)).await;
     let client = support::client(&server.connect_string()).await;
     let node =
         PersistentTtlNode::new(&client, &support::unique_path("no-ttl"), Duration::from_secs(2), vec![]).unwrap();

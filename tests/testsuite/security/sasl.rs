@@ -20,8 +20,10 @@ const ALICE_PASSWORD: &str = "alice-pa55-5ecret";
 const BOB_PASSWORD: &str = r#"bob-"pa\55"#;
 
 async fn sasl_server() -> TestingServer {
-    support::server_with(TestingServer::builder().sasl_digest(&[("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD)]))
-        .await
+    support::server_with(
+        TestingServer::builder().owned().sasl_digest(&[("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD)]),
+    )
+    .await
 }
 
 fn alice_acls() -> Vec<Acl> {

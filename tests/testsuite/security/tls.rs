@@ -46,7 +46,7 @@ impl Pki {
 async fn tls_server(pki: &Pki) -> TestingServer {
     let (cert, key) = pki.issue(&["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
     let tls = ServerTls { key_and_certificate_pem: format!("{key}{cert}"), client_ca_pem: Some(pki.ca_pem()) };
-    TestingServer::builder().tls(tls).start().await.expect("a ZooKeeper serving TLS")
+    TestingServer::builder().owned().tls(tls).start().await.expect("a ZooKeeper serving TLS")
 }
 
 fn client_tls(pki: &Pki, trusted_ca: &str) -> TlsOptions {

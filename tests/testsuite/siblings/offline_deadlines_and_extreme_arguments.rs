@@ -132,7 +132,8 @@ async fn a_cancelled_multi_lock_release_gives_back_only_its_own_holds() {
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
-    let client = support::client(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
     let obs = support::observer(&connect).await;
     let (first, second) = (support::unique_path("review-multi-1"), support::unique_path("review-multi-2"));
     let a = InterProcessMutex::new(&client, &first).unwrap();
@@ -141,9 +142,11 @@ async fn a_cancelled_multi_lock_release_gives_back_only_its_own_holds() {
     let multi = InterProcessMultiLock::new(vec![Box::new(a.clone()), Box::new(b.clone())]).unwrap();
     assert!(multi.acquire_timeout(Duration::from_secs(5)).await.unwrap());
 
-    // Cut short at its first await (B's delete): A's multi-lock hold is given back in the
-    // background, the task's own hold of A stays.
+    // Cut short at its first await (B's delete, which no answer can complete while the link is
+    // silent): A's multi-lock hold is given back in the background, the task's own hold of A stays.
+    proxy.set_mode(ProxyMode::Blackhole);
     assert!(tokio::time::timeout(Duration::ZERO, multi.release()).await.is_err(), "the release was cut short");
+    proxy.set_mode(ProxyMode::Pass);
     assert!(!b.is_owned_by_current_task(), "B is given back");
     assert!(a.is_owned_by_current_task(), "the task's own hold of A stays");
     assert!(support::eventually_no_children(&connect, &second, Duration::from_secs(10)).await.is_empty());

@@ -37,6 +37,11 @@ impl HoldLog {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(interval);
     }
 
+    /// How many holds are recorded so far.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     pub fn intervals(&self) -> Vec<Interval> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }

@@ -29,6 +29,15 @@ pub async fn owned_server() -> TestingServer {
     server_with(TestingServer::builder().owned()).await
 }
 
+/// `connect` split into its hosts and its chroot (`""` when none): a proxy of a test's own forwards
+/// to the hosts and hands its clients the chroot (a shared server gives each test one).
+pub fn split_chroot(connect: &str) -> (String, String) {
+    match connect.find('/') {
+        Some(i) => (connect[..i].to_owned(), connect[i..].to_owned()),
+        None => (connect.to_owned(), String::new()),
+    }
+}
+
 /// [`server`] with a customised builder (tick time, port).
 pub async fn server_with(builder: TestingServerBuilder) -> TestingServer {
     builder.start().await.unwrap_or_else(|e| panic!("cannot start ZooKeeper for tests: {e}"))
