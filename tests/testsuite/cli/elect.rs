@@ -348,17 +348,18 @@ async fn next_leader_starts_after_the_lost_command(session_secs: &str, heal: boo
     if heal {
         proxy.set_mode(ProxyMode::Pass);
     }
+    let stamps = |file: &Path| -> Vec<u128> {
+        std::fs::read_to_string(file).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
     let next_log = dir.path().join("stamps-next");
-    support::eventually(HANG, "the other participant leads", || async { next_log.exists() }).await;
+    // Its first stamp, not just the file: the shell makes the file before `date` writes to it.
+    support::eventually(HANG, "the other participant leads", || async { !stamps(&next_log).is_empty() }).await;
     // The first command's group is gone once `elect` says it queues again (or it exited).
     let first_stderr = first.stderr.clone();
     support::eventually(HANG, "the lost leader's command is gone", || async {
         std::fs::read_to_string(&first_stderr).unwrap_or_default().contains("first queues again")
     })
     .await;
-    let stamps = |file: &Path| -> Vec<u128> {
-        std::fs::read_to_string(file).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
-    };
     let last_alive = *stamps(&first_log).iter().max().expect("stamps");
     let next_started = *stamps(&next_log).iter().min().expect("the next command's stamps");
     let gap_ms = (next_started as i128 - last_alive as i128) / 1_000_000;
