@@ -36,12 +36,14 @@ pub(crate) async fn isolated_connect_string(connect: &str) -> TestingResult<Stri
     let base = base.trim_end_matches('/');
     let chroot = format!("{base}{ISOLATION_ROOT}/{}", uuid::Uuid::new_v4().simple());
     let dead = |detail: String| TestingError::NotReady {
-        what: format!("the shared ZooKeeper that ZK_CONNECT names ({connect}) does not answer: {detail}"),
+        what: format!("the shared ZooKeeper at {connect} (ZK_CONNECT) does not answer; has it died? {detail}"),
         waited: ANSWER_TIMEOUT,
     };
     let make = async {
+        // Eagerly: a refused connection means the server is gone, not that it is slow.
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(10))
+            .with_fail_eagerly()
             .connect(hosts)
             .await
             .map_err(|e| dead(e.to_string()))?;
@@ -50,7 +52,7 @@ pub(crate) async fn isolated_connect_string(connect: &str) -> TestingResult<Stri
         match made {
             Ok(()) => Ok(()),
             Err(source) => Err(TestingError::ZooKeeper {
-                context: format!("creating the test chroot {chroot} on ZK_CONNECT ({connect})"),
+                context: format!("creating the test chroot {chroot} on the shared ZooKeeper at {connect}"),
                 source: crate::Error::zk(&chroot, source),
             }),
         }

@@ -307,6 +307,7 @@ pub struct TestingServerBuilder {
     settings: ServerSettings,
     port: Option<u16>,
     owned: bool,
+    shared: Option<String>,
     tls: Option<ServerTls>,
     sasl: Option<ServerSasl>,
 }
@@ -395,6 +396,25 @@ impl TestingServerBuilder {
         self
     }
 
+    /// Starts no process: the handle uses the running server `connect` names (as `ZK_CONNECT`
+    /// does), in a fresh chroot of its own that dropping the handle removes. Overrides
+    /// `ZK_CONNECT` and [`owned`](Self::owned).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::testing::TestingResult<()> {
+    /// use zk_curator::testing::TestingServer;
+    ///
+    /// let one = TestingServer::builder().shared("127.0.0.1:2181").start().await?;
+    /// let other = TestingServer::builder().shared("127.0.0.1:2181").start().await?;
+    /// assert_ne!(one.connect_string(), other.connect_string()); // two chroots, one server
+    /// # Ok(()) }
+    /// ```
+    pub fn shared(mut self, connect: &str) -> Self {
+        self.shared = Some(connect.trim().to_owned());
+        self
+    }
+
     /// Also serves TLS on a second port (see [`ServerTls`] and
     /// [`TestingServer::secure_connect_string`]). Implies [`owned`](Self::owned).
     pub fn tls(mut self, tls: ServerTls) -> Self {
@@ -451,7 +471,8 @@ impl TestingServerBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn start(self) -> TestingResult<TestingServer> {
-        if let Some(shared) = zk_connect_override().filter(|_| !self.owned) {
+        let shared = self.shared.clone().or_else(|| zk_connect_override().filter(|_| !self.owned));
+        if let Some(shared) = shared {
             let port = external_port(&shared);
             let connect = isolated_connect_string(&shared).await?;
             return Ok(TestingServer { kind: Kind::External { connect, port } });

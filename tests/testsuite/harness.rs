@@ -222,3 +222,44 @@ async fn dropping_a_server_kills_its_jvm_and_removes_its_directory() {
     assert!(!pgrep(&dir), "a process still mentions {}", dir.display());
     assert!(!dir.exists(), "{} was not removed", dir.display());
 }
+
+/// Handles on one shared server (as `ZK_CONNECT` gives them) each get a chroot of their own: one
+/// cannot see another's nodes, and dropping a handle removes its tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_on_a_shared_server_are_isolated_and_remove_their_tree() {
+    let server = TestingServer::builder().owned().start().await.expect("server starts");
+    let root = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    let one = TestingServer::builder().shared(&server.connect_string()).start().await.expect("first handle");
+    let other = TestingServer::builder().shared(&server.connect_string()).start().await.expect("second handle");
+    assert!(one.is_external() && other.is_external());
+    assert_ne!(one.connect_string(), other.connect_string());
+
+    let in_one = connect(&one.connect_string(), Duration::from_secs(10)).await;
+    let in_other = connect(&other.connect_string(), Duration::from_secs(10)).await;
+    in_one.create("/mine", b"1", &PERSISTENT).await.expect("create in the first chroot");
+    in_one.create("/mine/child", b"2", &PERSISTENT).await.expect("create below it");
+    assert!(!node_exists(&in_other, "/mine").await, "the other handle sees the first one's node");
+    assert_eq!(in_other.list_children("/").await.expect("list the other chroot"), Vec::<String>::new());
+    in_other.create("/mine", b"3", &PERSISTENT).await.expect("the same path in the other chroot");
+
+    let chroot_of = |handle: &TestingServer| support::split_chroot(&handle.connect_string()).1;
+    let (one_root, other_root) = (chroot_of(&one), chroot_of(&other));
+    assert!(node_exists(&root, &format!("{one_root}/mine/child")).await);
+    drop(in_one);
+    drop(one);
+    assert!(!node_exists(&root, &one_root).await, "a dropped handle's tree is removed");
+    assert!(node_exists(&root, &format!("{other_root}/mine")).await, "another handle's tree stays");
+}
+
+/// A shared server that is gone fails `start` at once with a message naming it, rather than
+/// as a confusing failure later in the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_server_that_is_gone_fails_start_naming_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let gone = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let err = TestingServer::builder().shared(&gone).start().await.expect_err("no server there");
+    assert!(started.elapsed() < Duration::from_secs(30), "hang bound: took {:?}", started.elapsed());
+    let text = err.to_string();
+    assert!(text.contains(&gone) && text.contains("does not answer"), "{text}");
+}

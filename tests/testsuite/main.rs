@@ -1,5 +1,7 @@
-//! The integration tests: one test binary, one module per subject; a test that needs ZooKeeper
-//! starts a real one of its own (`support`, on `zk_curator::testing`).
+//! The integration tests: one test binary, one module per subject. A test that needs *a* ZooKeeper
+//! takes the run's shared one (`support::server()`: `ZK_CONNECT`, which `.ci/test` sets, each test
+//! in a chroot of its own), or starts a real one when none is shared; a test that stops, restarts
+//! or pauses its server, or needs its settings, starts its own (`support::owned_server()`).
 //!
 //! Run one subject with a filter, e.g. `cargo nextest run --all-features --test testsuite
 //! local_queue::`. The `metrics` feature's tests are binaries of their own (tests/metrics/,

@@ -1,5 +1,5 @@
-//! Shared helpers for the integration tests: a real ZooKeeper per test binary, clients, node checks,
-//! polling and task joins.
+//! Shared helpers for the integration tests: real ZooKeeper servers (shared or owned), clients,
+//! node checks, polling and task joins.
 
 pub mod curator_hold;
 pub mod curator_peer;
@@ -18,7 +18,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 // servers and clients
 // ---------------------------------------------------------------------------------------------
 
-/// Starts a real ZooKeeper (or uses `ZK_CONNECT`), failing the test with the harness's message.
+/// The run's shared ZooKeeper (`ZK_CONNECT`, which `.ci/test` sets), in a chroot of this test's
+/// own; or a real one of its own when none is shared. Fails the test with the harness's message
+/// (a shared server that died is named as such).
 pub async fn server() -> TestingServer {
     server_with(TestingServer::builder()).await
 }
