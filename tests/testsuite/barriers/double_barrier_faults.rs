@@ -103,6 +103,33 @@ async fn a_member_whose_session_was_given_up_is_told_so_by_leave_before_the_new_
 }
 
 #[tokio::test]
+async fn a_member_waiting_to_enter_is_told_its_session_was_given_up_before_the_new_one_connects() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s.
+    let cut_off =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    let path = support::unique_path("double-given-up-enter");
+    let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
+    let a_in = tokio::spawn(async move {
+        let r = a.enter().await;
+        (a, r)
+    });
+    support::eventually(HANG, "a has made its node", || async { support::children(&connect, &path).await.len() == 1 })
+        .await;
+    // A cut refuses new connections too: no new session connects while it lasts.
+    proxy.set_mode(ProxyMode::Cut);
+    let (a, result) = support::join("a's enter", HANG, a_in).await;
+    assert_eq!(cut_off.connection_state(), ConnectionState::Lost, "a's enter ended before it was told");
+    assert_session_lost(result, &path, "a's enter on a given-up session");
+    assert!(a.member_node().is_none());
+    proxy.set_mode(ProxyMode::Pass);
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
 async fn a_cancelled_or_timed_out_enter_leaves_no_node_and_has_not_entered() {
     let (server, clients) = support::server_and_clients(1).await;
     let connect = server.connect_string();
