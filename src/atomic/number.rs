@@ -305,7 +305,10 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     /// never created (Curator's `compareAndSet`); an empty node holds 0.
     ///
     /// # Errors
-    /// As [`add`](Self::add).
+    /// As [`add`](Self::add); [`ErrorCode::NoNode`](crate::ErrorCode::NoNode) naming the path
+    /// when the node does not exist (Curator reports a plain failure, which a retry loop starting
+    /// from [`get`](Self::get)'s 0 would repeat for ever): create it first
+    /// ([`try_initialize`](Self::try_initialize)).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call applies at most once.

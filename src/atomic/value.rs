@@ -359,7 +359,9 @@ impl Engine {
     }
 
     /// One versioned set from `expected` to `new` (Curator's `compareAndSet`): not attempted
-    /// when the node is absent or holds something else.
+    /// when the node holds something else. An absent node (also one deleted before the set) is
+    /// `NoNode` naming the path, not a lost race: no `expected` can match it until it is
+    /// created, so a retry loop from [`get`](DistributedAtomicValue::get) would spin.
     pub(crate) async fn compare_and_set(
         &self,
         matches: &(dyn Fn(&[u8]) -> Result<bool> + Sync),
@@ -370,21 +372,22 @@ impl Engine {
         let c = &self.config;
         c.client.check_data_size("value", &c.path, new.len())?;
         let (pre, version) = self.read(deadline).await?;
+        let Some(version) = version else { return Err(Error::code_on(&c.path, ErrorCode::NoNode)) };
         let mut result = AtomicValue {
             succeeded: false,
             pre_value: pre.clone(),
             post_value: pre.clone(),
             stats: AtomicStats { optimistic_tries: 1, ..AtomicStats::default() },
         };
-        if let Some(version) = version {
-            if matches(&pre)? {
-                if let Written::Applied(_) =
-                    write::conditional_write(&c.client, &c.path, Some(version), &new, deadline, "compare-and-set")
-                        .await?
-                {
+        if matches(&pre)? {
+            match write::conditional_write(&c.client, &c.path, Some(version), &new, deadline, "compare-and-set").await?
+            {
+                Written::Applied(_) => {
                     result.succeeded = true;
                     result.post_value = new;
                 }
+                Written::Conflict { now: Some(None) } => return Err(Error::code_on(&c.path, ErrorCode::NoNode)),
+                Written::Conflict { .. } => {}
             }
         }
         result.stats.optimistic_time = start.elapsed();
@@ -544,7 +547,10 @@ impl DistributedAtomicValue {
     /// node is never created) (Curator's `compareAndSet`).
     ///
     /// # Errors
-    /// As [`try_set`](Self::try_set).
+    /// As [`try_set`](Self::try_set); [`ErrorCode::NoNode`] naming the path when the node does
+    /// not exist (Curator reports a plain failure, which a retry loop starting from
+    /// [`get`](Self::get)'s empty bytes would repeat for ever): create it first
+    /// ([`try_initialize`](Self::try_initialize)).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call applies at most once.

@@ -72,8 +72,10 @@ struct Member {
 /// One value is one member: `enter` then `leave`, any number of times. Dropping it while entered
 /// deletes its node in the background (no runtime needed).
 ///
-/// A member whose session is lost has lost its node (it was ephemeral): its `enter` or `leave`
-/// returns a [`SessionLost`](crate::ErrorKind::SessionLost) error
+/// A member whose session is lost — expired, or given up by the client
+/// ([`ConnectionState::Lost`](crate::ConnectionState::Lost), even before a new session is
+/// connected) — has lost its node (it was ephemeral): its `enter` or `leave` returns a
+/// [`SessionLost`](crate::ErrorKind::SessionLost) error
 /// ([`ErrorCode::SessionExpired`](crate::ErrorCode::SessionExpired), naming the node), and the
 /// others go on without it.
 #[derive(Debug)]
@@ -215,8 +217,10 @@ impl DistributedDoubleBarrier {
     /// # Errors
     /// [`Error::InvalidArgument`] when this member has not entered;
     /// [`ErrorCode::SessionExpired`] naming this member's node when its session was lost since it
-    /// entered (its node went with it: it has left, without waiting); server errors after the
-    /// retry policy gave up; [`Error::Closed`].
+    /// entered and before its node was deleted (its node went with it: it has left, without
+    /// waiting) — expired, or given up by the client ([`ConnectionState::Lost`](crate::ConnectionState::Lost)),
+    /// also while the new session is not connected yet; server errors after the retry policy gave
+    /// up; [`Error::Closed`].
     ///
     /// # Cancel safety
     /// Cancel safe: this member has left once the call started — a dropped call still deletes
@@ -270,6 +274,19 @@ impl DistributedDoubleBarrier {
         Error::code_on(&self.node_path(&member.fixed), ErrorCode::SessionExpired)
     }
 
+    /// `Ok` while this member's session is still the client's. Not once the client gave it up
+    /// (`Lost`), even before the replacement connects: its node went, or goes, with it, and the
+    /// others stop waiting for it.
+    fn on_own_session(&self, client: &CuratorClient, member: &Member) -> Result<()> {
+        if client.is_closed() {
+            return Err(Error::Closed { path: self.path.clone() });
+        }
+        if client.session_ended(member.session) {
+            return Err(self.session_lost(member));
+        }
+        Ok(())
+    }
+
     async fn enter_until(&mut self, deadline: Option<Instant>) -> Result<bool> {
         if self.member.is_some() {
             return Err(Error::invalid_argument(
@@ -286,9 +303,7 @@ impl DistributedDoubleBarrier {
         self.dir_seen = true;
         let ready = self.ready.as_str();
         loop {
-            if client.session() != member.session {
-                return Err(self.session_lost(&member));
-            }
+            self.on_own_session(&client, &member)?;
             let (stat, watcher, children) = match first.take() {
                 Some(seen) => seen,
                 None => {
@@ -495,12 +510,53 @@ impl DistributedDoubleBarrier {
         let client = self.client.clone();
         // From here on this member has left: its node goes whatever happens to this call.
         let mut cleanup = client.delete_on_drop(DeleteTarget::Node(member.fixed.clone()));
-        if client.session() != member.session {
-            return Err(self.session_lost(&member));
+        self.on_own_session(&client, &member)?;
+        // Until our node is deleted, a session lost meanwhile is told as such, whatever the step
+        // that failed said: the node went with it, the others stopped waiting for us.
+        let (round, lowest) = match self.close_round(&client, &member, deadline).await {
+            Ok(found) => found,
+            Err(e) => {
+                self.on_own_session(&client, &member)?;
+                return Err(e);
+            }
+        };
+        // No `ready` while our node was there: a Curator member of this round deleted it (it
+        // does so when one node is left). Every node there now is waited for, as Curator does.
+        let closed_at = round.map_or(i64::MAX, |(_, closed_at)| closed_at);
+        if lowest {
+            let waited = self.wait_round_over(&client, closed_at, Some(&member.name), deadline).await;
+            self.on_own_session(&client, &member)?;
+            waited?;
+            cleanup.disarm();
+            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
+        } else {
+            self.on_own_session(&client, &member)?;
+            cleanup.disarm();
+            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
+            self.wait_round_over(&client, closed_at, None, deadline).await?;
         }
+        if let Some((ready_czxid, _)) = round {
+            self.delete_ready_of(&client, ready_czxid, None, deadline).await?;
+        }
+        Ok(true)
+    }
+
+    /// The first steps of leaving, before this member's node goes: closes the round (the
+    /// first to leave does) and returns it — its `ready` (by czxid) and its close (the mzxid of
+    /// the close), `None` when `ready` is gone — and whether our node is the round's lowest.
+    ///
+    /// Curator's leave protocol: the lowest-named member node goes last. Curator's members watch
+    /// it and take its deletion as "the others are gone": one that looks again and finds a
+    /// single node left leaves. So when ours is the lowest node of the round, it stays until the
+    /// round's other members are gone; otherwise it goes now.
+    async fn close_round(
+        &self,
+        client: &CuratorClient,
+        member: &Member,
+        deadline: Option<Instant>,
+    ) -> Result<(Option<(i64, i64)>, bool)> {
         let ready = self.ready.as_str();
         let stat = client.with_retry(&self.path, deadline, |zk| async move { zk.check_stat(ready).await }).await?;
-        // The round: its `ready` (by czxid) and its close (the mzxid of the close).
         let round = match stat {
             Some(open) if open.version == 0 => {
                 let closed = client
@@ -524,27 +580,9 @@ impl DistributedDoubleBarrier {
             Some(closed) => Some((closed.czxid, closed.mzxid)),
             None => None,
         };
-        // No `ready` while our node was there: a Curator member of this round deleted it (it
-        // does so when one node is left). Every node there now is waited for, as Curator does.
         let closed_at = round.map_or(i64::MAX, |(_, closed_at)| closed_at);
-        // Curator's leave protocol: the lowest-named member node goes last. Curator's members
-        // watch it and take its deletion as "the others are gone": one that looks again and
-        // finds a single node left leaves. So when ours is the lowest node of the round, it
-        // stays until the round's other members are gone (`cleanup` still deletes it if this
-        // call ends first); otherwise it goes now.
-        if self.lowest_of_round(&client, &member.name, closed_at, deadline).await? {
-            self.wait_round_over(&client, closed_at, Some(&member.name), deadline).await?;
-            cleanup.disarm();
-            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
-        } else {
-            cleanup.disarm();
-            client.delete_fixed_guaranteed(&member.fixed, deadline).await?;
-            self.wait_round_over(&client, closed_at, None, deadline).await?;
-        }
-        if let Some((ready_czxid, _)) = round {
-            self.delete_ready_of(&client, ready_czxid, None, deadline).await?;
-        }
-        Ok(true)
+        let lowest = self.lowest_of_round(client, &member.name, closed_at, deadline).await?;
+        Ok((round, lowest))
     }
 
     /// Whether `own` is the lowest-named member node of the round closed at `closed_at` (Curator's

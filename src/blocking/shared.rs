@@ -73,6 +73,21 @@ impl SharedValue {
         &self.inner
     }
 
+    /// The same shared value with every write bounded by `timeout`, strictly (see
+    /// [`SharedValue::timeout`](crate::SharedValue::timeout)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
+    /// let mode = mode.timeout(std::time::Duration::from_secs(2));
+    /// mode.set("maintenance")?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn timeout(&self, timeout: Duration) -> Self {
+        Self { inner: self.inner.timeout(timeout), core: self.core.clone() }
+    }
+
     /// The latest value seen (no round trip).
     ///
     /// # Examples
@@ -225,6 +240,21 @@ impl SharedCount {
     /// ```
     pub fn as_async(&self) -> &crate::SharedCount {
         &self.inner
+    }
+
+    /// The same count with every write bounded by `timeout`, strictly (see
+    /// [`SharedCount::timeout`](crate::SharedCount::timeout)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
+    /// let limit = limit.timeout(std::time::Duration::from_secs(2));
+    /// limit.set_count(20)?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn timeout(&self, timeout: Duration) -> Self {
+        Self { inner: self.inner.timeout(timeout), core: self.core.clone() }
     }
 
     /// The latest count seen (Curator's `getCount`; no round trip).

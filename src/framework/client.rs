@@ -442,6 +442,14 @@ impl CuratorClient {
         self.inner.sessions.status_now()
     }
 
+    /// True once `session` is no longer this client's: replaced, given up (`Lost` — also while the
+    /// replacement is not connected yet) or the client closed. The one "is my session still
+    /// mine" check for recipes: comparing session identities alone misses `Lost`, since the
+    /// identity changes only once the new session connects.
+    pub(crate) fn session_ended(&self, session: SessionIdentity) -> bool {
+        self.inner.sessions.status_now().has_ended(session)
+    }
+
     /// The metrics labels of a lock of `recipe` on `path`, its `path` label made as this client's
     /// builder said ([`CuratorClientBuilder::metrics_path_label`](crate::CuratorClientBuilder::metrics_path_label)).
     pub(crate) fn lock_labels(&self, recipe: crate::metrics::Recipe, path: &str) -> crate::metrics::LockLabels {

@@ -441,8 +441,12 @@ impl Sessions {
                 s.connected
             };
             if connected {
-                if let Some(current) = self.current() {
-                    return Ok(current);
+                if let Some((zk, session)) = self.current() {
+                    // LOST may have come between the status read and the handle read: a session
+                    // given up is never handed out, even while its handle is still in the slot.
+                    if !status.borrow().has_ended(session) {
+                        return Ok((zk, session));
+                    }
                 }
             }
             match tokio::time::timeout_at(limit.into(), status.changed()).await {

@@ -12,7 +12,7 @@ use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::{backoff::Backoff, paths};
-use crate::{CreateMode, CuratorClient, SessionIdentity};
+use crate::{ConnectionState, CreateMode, CuratorClient, SessionIdentity};
 
 /// How long the background task waits before creating again after a refused create (e.g. no
 /// permission, or TTL nodes disabled on the server).
@@ -221,7 +221,8 @@ impl PersistentNode {
     }
 
     /// The path of the node now kept (Curator's `getActualPath`), `None` while it is being
-    /// (re-)created or once closed.
+    /// (re-)created — for an ephemeral node also from the moment the client gives its session up
+    /// ([`ConnectionState::Lost`], before a new session is connected) — or once closed.
     pub fn actual_path(&self) -> Option<String> {
         self.inner.current.borrow().as_ref().map(|node| node.path.clone())
     }
@@ -564,9 +565,11 @@ async fn keep(inner: &Arc<Inner>) {
             continue;
         };
         let now = client.status_now();
-        if inner.mode.is_ephemeral() && now.session != node.session {
-            // A new session: the node went with the old one — or, if the client gave that
-            // session up while cut off, the server may hold it a while longer: delete it first.
+        if inner.mode.is_ephemeral() && (now.session != node.session || now.state == ConnectionState::Lost) {
+            // A new session, or the old one given up (LOST, also before the new one connects):
+            // the node is not kept any more. It went with the old session — or, if the client
+            // gave that session up while cut off, the server may hold it a while longer: it is
+            // deleted (on the new session) before the next one is made.
             if now.expiry_bounds.given_up(node.session) {
                 stale = Some(node);
             }

@@ -1,6 +1,8 @@
 //! [`SharedCount`] (Curator's `SharedCount`): a [`SharedValue`] holding a 4-byte big-endian `i32`.
 
-use super::value::{self, SharedValue, SharedValueStream, VersionedValue};
+use std::time::Duration;
+
+use super::value::{SharedValue, SharedValueStream, VersionedValue};
 use crate::error::Result;
 use crate::CuratorClient;
 
@@ -19,6 +21,10 @@ fn decode(bytes: &[u8]) -> i32 {
 ///
 /// Changes are ordered by the zxid that wrote them, never by the node's version, so a count keeps
 /// following past the version's wrap-around at `i32::MAX` sets (Curator's CURATOR-688).
+///
+/// A node deleted under it is not a lost race: [`try_set`](Self::try_set) and
+/// [`set_count`](Self::set_count) fail with [`ErrorCode::NoNode`](crate::ErrorCode::NoNode)
+/// naming the path (as Curator's `trySetCount`), so a compare-and-set loop ends.
 #[derive(Clone, Debug)]
 pub struct SharedCount {
     value: SharedValue,
@@ -47,6 +53,24 @@ impl SharedCount {
         Ok(Self { value })
     }
 
+    /// The same count (the same follower) with every write ([`set_count`](Self::set_count),
+    /// [`try_set`](Self::try_set)) bounded by `timeout`, strictly, as the atomics'
+    /// [`timeout`](crate::DistributedAtomicLong::timeout): past it a write returns
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) whatever the connection does
+    /// and sends nothing more.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(limit: zk_curator::SharedCount) -> zk_curator::Result<()> {
+    /// use std::time::Duration;
+    /// let limit = limit.timeout(Duration::from_secs(2));
+    /// limit.set_count(20).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn timeout(&self, timeout: Duration) -> Self {
+        Self { value: self.value.timeout(timeout) }
+    }
+
     /// The path.
     pub fn path(&self) -> &str {
         self.value.path()
@@ -71,10 +95,14 @@ impl SharedCount {
     /// Sets the count whatever it is now (Curator's `setCount`).
     ///
     /// # Errors
-    /// Server errors after the retry policy gave up.
+    /// As [`SharedValue::set`]: [`ErrorCode::NoNode`](crate::ErrorCode::NoNode) naming the path
+    /// when the node was deleted; server errors after the retry policy gave up;
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) past the
+    /// [`timeout`](Self::timeout) (set once or not at all).
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call sets the count once or not at all.
+    /// Cancel safe: a dropped call (so also one past its timeout) sets the count once or not at
+    /// all.
     ///
     /// # Examples
     /// ```no_run
@@ -90,10 +118,14 @@ impl SharedCount {
     /// `trySetCount`); `Ok(false)` if someone changed it first (the count is then read again).
     ///
     /// # Errors
-    /// As [`SharedValue::try_set`].
+    /// As [`SharedValue::try_set`]: [`ErrorCode::NoNode`](crate::ErrorCode::NoNode) naming the
+    /// path when the node was deleted (as Curator's `trySetCount`: the loop below ends with it);
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown);
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) past the
+    /// [`timeout`](Self::timeout).
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call applies at most once.
+    /// Cancel safe: a dropped call (so also one past its timeout) applies at most once.
     ///
     /// # Examples
     /// ```no_run
@@ -108,6 +140,6 @@ impl SharedCount {
     /// # Ok(()) }
     /// ```
     pub async fn try_set(&self, new: i32, expected: &VersionedValue<i32>) -> Result<bool> {
-        value::try_set_bytes(self.value.inner(), new.to_be_bytes().to_vec(), expected.version()).await
+        self.value.try_set_bytes(new.to_be_bytes().to_vec(), expected.version()).await
     }
 }

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::write::{self, Written};
+use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::{backoff::Backoff, paths};
 use crate::{ConnectionState, CuratorClient};
@@ -103,9 +104,16 @@ impl Drop for Core {
 /// stream of them. The watch is re-armed after every change, reconnection and session
 /// replacement, and the value is re-read then, so every handle converges on the node's value.
 /// Clones share one follower; it stops when the last clone is dropped.
+///
+/// A node deleted under it is not a lost race: [`try_set`](Self::try_set) and
+/// [`set`](Self::set) fail with [`ErrorCode::NoNode`] naming the path (as Curator's
+/// `trySetValue`), so a compare-and-set loop ends; the value seen stays the last one until the
+/// node is created again (e.g. by another [`start`](Self::start)).
 #[derive(Clone)]
 pub struct SharedValue {
     core: Arc<Core>,
+    /// Bounds every write of this handle, strictly (see [`timeout`](Self::timeout)).
+    timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for SharedValue {
@@ -164,7 +172,42 @@ impl SharedValue {
         let inner =
             Arc::new(Inner { client: client.clone(), path: path.to_string(), seen: watch::channel(seen).0, accept });
         let follower = tokio::spawn(follow(inner.clone(), watcher));
-        Ok(Self { core: Arc::new(Core { inner, follower }) })
+        Ok(Self { core: Arc::new(Core { inner, follower }), timeout: None })
+    }
+
+    /// The same shared value (the same follower) with every write ([`set`](Self::set),
+    /// [`try_set`](Self::try_set)) bounded by `timeout`, strictly, as the atomics'
+    /// [`timeout`](crate::DistributedAtomicLong::timeout): past it a write returns
+    /// [`Error::DeadlineExceeded`] whatever the connection does and sends nothing more.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// use std::time::Duration;
+    /// let mode = mode.timeout(Duration::from_secs(2));
+    /// mode.set(b"maintenance".to_vec()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn timeout(&self, timeout: Duration) -> Self {
+        Self { core: self.core.clone(), timeout: Some(timeout) }
+    }
+
+    /// Runs the write `op` within this handle's timeout, if it has one, strictly; `op` gets the
+    /// deadline (so that nothing is sent after it).
+    pub(crate) async fn bounded<T, F, Fut>(&self, during: &'static str, op: F) -> Result<T>
+    where
+        F: FnOnce(Option<Instant>) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let Some(timeout) = self.timeout else { return op(None).await };
+        let start = Instant::now();
+        let deadline = deadline_after(timeout);
+        match tokio::time::timeout_at(deadline.into(), op(Some(deadline))).await {
+            Ok(result) => result,
+            Err(_) => {
+                Err(Error::DeadlineExceeded { path: self.core.inner.path.clone(), during, waited: start.elapsed() })
+            }
+        }
     }
 
     /// The path.
@@ -189,10 +232,6 @@ impl SharedValue {
         SharedValueStream { seen: self.core.inner.seen.subscribe(), decode: |bytes| bytes.to_vec() }
     }
 
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.core.inner
-    }
-
     pub(crate) fn inner_seen(&self) -> watch::Receiver<Seen> {
         self.core.inner.seen.subscribe()
     }
@@ -200,11 +239,15 @@ impl SharedValue {
     /// Sets the value whatever it is now (Curator's `setValue`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for data over the client's size limit; server errors (e.g.
-    /// `NoNode` if the node was deleted) after the retry policy gave up.
+    /// [`Error::InvalidArgument`] for data over the client's size limit; [`ErrorCode::NoNode`]
+    /// naming the path when the node was deleted (it is not created again); other server errors
+    /// after the retry policy gave up; [`Error::DeadlineExceeded`] past the
+    /// [`timeout`](Self::timeout) (the value was then set once or not at all, and
+    /// [`value`](Self::value) follows the node either way).
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call sets the value once or not at all.
+    /// Cancel safe: a dropped call (so also one past its timeout) sets the value once or not at
+    /// all.
     ///
     /// # Examples
     /// ```no_run
@@ -218,8 +261,11 @@ impl SharedValue {
         inner.client.check_data_size("value", &inner.path, value.len())?;
         let fixed = inner.client.fix_path(&inner.path);
         let (f, d) = (fixed.as_str(), value.as_slice());
-        let stat =
-            inner.client.with_retry(&inner.path, None, |zk| async move { zk.set_data(f, d, None).await }).await?;
+        let stat = self
+            .bounded("setting", |deadline| {
+                inner.client.with_retry(&inner.path, deadline, |zk| async move { zk.set_data(f, d, None).await })
+            })
+            .await?;
         inner.observe(value, &stat);
         Ok(())
     }
@@ -229,11 +275,14 @@ impl SharedValue {
     /// [`versioned_value`](Self::versioned_value) is the fresh one to retry from.
     ///
     /// # Errors
-    /// As [`set`](Self::set); [`Error::OutcomeUnknown`] when a reply was lost and the node no
-    /// longer tells whether the set applied (it applied once or not at all).
+    /// As [`set`](Self::set): a deleted node is [`ErrorCode::NoNode`] naming the path, never
+    /// `Ok(false)` (no version can match until the node is created again, so a retry loop would
+    /// spin); [`Error::OutcomeUnknown`] when a reply was lost and the node no longer tells
+    /// whether the set applied (it applied once or not at all).
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call applies at most once (the versioned set can only win once).
+    /// Cancel safe: a dropped call (so also one past its timeout) applies at most once (the
+    /// versioned set can only win once).
     ///
     /// # Examples
     /// ```no_run
@@ -252,28 +301,38 @@ impl SharedValue {
         let inner = &self.core.inner;
         let new = new.into();
         inner.client.check_data_size("value", &inner.path, new.len())?;
-        try_set_bytes(inner, new, expected.version).await
+        self.try_set_bytes(new, expected.version).await
     }
-}
 
-/// The versioned set behind both `try_set`s.
-pub(crate) async fn try_set_bytes(inner: &Inner, new: Vec<u8>, version: i32) -> Result<bool> {
-    match write::conditional_write(&inner.client, &inner.path, Some(version), &new, None, "setting").await? {
-        Written::Applied(stat) => {
-            inner.observe(new, &stat);
-            Ok(true)
-        }
-        Written::Conflict { now } => {
-            // The node as read behind the refused set, or (that read lost) read again.
-            let now = match now {
-                Some(now) => now,
-                None => write::read(&inner.client, &inner.path, None).await?,
-            };
-            if let Some((data, stat)) = now {
-                inner.observe(data, &stat);
+    /// The versioned set behind both `try_set`s, within this handle's timeout.
+    pub(crate) async fn try_set_bytes(&self, new: Vec<u8>, version: i32) -> Result<bool> {
+        let inner = &self.core.inner;
+        self.bounded("setting", |deadline| async move {
+            match write::conditional_write(&inner.client, &inner.path, Some(version), &new, deadline, "setting").await?
+            {
+                Written::Applied(stat) => {
+                    inner.observe(new, &stat);
+                    Ok(true)
+                }
+                Written::Conflict { now } => {
+                    // The node as read behind the refused set, or (that read lost) read again.
+                    let now = match now {
+                        Some(now) => now,
+                        None => write::read(&inner.client, &inner.path, deadline).await?,
+                    };
+                    match now {
+                        Some((data, stat)) => {
+                            inner.observe(data, &stat);
+                            Ok(false)
+                        }
+                        // Deleted: not a race lost to another writer. No version can match until
+                        // the node is made again, so `Ok(false)` would spin a retry loop.
+                        None => Err(Error::code_on(&inner.path, ErrorCode::NoNode)),
+                    }
+                }
             }
-            Ok(false)
-        }
+        })
+        .await
     }
 }
 

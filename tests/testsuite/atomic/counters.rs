@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{
-    DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, Error, ErrorKind, PromotedToLock,
-    RetryNTimes,
+    DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, Error, ErrorCode, ErrorKind,
+    PromotedToLock, RetryNTimes,
 };
 
 use crate::support::{self, curator_peer::CuratorPeer};
@@ -117,8 +117,12 @@ async fn compare_and_set_applies_only_from_the_expected_value_and_never_creates(
     let zk = support::observer(&server.connect_string()).await;
     let path = support::unique_path("atomic-cas");
     let counter = DistributedAtomicLong::new(&clients[0], &path).unwrap();
-    let r = counter.compare_and_set(0, 1).await.unwrap();
-    assert!(!r.succeeded(), "a missing node is not created by compare-and-set");
+    // A missing node is neither created nor reported as a lost race (a loop from `get()`'s 0
+    // would spin): NoNode, naming the path.
+    match counter.compare_and_set(0, 1).await {
+        Err(e) if e.code() == Some(ErrorCode::NoNode) => assert!(e.to_string().contains(&path), "{e}"),
+        other => panic!("compare-and-set on a missing node: expected NoNode, got {other:?}"),
+    }
     assert!(!support::exists(&zk, &path).await);
     counter.force_set(5).await.unwrap();
     let r = counter.compare_and_set(4, 9).await.unwrap();

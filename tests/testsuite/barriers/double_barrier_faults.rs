@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use zk_curator::{DistributedDoubleBarrier, Error, ErrorCode, ErrorKind};
+use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::{ConnectionState, DistributedDoubleBarrier, Error, ErrorCode, ErrorKind};
 
 use crate::support;
 
@@ -62,6 +63,68 @@ async fn a_member_whose_session_is_lost_gets_a_typed_error_and_the_others_go_on_
     a.leave().await.unwrap();
     support::join("c leaves", HANG, c_out).await.unwrap();
     assert_session_lost(b.leave().await, &path, "b's leave after its session ended");
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_member_whose_session_was_given_up_is_told_so_by_leave_before_the_new_session_connects() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s.
+    let cut_off =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    let path = support::unique_path("double-given-up");
+    let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
+    let mut b = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
+    let b_in = tokio::spawn(async move { b.enter().await.map(|_| b) });
+    a.enter().await.unwrap();
+    let mut b = support::join("b enters", HANG, b_in).await.unwrap();
+
+    // Cut off until the client gives the session up; a cut refuses new connections, so no new
+    // session is connected yet.
+    proxy.set_mode(ProxyMode::Cut);
+    support::eventually(HANG, "the client gives its session up", || async {
+        cut_off.connection_state() == ConnectionState::Lost
+    })
+    .await;
+    let old = cut_off.session_id();
+    // The other member leaves meanwhile: it stops waiting for a once the server drops a's node.
+    let b_out = tokio::spawn(async move { b.leave().await });
+    // a leaves while LOST; the link comes back while its call runs, so a new session can connect.
+    let a_out = tokio::spawn(async move { a.leave().await });
+    proxy.set_mode(ProxyMode::Pass);
+    assert_session_lost(support::join("a leaves", HANG, a_out).await, &path, "a's leave on a given-up session");
+    support::join("b leaves", HANG, b_out).await.unwrap();
+    support::session_replaced(&cut_off, old).await;
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_member_waiting_to_enter_is_told_its_session_was_given_up_before_the_new_one_connects() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s.
+    let cut_off =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    let path = support::unique_path("double-given-up-enter");
+    let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
+    let a_in = tokio::spawn(async move {
+        let r = a.enter().await;
+        (a, r)
+    });
+    support::eventually(HANG, "a has made its node", || async { support::children(&connect, &path).await.len() == 1 })
+        .await;
+    // A cut refuses new connections too: no new session connects while it lasts.
+    proxy.set_mode(ProxyMode::Cut);
+    let (a, result) = support::join("a's enter", HANG, a_in).await;
+    assert_eq!(cut_off.connection_state(), ConnectionState::Lost, "a's enter ended before it was told");
+    assert_session_lost(result, &path, "a's enter on a given-up session");
+    assert!(a.member_node().is_none());
+    proxy.set_mode(ProxyMode::Pass);
     let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -76,3 +76,37 @@ async fn a_session_given_up_while_the_server_still_holds_it_never_leaves_two_of_
     }
     client.close().await;
 }
+
+#[tokio::test]
+async fn an_ephemeral_node_is_not_reported_kept_once_the_client_gives_its_session_up() {
+    support::init_tracing();
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s.
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    let parent = support::unique_path("givenup-kept");
+    let node =
+        PersistentNode::new(&client, &format!("{parent}/member"), CreateMode::Ephemeral, false, b"x".to_vec()).unwrap();
+    node.start().unwrap();
+    assert!(node.wait_for_initial_create(WITHIN).await.unwrap());
+    let old_session = client.session_id();
+    // A cut refuses new connections too: the client stays LOST, no new session connects.
+    proxy.set_mode(ProxyMode::Cut);
+    support::eventually(WITHIN, "the client gives the session up", || async {
+        client.connection_state() == ConnectionState::Lost
+    })
+    .await;
+    support::eventually(WITHIN, "the given-up session's node is no longer reported kept", || async {
+        node.actual_path().is_none()
+    })
+    .await;
+    assert_eq!(client.session_id(), old_session, "no new session connected through the cut");
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(WITHIN, "the node is kept again on a new session", || async {
+        node.actual_path().is_some() && client.session_id() != old_session
+    })
+    .await;
+    node.close().await.unwrap();
+    client.close().await;
+}
