@@ -238,26 +238,6 @@ async fn proxy_latency_of_one_direction_holds_bytes_back_until_it_is_cleared() {
     assert_eq!(read_exactly(&mut stream, 4, Duration::from_secs(10)).await, b"more");
 }
 
-/// A ZooKeeper client works through a delayed link, and its close request — sent just before it
-/// closes the socket — still reaches the server: its ephemeral node goes at once, not at expiry.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_behind_a_delayed_link_works_and_its_close_still_arrives() {
-    let server = support::server().await;
-    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy starts");
-    proxy.set_latency(Latency::uniform(Duration::from_millis(20), Duration::from_millis(120)));
-    // A session far longer than the check below: only the close can remove the node in time.
-    let client = support::client_with(&proxy.connect_string(), Duration::from_secs(30)).await;
-    let path = support::unique_path("delayed-link");
-    let node = format!("{path}/ephemeral");
-    client.create(&path).creating_parent_containers_if_needed().await.expect("the parent, through the delayed link");
-    client.create(&node).mode(zk_curator::CreateMode::Ephemeral).await.expect("create through the delayed link");
-    let parent = connect(&server.connect_string(), Duration::from_secs(10)).await;
-    assert!(node_exists(&parent, &node).await);
-    client.close().await;
-    let gone = support::poll_until(Duration::from_secs(10), || async { !node_exists(&parent, &node).await }).await;
-    assert!(gone, "the close request held back by the proxy was dropped: the node waits for expiry (30 s)");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expire_session_deletes_ephemerals_and_the_owner_sees_expired() {
     let server = TestingServer::start().await.expect("server starts");
