@@ -255,12 +255,65 @@ impl<D: LockDriver> LocalQueue<D> {
     }
 
     /// Waits for a hold through the local queue: `Ok(None)` when `wait` ended first (for one
-    /// attempt: at once if another local task holds or waits, for an exclusive lock).
+    /// attempt: at once if another local task holds or waits, for an exclusive lock). The hold is
+    /// `Held` on the client's current session when this returns.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped waiter leaves its turn, and a hold granted to it meanwhile is handed
     /// on; the last waiter of a turn being acquired stops the acquisition (its node is deleted).
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
+        match self.wait_for_grant(wait).await? {
+            // A grant is decided `Held`, under the queue's lock, by whoever makes it (a releasing
+            // holder, or the turn's acquisition), but it reaches its waiter only when the waiter's
+            // task runs again: the connection may have been suspended, or the session ended, in
+            // between. Only a `Held` hold is handed out. (Boxed: the rare path.)
+            Some(hold) if hold.hold_state() != HoldState::Held => Box::pin(self.settle(hold, wait)).await,
+            granted => Ok(granted),
+        }
+    }
+
+    /// A grant that was no longer `Held` when its waiter got it. `Suspended`: the waiter keeps it
+    /// and waits until it is `Held` again — as a waiter of its own node waits out a suspension
+    /// before its grant — or gives it back at the deadline; one attempt does not wait. `Lost`
+    /// (its session ended, or its node was deleted): it is given back — a node that is not `Held`
+    /// is never handed on, so its turn closes — and the waiter queues again, as a waiter of its
+    /// own node queues again with a new node when its node dies, if the retry policy and the
+    /// deadline allow.
+    async fn settle(&self, hold: Arc<Hold>, wait: Wait) -> Result<Option<Arc<Hold>>> {
+        let mut retrying = self.internals.client().retrying(self.path(), wait.deadline());
+        let mut granted = Unclaimed(Some(hold));
+        loop {
+            let Some(hold) = granted.0.clone() else { return Ok(None) };
+            let held = match wait {
+                Wait::OneAttempt => return Ok(granted.claim_if_held()),
+                Wait::Forever | Wait::Until(_) => hold.wait_held(wait.deadline()).await,
+            };
+            drop(hold);
+            let lost = match held {
+                Ok(true) => return Ok(granted.claim_if_held()),
+                // The deadline passed while suspended: given back (on drop).
+                Ok(false) => return Ok(None),
+                Err(Error::LockLost { node, .. }) => node,
+                Err(e) => return Err(e),
+            };
+            drop(granted);
+            debug!(path = %self.path(), node = %lost, "a local grant was lost before its waiter got it: queueing again");
+            match retrying.backoff_or_fail(Error::code_on(&lost, crate::ErrorCode::SessionExpired)).await {
+                Ok(()) => {}
+                Err(Error::DeadlineExceeded { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            match self.wait_for_grant(wait).await? {
+                Some(hold) if hold.hold_state() == HoldState::Held => return Ok(Some(hold)),
+                Some(hold) => granted = Unclaimed(Some(hold)),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Waits for the queue to grant a hold (see [`acquire`](Self::acquire)), as decided: `Held`
+    /// when it was granted.
+    async fn wait_for_grant(&self, wait: Wait) -> Result<Option<Arc<Hold>>> {
         let one_attempt = wait == Wait::OneAttempt;
         let runtime = Handle::try_current().ok();
         let (id, rx, driving) = {
@@ -580,6 +633,27 @@ impl<D: LockDriver> LocalTurns for LocalQueue<D> {
         let mut state = self.lock();
         if let Some(at) = state.turns.iter().position(|turn| turn.id == turn_id) {
             self.close_at(&mut state, at);
+        }
+    }
+}
+
+/// A hold granted to a waiter that has not handed it out yet: given back — handed on, or its node
+/// deleted by its turn's last holder — unless claimed.
+struct Unclaimed(Option<Arc<Hold>>);
+
+impl Unclaimed {
+    /// The hold, if it is `Held` now; otherwise it is given back.
+    fn claim_if_held(mut self) -> Option<Arc<Hold>> {
+        let held = self.0.as_ref().is_some_and(|hold| hold.hold_state() == HoldState::Held);
+        // Not held: `self` gives it back as it goes.
+        held.then(|| self.0.take()).flatten()
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(hold) = self.0.take() {
+            hold.release_in_background();
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   ([`TestingClusterBuilder::read_only_mode`]), so a node cut off from the quorum serves reads.
 //! * [`FaultProxy`]: a TCP proxy owned by the test between a client and a server, which can cut
 //!   connections ([`ProxyMode::Cut`]) or silently drop all traffic ([`ProxyMode::Blackhole`]) to
-//!   make the *server* expire a session.
+//!   make the *server* expire a session, and delay traffic each way by a fixed or random
+//!   [`Latency`] (bytes are never reordered), to widen race windows.
 //! * [`expire_session`]: ends a session server-side right now, the way older Curator tests do.
 //!
 //! # Requirements
@@ -64,7 +65,7 @@ mod session;
 use std::time::Duration;
 
 pub use cluster::{TestingCluster, TestingClusterBuilder};
-pub use proxy::{FaultProxy, ProxyMode};
+pub use proxy::{Direction, FaultProxy, Latency, ProxyMode};
 pub use server::{ServerTls, TestingServer, TestingServerBuilder};
 pub(crate) use session::expire_raw_session;
 pub use session::{expire_session, zk_connect_override};

@@ -8,7 +8,8 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{FaultProxy, ProxyMode, TestingCluster, TestingError, TestingServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zk_curator::testing::{Direction, FaultProxy, Latency, ProxyMode, TestingCluster, TestingError, TestingServer};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState, StateWatcher};
 
 const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -133,6 +134,108 @@ async fn proxy_blackhole_makes_the_server_expire_the_session() {
 
     proxy.set_mode(ProxyMode::Pass);
     wait_state(&mut watcher, SessionState::Expired, Duration::from_secs(10)).await;
+}
+
+/// A plain TCP upstream for the proxy's own byte-level tests: echoes what it receives and tells
+/// `heard` each chunk as it arrives (the proxy forwards bytes; what they mean is not its business).
+async fn echo_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the echo upstream");
+    let address = listener.local_addr().expect("its address").to_string();
+    let (heard_tx, heard) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let heard_tx = heard_tx.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 4096];
+                while let Ok(n) = stream.read(&mut buffer).await {
+                    if n == 0 || stream.write_all(&buffer[..n]).await.is_err() {
+                        return;
+                    }
+                    let _ = heard_tx.send(buffer[..n].to_vec());
+                }
+            });
+        }
+    });
+    (address, heard)
+}
+
+/// Reads exactly `n` bytes, failing the test after `within` (a hang).
+async fn read_exactly(stream: &mut tokio::net::TcpStream, n: usize, within: Duration) -> Vec<u8> {
+    let mut bytes = vec![0u8; n];
+    tokio::time::timeout(within, stream.read_exact(&mut bytes))
+        .await
+        .unwrap_or_else(|_| panic!("{n} bytes not read within {within:?}"))
+        .expect("read through the proxy");
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_latency_delays_each_direction_and_never_reorders_bytes() {
+    let (upstream, mut heard) = echo_upstream().await;
+    let proxy = FaultProxy::start(&upstream).await.expect("proxy starts");
+    let mut stream = tokio::net::TcpStream::connect(proxy.connect_string()).await.expect("connect through the proxy");
+    stream.set_nodelay(true).unwrap();
+
+    // A fixed latency delays each way: a round trip takes at least twice the delay (the proxy
+    // sleeps that long; a slow machine only makes it longer).
+    let delay = Duration::from_millis(150);
+    proxy.set_latency(Latency::fixed(delay));
+    assert_eq!(proxy.latency(Direction::ToServer), Latency::fixed(delay));
+    let sent = Instant::now();
+    stream.write_all(b"ping").await.unwrap();
+    assert_eq!(read_exactly(&mut stream, 4, Duration::from_secs(10)).await, b"ping");
+    let round_trip = sent.elapsed();
+    assert!(round_trip >= 2 * delay, "a round trip through {delay:?} each way took {round_trip:?}");
+    while heard.try_recv().is_ok() {}
+
+    // A random latency per chunk never reorders: 300 numbered writes come back in order.
+    proxy.set_latency(Latency::uniform(Duration::from_millis(40), Duration::ZERO));
+    assert_eq!(proxy.latency(Direction::ToClient).max(), Duration::from_millis(40), "bounds in either order");
+    let count = 300u32;
+    let writer = {
+        let (_, mut write) = stream.into_split();
+        tokio::spawn(async move {
+            for i in 0..count {
+                write.write_all(&i.to_be_bytes()).await.unwrap();
+                if i % 10 == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            write
+        })
+    };
+    let mut echoed = Vec::new();
+    while echoed.len() < count as usize * 4 {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), heard.recv()).await.expect("the echo hears it");
+        echoed.extend(chunk.expect("the echo runs"));
+    }
+    let numbers: Vec<u32> = echoed.chunks(4).map(|b| u32::from_be_bytes(b.try_into().unwrap())).collect();
+    let in_order: Vec<u32> = (0..count).collect();
+    assert_eq!(numbers, in_order, "the bytes reached the server out of order");
+    writer.await.expect("the writer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_latency_of_one_direction_holds_bytes_back_until_it_is_cleared() {
+    let (upstream, mut heard) = echo_upstream().await;
+    let proxy = FaultProxy::start(&upstream).await.expect("proxy starts");
+    let mut stream = tokio::net::TcpStream::connect(proxy.connect_string()).await.expect("connect through the proxy");
+
+    // Replies an hour late, requests on time: the server hears at once, the client hears nothing.
+    proxy.set_direction_latency(Direction::ToClient, Latency::fixed(Duration::from_secs(3600)));
+    assert!(proxy.latency(Direction::ToServer).is_none());
+    stream.write_all(b"late").await.unwrap();
+    let at_server = tokio::time::timeout(Duration::from_secs(10), heard.recv()).await.expect("the server hears it");
+    assert_eq!(at_server.as_deref(), Some(&b"late"[..]));
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(300), stream.read(&mut byte)).await;
+    assert!(early.is_err(), "a reply held back for an hour arrived: {early:?}");
+
+    // Clearing the latency forwards what was held back at once, and new bytes without delay.
+    proxy.set_latency(Latency::NONE);
+    assert_eq!(read_exactly(&mut stream, 4, Duration::from_secs(10)).await, b"late");
+    stream.write_all(b"more").await.unwrap();
+    assert_eq!(read_exactly(&mut stream, 4, Duration::from_secs(10)).await, b"more");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
+use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingServer};
 use zk_curator::{CuratorClient, DistributedAtomicLong, Error, ErrorKind, RetryNTimes};
 
 use crate::support::{self, curator_peer::CuratorPeer};
@@ -101,7 +101,7 @@ async fn incrementer(who: usize, counter: DistributedAtomicLong, stop: Arc<Atomi
 
 /// The faults, in turn: a cut of one link, lost replies on every link, a short blackhole of one
 /// link (the session survives), an expiry of one session (by the server after a long blackhole,
-/// or closed from outside).
+/// or closed from outside); after each, the links recover through random latency.
 async fn faults(connect: &str, proxies: &[FaultProxy], clients: &[CuratorClient]) {
     const ROUNDS: usize = 12;
     for round in 0..ROUNDS {
@@ -127,7 +127,14 @@ async fn faults(connect: &str, proxies: &[FaultProxy], clients: &[CuratorClient]
             _ => expire_session(connect, &clients[i]).await.expect("expire a session"),
         }
         proxies.iter().for_each(|p| p.set_mode(ProxyMode::Pass));
+        // Latency, one more fault: the links recover (reconnects, retries of unknown outcomes)
+        // through random delays each way, cleared before the next fault.
+        for proxy in proxies {
+            let set = support::latency::set_random(proxy, &mut rand::thread_rng(), 200);
+            println!("round {round}: latency {}", support::latency::describe(&set));
+        }
         tokio::time::sleep(Duration::from_millis(400)).await;
+        proxies.iter().for_each(|p| p.set_latency(Latency::NONE));
     }
 }
 

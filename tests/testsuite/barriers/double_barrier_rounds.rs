@@ -97,13 +97,19 @@ async fn a_waiting_member_woken_by_a_reconnection_keeps_waiting_for_the_others()
     let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Connection cuts and reconnections (same session) wake the waiter up, several times.
-    for _ in 0..3 {
+    for cut in 0..3 {
         proxy.set_mode(zk_curator::testing::ProxyMode::Cut);
         tokio::time::sleep(Duration::from_millis(150)).await;
+        if cut == 1 {
+            // Latency, one more fault: the link comes back slow each way (late events and replies).
+            let set = support::latency::set_random(&proxy, &mut rand::thread_rng(), 250);
+            println!("latency {}", support::latency::describe(&set));
+        }
         proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
         support::eventually(HANG, "reconnected", || async { via_proxy.is_connected() }).await;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
+    proxy.set_latency(zk_curator::testing::Latency::NONE);
     assert_eq!(via_proxy.session_id(), session, "the session was meant to survive");
     assert!(!a_in.is_finished(), "a wake-up let a member in alone");
     let mut b = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();

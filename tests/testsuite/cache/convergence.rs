@@ -13,7 +13,7 @@ use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster}
 use zk_curator::{CacheState, CreateMode, CuratorCache, CuratorClient};
 
 use super::{assert_converges, put, Replay};
-use crate::support::{client, client_with_timeouts, init_tracing, join, owned_server, seed, server, unique_path};
+use crate::support::{self, client, client_with_timeouts, init_tracing, join, owned_server, seed, server, unique_path};
 
 const CONVERGE_WITHIN: Duration = Duration::from_secs(40);
 
@@ -110,8 +110,14 @@ async fn the_cache_converges_after_its_link_is_cut() {
         client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
     let writer = client(&server.connect_string()).await;
     converges_after(&cache_client, &writer, &server.connect_string(), || async {
+        // Latency, one more fault: the link is slow each way before the cut and from then on,
+        // while the cache re-syncs and until it has converged (events and reads arrive late, in
+        // order).
+        let set = support::latency::set_random(&proxy, &mut rand::thread_rng(), 300);
+        println!("latency {}", support::latency::describe(&set));
+        tokio::time::sleep(Duration::from_millis(300)).await;
         proxy.set_mode(ProxyMode::Cut);
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
         proxy.set_mode(ProxyMode::Pass);
     })
     .await;

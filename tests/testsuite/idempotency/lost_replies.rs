@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::testing::{FaultProxy, Latency, ProxyMode};
 use zk_curator::{Begin, IdempotencyKeys};
 
 use super::{keys, kind, started};
@@ -25,6 +25,12 @@ async fn a_claim_whose_create_reply_was_lost_is_started_once_and_stays_claimed()
     for round in 0..4 {
         let key = format!("req-{round}");
         let path = ours.key_path(&key).expect("key");
+        if round % 2 == 1 {
+            // Latency, one more fault: the link is slow, each way, around the lost reply and while
+            // `begin` finds out what became of its create.
+            let set = support::latency::set_random(&proxy, &mut rand::thread_rng(), 200);
+            println!("round {round}: latency {}", support::latency::describe(&set));
+        }
         proxy.set_mode(ProxyMode::DropReplies);
         let attempt = tokio::spawn({
             let (keys, key) = (ours.clone(), key.clone());
@@ -37,6 +43,7 @@ async fn a_claim_whose_create_reply_was_lost_is_started_once_and_stays_claimed()
             Begin::Started(claim) => claim,
             other => panic!("round {round}: our own claim answered as {}", kind(&other)),
         };
+        proxy.set_latency(Latency::NONE);
         tokio::time::sleep(Duration::from_millis(500)).await;
         // The claim handed out still stands: a duplicate is told it is in progress, never Started.
         let duplicate = theirs.begin(&key).await.expect("a duplicate's begin");

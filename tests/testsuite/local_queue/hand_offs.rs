@@ -521,6 +521,109 @@ async fn connection_cut_during_a_hand_off() {
     support::eventually_no_children(&connect, &path, WITHIN).await;
 }
 
+/// A waker that only records that it was woken. A future polled with it is polled again only when
+/// the test does, so a grant sent to it waits, decided but undelivered, for as long as the test
+/// likes — the window between a grant and its waiter's next turn on a busy runtime, held open.
+struct Woken(AtomicBool);
+
+impl std::task::Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Woken {
+    fn new() -> Arc<Self> {
+        Arc::new(Woken(AtomicBool::new(false)))
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Polls `future` once with this waker.
+    fn poll<F: std::future::Future + Unpin>(self: &Arc<Self>, future: &mut F) -> std::task::Poll<F::Output> {
+        let waker = std::task::Waker::from(self.clone());
+        std::pin::Pin::new(future).poll(&mut std::task::Context::from_waker(&waker))
+    }
+}
+
+/// A client through `proxy`, a read-write lock on a fresh path, a first writer holding it, and two
+/// more writers W1 and W2 gathered in the next local turn, each polled once (then only when the
+/// test says, with its [`Woken`]).
+type LateWriter<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = zk_curator::Result<WriteLockGuard>> + Send + 'a>>;
+
+fn two_waiting_writers(rw: &InterProcessReadWriteLock) -> [(LateWriter<'_>, Arc<Woken>); 2] {
+    [(), ()].map(|()| {
+        let (mut writer, woken): (LateWriter<'_>, _) = (Box::pin(rw.write_lock().lock()), Woken::new());
+        assert!(woken.poll(&mut writer).is_pending(), "a writer waits behind the first");
+        (writer, woken)
+    })
+}
+
+/// The local queue decides a grant while the node is `Held` (under its lock, in the task that
+/// acquired the turn's node), but the waiter gets it only when its own task runs again. A
+/// suspension in between must not make `lock()` return a `Suspended` guard: the waiter waits until
+/// `Held`. (A read-write lock fault run once saw a guard not `Held` right after `lock()` returned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_delivered_after_a_suspension_waits_until_held() {
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let local = fault_client(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let path = support::unique_path("lq-late-grant-cut");
+    let rw = InterProcessReadWriteLock::new(&local, &path).unwrap();
+    let first = rw.write_lock().lock().await.expect("the first writer");
+    let [(mut w1, w1_woken), (w2, _)] = two_waiting_writers(&rw);
+    drop(w2);
+    // The next turn's node is granted to W1 (by its acquisition), then the link is cut before W1
+    // runs again.
+    first.release().await.unwrap();
+    support::eventually(WITHIN, "W1 is granted the next turn's node", || async { w1_woken.is_set() }).await;
+    let session = local.session();
+    proxy.set_mode(ProxyMode::Cut);
+    support::eventually(WITHIN, "the client is suspended", || async { !local.is_connected() }).await;
+    if let Ok(handed) = tokio::time::timeout(Duration::from_millis(500), &mut w1).await {
+        panic!("W1's lock() returned while suspended: {:?}", handed.map(|guard| guard.hold_state()));
+    }
+    proxy.set_mode(ProxyMode::Pass);
+    let guard = tokio::time::timeout(WITHIN, &mut w1).await.expect("W1 after the cut").expect("W1's lock");
+    assert_eq!(guard.hold_state(), HoldState::Held, "W1 was handed a hold that is not Held");
+    assert_eq!((guard.hold().session(), local.session()), (session, session), "the session survived the cut");
+    guard.release().await.unwrap();
+    assert!(support::eventually_no_children(&server.connect_string(), &path, WITHIN).await.is_empty());
+}
+
+/// As above, for a local hand-off (decided in the releasing holder's call) and a session that
+/// ends before the waiter runs again: `lock()` must not return a `Lost` guard; the waiter queues
+/// again, on the new session, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_delivered_after_the_session_ended_queues_again_on_the_new_session() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let local = fault_client(&connect, Duration::from_secs(10)).await;
+    let path = support::unique_path("lq-late-hand-off-expiry");
+    let rw = InterProcessReadWriteLock::new(&local, &path).unwrap();
+    let first = rw.write_lock().lock().await.expect("the first writer");
+    let [(mut w1, _), (mut w2, w2_woken)] = two_waiting_writers(&rw);
+    first.release().await.unwrap();
+    let w1_guard = tokio::time::timeout(WITHIN, &mut w1).await.expect("W1 in time").expect("W1's lock");
+    // W1 hands the node on to W2 in its release; the session expires before W2 runs again.
+    let session = local.session();
+    w1_guard.release().await.unwrap();
+    assert!(w2_woken.is_set(), "W1's release handed the node on to W2");
+    expire_session(&connect, &local).await.expect("expire the local session");
+    support::eventually(WITHIN, "the client is on a new session", || async {
+        local.session() != session && local.is_connected()
+    })
+    .await;
+    let guard = tokio::time::timeout(WITHIN, &mut w2).await.expect("W2 after the expiry").expect("W2's lock");
+    assert_eq!(guard.hold_state(), HoldState::Held, "W2 was handed a hold that is not Held");
+    assert_eq!(guard.hold().session(), local.session(), "W2's hold is on the current session");
+    guard.release().await.unwrap();
+    assert!(support::eventually_no_children(&connect, &path, WITHIN).await.is_empty(), "nodes left under {path}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // cancel safety and deadlines
 // ---------------------------------------------------------------------------------------------

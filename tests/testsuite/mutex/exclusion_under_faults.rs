@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::oneshot;
 use zk_curator::raw as zkc;
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingServer};
+use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingCluster, TestingServer};
 use zk_curator::{
     CuratorClient, Error, ErrorKind, FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, MutexGuard,
     RetryNTimes, SessionIdentity, StandardLockDriver,
@@ -345,6 +345,13 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
     let (mut to_suspended, mut to_lost, mut lost_to_b, mut suspended_to_b) = (vec![], vec![], vec![], vec![]);
 
     for trial in 0..TRIALS {
+        // Latency, one more fault (odd trials): A's link delays each way, its replies by less than
+        // the 0.15 T margin its Lost needs (300 ms of SHORT_SESSION); the last reply before the
+        // partition then arrives late, the worst case for A's timer.
+        if trial % 2 == 1 {
+            let set = support::latency::set_random(&proxy, &mut rand::thread_rng(), 150);
+            println!("expiry trial {trial}: latency {}", support::latency::describe(&set));
+        }
         let ga = tokio::time::timeout(Duration::from_secs(20), ma.lock()).await.expect("A locks in time").unwrap();
         let a_start = Instant::now();
         let a_node = ga.hold().clone();
@@ -423,6 +430,7 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
 
         // Network back: A's client opens a new session; the write still fails.
         proxy.set_mode(ProxyMode::Pass);
+        proxy.set_latency(Latency::NONE);
         support::eventually(Duration::from_secs(10), "A's client is on a new session", || async {
             a.session().epoch > a_session.epoch && a.is_connected()
         })

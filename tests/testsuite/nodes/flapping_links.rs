@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
+use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingServer};
 use zk_curator::{CreateMode, PersistentNode};
 
 use super::WITHIN;
@@ -66,14 +66,18 @@ async fn under_flapping_links_and_new_sessions_there_is_never_a_second_node_and_
         for round in 0..6 {
             let session = client.session_id();
             match round % 3 {
-                // Short cuts: the session survives; the node stays.
+                // Short cuts: the session survives; the node stays. The link comes back slow
+                // (latency, one more fault): random delays each way, tens to hundreds of ms.
                 0 => {
                     for _ in 0..5 {
                         proxy.set_mode(ProxyMode::Cut);
                         tokio::time::sleep(Duration::from_millis(rng.gen_range(20..200))).await;
+                        let set = support::latency::set_random(&proxy, &mut rng, 200);
+                        println!("{mode:?} round {round}: latency {}", support::latency::describe(&set));
                         proxy.set_mode(ProxyMode::Pass);
                         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..150))).await;
                     }
+                    proxy.set_latency(Latency::NONE);
                 }
                 // The server expires the session while we are cut off.
                 1 => {

@@ -10,7 +10,7 @@ use crate::support;
 use crate::support::exclusion::HoldLog;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
+use zk_curator::testing::{FaultProxy, Latency, ProxyMode, TestingServer};
 use zk_curator::{Hold, HoldState, InterProcessNonFairMutex, MutexGuard, NONFAIR_LOCK_NAME};
 
 /// Runs until `done` or until the hold is observed `Lost`, then records the interval.
@@ -132,6 +132,12 @@ async fn an_expired_holder_sees_lost_before_the_next_holder_acquires() {
         (InterProcessNonFairMutex::new(&a, &path).unwrap(), InterProcessNonFairMutex::new(&b, &path).unwrap());
     let log = HoldLog::default();
     for trial in 0..3 {
+        // Latency, one more fault (trial 1): A's link delays each way, its replies by less than the
+        // 0.15 T margin its Lost needs (300 ms of this 2 s session).
+        if trial == 1 {
+            let set = support::latency::set_random(&proxy, &mut rand::thread_rng(), 150);
+            println!("non-fair expiry trial {trial}: latency {}", support::latency::describe(&set));
+        }
         let ga = ma.lock().await.unwrap();
         let a_worker = {
             let (log, hold) = (log.clone(), ga.hold().clone());
@@ -155,6 +161,7 @@ async fn an_expired_holder_sees_lost_before_the_next_holder_acquires() {
         let b_token = support::join("B", Duration::from_secs(15), b_task).await;
         assert!(b_token > ga.fencing_token(), "trial {trial}: B's token {b_token} after A's {}", ga.fencing_token());
         proxy.set_mode(ProxyMode::Pass);
+        proxy.set_latency(Latency::NONE);
         support::eventually(Duration::from_secs(10), "A reconnected", || async { a.is_connected() }).await;
         let _ = ga.release().await;
     }

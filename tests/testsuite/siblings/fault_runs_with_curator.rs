@@ -34,7 +34,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{oneshot, Notify};
 use zk_curator::raw as zkc;
-use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
+use zk_curator::testing::{FaultProxy, Latency, ProxyMode, TestingServer};
 use zk_curator::{
     CuratorClient, Error, ErrorKind, GuardedWrite, Hold, HoldState, InterProcessReadWriteLock, InterProcessSemaphoreV2,
     Lease, ReadLockGuard, RetryNTimes, WriteLockGuard,
@@ -721,6 +721,11 @@ async fn read_write_lock_fault_run() {
 
     // Fault 1: a writer's session is expired by the server (blackholed); B, queued behind it,
     // gets the lock only after the writer observed Lost; then the writer tries a downgrade.
+    // Latency, one more fault: V's link delays each way until the partition ends, its replies by
+    // less than the 0.15 T margin its Lost needs (300 ms of SHORT_SESSION).
+    let mut rng = StdRng::seed_from_u64(seed);
+    let set = support::latency::set_random(&expiring, &mut rng, 150);
+    println!("rw: V's link latency {}", support::latency::describe(&set));
     let v = fault_client(&expiring.connect_string(), SHORT_SESSION).await;
     assert_eq!(v.negotiated_session_timeout(), SHORT_SESSION);
     let b = support::client(&connect).await;
@@ -801,6 +806,7 @@ async fn read_write_lock_fault_run() {
     tokio::time::timeout(Duration::from_secs(20), b_acquired_rx).await.expect("B acquires").expect("B's task");
     println!("rw: V lost {lost_after:?} after the partition, B acquired {:?} after it", partitioned.elapsed());
     expiring.set_mode(ProxyMode::Pass);
+    expiring.set_latency(Latency::NONE);
     // B holds while V tries its downgrade; B finishes once V's attempt answered (or 1.5 s passed).
     let granted = tokio::time::timeout(Duration::from_millis(1500), downgrade_rx).await;
     println!("rw: V's downgrade granted while B held: {granted:?}");
@@ -810,7 +816,10 @@ async fn read_write_lock_fault_run() {
     join("B", Duration::from_secs(20), b_task).await;
     join("V", Duration::from_secs(20), v_task).await;
 
-    // Fault 2: a writer holds across a cut connection: Suspended, Held again, its proof succeeds.
+    // Fault 2: a writer holds across a cut connection: Suspended, Held again, its proof succeeds
+    // — on a slow link (latency on the cut link, the faulty contender's too, until C is done).
+    let set = support::latency::set_random(&cutting, &mut rng, 250);
+    println!("rw: the cut link's latency {}", support::latency::describe(&set));
     let c = fault_client(&cutting.connect_string(), Duration::from_secs(10)).await;
     let rw_c = InterProcessReadWriteLock::new(&c, &path).unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(30), rw_c.write_lock().lock())
@@ -831,6 +840,7 @@ async fn read_write_lock_fault_run() {
     let lost = ctx.hold(&c, "C-writer-across-cut", guard.hold(), true, c_start, async {}).await;
     assert!(!lost, "C's hold survives a short cut");
     guard.release().await.expect("C's release");
+    cutting.set_latency(Latency::NONE);
 
     // The load ends; everybody's holds are checked.
     println!("rw: faults done after {:?}", began.elapsed());
@@ -1028,6 +1038,10 @@ async fn semaphore_fault_run() {
     let mut pins = Vec::new();
     let mut pin_done = Vec::new();
     let (pinned_tx, mut pinned_rx) = tokio::sync::mpsc::channel::<()>(2);
+    // Latency, one more fault: the expiring link (V, W3) delays each way until its partition ends,
+    // its replies by less than the 0.15 T margin a Lost needs (300 ms of SHORT_SESSION).
+    let set = support::latency::set_random(&expiring, &mut StdRng::seed_from_u64(seed), 150);
+    println!("sem: the expiring link's latency {}", support::latency::describe(&set));
     let v = fault_client(&expiring.connect_string(), SHORT_SESSION).await;
     assert_eq!(v.negotiated_session_timeout(), SHORT_SESSION);
     for (who, client) in [("P", support::client(&connect).await), ("V", v.clone())] {
@@ -1121,6 +1135,7 @@ async fn semaphore_fault_run() {
     })
     .await;
     expiring.set_mode(ProxyMode::Pass);
+    expiring.set_latency(Latency::NONE);
     expired.push(blackholed);
     pin_done.remove(0).send(()).unwrap();
     let p_lost = join("P", Duration::from_secs(15), pins.pop().unwrap()).await;

@@ -4,6 +4,7 @@
 pub mod curator_hold;
 pub mod curator_peer;
 pub mod exclusion;
+pub mod latency;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
