@@ -19,7 +19,7 @@
 //! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too. An item
 //! completed and added again under its name starts at version 0 again, so a send whose reply was
 //! lost is repeated only after reading the claim node back as this claim's (session and creation
-//! zxid).
+//! zxid) — and so is a first send once the connection status changed since the claim was granted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,6 +90,11 @@ struct ClaimShared {
     hold: Arc<Hold>,
     /// Completed or released by its holder (the hold is then `Lost`, as a released hold is).
     finished: AtomicBool,
+    /// The connection status as of the grant: once it changed (a disconnect, maybe), the claim
+    /// may have been reclaimed, its item completed, added again and claimed by another worker
+    /// with the same fence while this holder heard nothing — so its first fenced send is preceded
+    /// by a read of the claim node (see `WorkClaims::fenced`).
+    status_at_grant: watch::Receiver<crate::framework::session::Status>,
 }
 
 impl ClaimShared {
@@ -886,6 +891,7 @@ impl WorkClaims {
                 granted_at: UNIX_EPOCH + Duration::from_millis(u64::try_from(ctime).unwrap_or(0)),
                 hold,
                 finished: AtomicBool::new(false),
+                status_at_grant: inner.client.status(),
             });
             inner.held.lock().insert(item, shared.clone());
             claims.push(Claim { shared });
@@ -972,14 +978,23 @@ impl WorkClaims {
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
             }
-            if sends > 0 {
-                // The last send's reply was lost: it may have applied, and since then the claim
-                // may have been reclaimed and the item completed, added again and claimed by
-                // someone else with the same item version. Send again only while the claim node
-                // is still this claim's.
+            // Unheard-of changes since the grant: the connection changed (a disconnect, maybe) —
+            // or the last send's reply was lost, and that send may have applied. Since then the
+            // claim may have been reclaimed and the item completed, added again and claimed by
+            // someone else with the same item version (the fence starts over on a re-add). Send
+            // only while the claim node is still this claim's (its session, its creation zxid).
+            if sends > 0 || shared.status_at_grant.has_changed().unwrap_or(true) {
                 match zk.check_stat(&claim).await {
                     Ok(Some(s)) if s.ephemeral_owner == session.id && s.czxid == shared.czxid() => {}
-                    Ok(now) => return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await,
+                    Ok(now) if sends > 0 => {
+                        return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await
+                    }
+                    // Nothing sent yet: the claim was lost while this holder heard nothing.
+                    Ok(_) => {
+                        shared.mark_lost();
+                        self.forget(shared);
+                        return Err(lost("the claim was reclaimed (its node is gone or another's)"));
+                    }
                     Err(e) => {
                         retrying.backoff_or_fail(Error::zk(&claim_path, e)).await?;
                         continue;
