@@ -3,13 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Core, CuratorClient};
+use super::{Core, CuratorClient, HoldStateChanges};
+use crate::deadline::deadline_after;
 use crate::error::Result;
 use crate::{Claim, Reclaimed};
 
 /// A blocking [`WorkClaims`](crate::WorkClaims): lock-tag batch claims of work items. The
-/// [`Claim`]s it hands out are the async API's (their `item`, `data`, `fence`, `state` and
-/// `is_held` are plain methods).
+/// [`Claim`]s it hands out are the async API's (their `item`, `data`, `fence`, `czxid`,
+/// `granted_at`, `state` and `is_held` are plain methods); a claim's changes and its loss are
+/// waited for here ([`state_changes`](Self::state_changes), [`lost`](Self::lost),
+/// [`lost_timeout`](Self::lost_timeout)).
 ///
 /// # Examples
 /// ```no_run
@@ -119,5 +122,71 @@ impl WorkClaims {
     /// As [`add`](Self::add).
     pub fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
         self.core.block_on(self.inner.wait_for_work(timeout))?
+    }
+
+    /// The state changes of `claim` (one of this instance's), waited for on the calling thread:
+    /// `Suspended`, `Held` again, ..., ending after `Lost`; see
+    /// [`Claim::state_changes`](crate::Claim::state_changes).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+    /// for claim in work.claim(1)? {
+    ///     let mut changes = work.state_changes(&claim);
+    ///     if let Ok(Some(state)) = changes.recv_timeout(std::time::Duration::from_millis(10)) {
+    ///         println!("{}: {state:?}", claim.item());
+    ///     }
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn state_changes(&self, claim: &Claim) -> HoldStateChanges {
+        let changes = self.core.enter(|| claim.state_changes());
+        HoldStateChanges::new(changes, claim.item(), &self.core)
+    }
+
+    /// Waits until `claim` is lost; never returns for a claim completed or released (see
+    /// [`Claim::lost`](crate::Claim::lost)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+    /// # let claim = work.claim(1)?.pop().unwrap();
+    /// work.lost(&claim)?; // a watchdog thread
+    /// eprintln!("{} lost: stop", claim.item());
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn lost(&self, claim: &Claim) -> Result<()> {
+        self.core.block_on(claim.lost())
+    }
+
+    /// Like [`lost`](Self::lost), giving up after `timeout`: `Ok(true)` once `claim` is lost,
+    /// `Ok(false)` if not after `timeout`. Returns within `timeout` (plus a few ms) whatever the
+    /// connection does.
+    ///
+    /// # Errors
+    /// As [`lost`](Self::lost).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
+    /// # let claim = work.claim(1)?.pop().unwrap();
+    /// while !work.lost_timeout(&claim, std::time::Duration::from_millis(100))? {
+    ///     // ... one step of the work on claim.item() ...
+    /// #   break;
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn lost_timeout(&self, claim: &Claim, timeout: Duration) -> Result<bool> {
+        let deadline = deadline_after(timeout);
+        // The timer is made inside the future: it needs the runtime entered by `block_on`.
+        let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), claim.lost()).await })?;
+        Ok(lost.is_ok())
     }
 }

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Core, CuratorClient};
+use super::{Core, CuratorClient, HoldStateChanges};
+use crate::deadline::deadline_after;
 use crate::error::Result;
-use crate::{Retention, SessionIdentity};
+use crate::{HoldState, Retention, SessionIdentity};
 
 /// A blocking [`IdempotencyKeys`](crate::IdempotencyKeys): one execution per key, every duplicate
 /// answered with the recorded result.
@@ -129,6 +130,70 @@ impl IdempotencyClaim {
     /// The session the claim lives on.
     pub fn session(&self) -> SessionIdentity {
         self.inner.session()
+    }
+
+    /// The claim's state now; see [`crate::IdempotencyClaim::state`].
+    pub fn state(&self) -> HoldState {
+        self.inner.state()
+    }
+
+    /// When the claim was granted (the server's creation time of its node).
+    pub fn granted_at(&self) -> std::time::SystemTime {
+        self.inner.granted_at()
+    }
+
+    /// The claim's state changes, waited for on the calling thread; see
+    /// [`crate::IdempotencyClaim::state_changes`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::Retention::Sweep(std::time::Duration::from_secs(60)))?;
+    /// if let zk_curator::blocking::Begin::Started(claim) = keys.begin("order-1")? {
+    ///     let mut changes = claim.state_changes();
+    ///     if let Ok(Some(state)) = changes.recv_timeout(std::time::Duration::from_millis(10)) {
+    ///         println!("{state:?}");
+    ///     }
+    ///     claim.complete(b"ok".to_vec())?;
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn state_changes(&self) -> HoldStateChanges {
+        let changes = self.core.enter(|| self.inner.state_changes());
+        HoldStateChanges::new(changes, self.path(), &self.core)
+    }
+
+    /// Waits until the claim is lost; see [`crate::IdempotencyClaim::lost`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    pub fn lost(&self) -> Result<()> {
+        self.core.block_on(self.inner.lost())
+    }
+
+    /// Like [`lost`](Self::lost), giving up after `timeout`: `Ok(true)` once the claim is lost,
+    /// `Ok(false)` if not after `timeout`. Returns within `timeout` (plus a few ms).
+    ///
+    /// # Errors
+    /// As [`lost`](Self::lost).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::Retention::Sweep(std::time::Duration::from_secs(60)))?;
+    /// if let zk_curator::blocking::Begin::Started(claim) = keys.begin("order-1")? {
+    ///     if claim.lost_timeout(std::time::Duration::from_millis(100))? {
+    ///         return Ok(()); // the session ended: the work must not be reported
+    ///     }
+    ///     claim.complete(b"ok".to_vec())?;
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn lost_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = deadline_after(timeout);
+        let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), self.inner.lost()).await })?;
+        Ok(lost.is_ok())
     }
 
     /// As [`crate::IdempotencyClaim::complete`].

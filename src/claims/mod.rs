@@ -19,7 +19,7 @@
 //! refused; a claim reclaimed and not yet re-claimed is gone, and both are refused too. An item
 //! completed and added again under its name starts at version 0 again, so a send whose reply was
 //! lost is repeated only after reading the claim node back as this claim's (session and creation
-//! zxid).
+//! zxid) — and so is a first send once the connection status changed since the claim was granted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,11 +32,11 @@ use tracing::{debug, warn};
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
-use crate::framework::backoff::Backoff;
 use crate::framework::guaranteed_delete::DeleteTarget;
-use crate::framework::session::Status;
 use crate::framework::{limits, paths, SessionIdentity};
-use crate::CuratorClient;
+use crate::locks::hold::{Hold, HoldState, HoldStateStream};
+use crate::metrics::HoldMeter;
+use crate::{CreatedNode, CuratorClient};
 
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
@@ -59,13 +59,19 @@ const READ_OVERHEAD: usize = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ClaimState {
-    /// The claim node exists on the holder's session.
+    /// Connected on the claim's session, and the claim node (that very node: its creation zxid)
+    /// stands: the item is ours.
     Held,
+    /// The connection is lost; the session (and so the claim) may or may not survive. Stop doing
+    /// anything another worker must not do on the item at the same time, until `Held` again (the
+    /// same session reconnected) or `Lost`. See [`HoldState::Suspended`].
+    Suspended,
     /// The claim node is gone without the holder releasing or completing it: reclaimed by
-    /// [`WorkClaims::reclaim_older_than`], deleted by someone else, or its session ended. Its
-    /// `complete` is refused; stop working on the item.
+    /// [`WorkClaims::reclaim_older_than`], deleted by someone else, or its session ended (or was
+    /// given up by the client while suspended). Its `complete` is refused; stop working on the
+    /// item. Final.
     Lost,
-    /// Completed or released by its holder.
+    /// Completed or released by its holder. Final.
     Finished,
 }
 
@@ -74,45 +80,76 @@ struct ClaimShared {
     data: Vec<u8>,
     /// The item's data version written by the claim transaction: the fence.
     item_version: i32,
-    /// The claim node's creation zxid.
-    czxid: i64,
     /// The item's creation zxid: tells it from an item added again under the same name.
     item_czxid: i64,
-    session: SessionIdentity,
-    state: watch::Sender<ClaimState>,
-    /// The client's connection status (not the client: a claim kept does not keep the client).
-    status: watch::Receiver<Status>,
+    /// When the server made the claim node (its clock, as `reclaim_older_than` reads it).
+    granted_at: SystemTime,
+    /// The claim node as a hold: its creation zxid (the fencing token's zxid), its session, and
+    /// its `Held`/`Suspended`/`Lost` state — connection and session changes, and a watch on that
+    /// very node (by creation zxid, never "a node at that path").
+    hold: Arc<Hold>,
+    /// Completed or released by its holder (the hold is then `Lost`, as a released hold is).
+    finished: AtomicBool,
+    /// The connection status as of the grant: once it changed (a disconnect, maybe), the claim
+    /// may have been reclaimed, its item completed, added again and claimed by another worker
+    /// with the same fence while this holder heard nothing — so its first fenced send is preceded
+    /// by a read of the claim node (see `WorkClaims::fenced`).
+    status_at_grant: watch::Receiver<crate::framework::session::Status>,
 }
 
 impl ClaimShared {
-    /// The state now: a claim still marked held is lost once the client gave its session up
-    /// (LOST, before the server can expire it) or replaced it.
-    fn current(&self) -> ClaimState {
-        let state = *self.state.borrow();
-        if state == ClaimState::Held && self.status.borrow().has_ended(self.session) {
-            self.mark_lost();
-            return ClaimState::Lost;
-        }
-        state
+    /// The claim's node's creation zxid.
+    fn czxid(&self) -> i64 {
+        self.hold.fencing_token().zxid()
     }
 
-    /// Marks the claim lost unless it already finished; true when it was held.
-    fn mark_lost(&self) -> bool {
-        self.state.send_if_modified(|s| {
-            if *s == ClaimState::Held {
-                *s = ClaimState::Lost;
-                true
-            } else {
-                false
-            }
-        })
+    fn session(&self) -> SessionIdentity {
+        self.hold.session()
+    }
+
+    /// The state now.
+    fn current(&self) -> ClaimState {
+        if self.finished.load(Ordering::SeqCst) {
+            return ClaimState::Finished;
+        }
+        match self.hold.hold_state() {
+            HoldState::Held => ClaimState::Held,
+            HoldState::Suspended => ClaimState::Suspended,
+            _ => ClaimState::Lost,
+        }
+    }
+
+    /// Neither lost nor finished: a `complete` or `release` is worth sending.
+    fn may_be_held(&self) -> bool {
+        matches!(self.current(), ClaimState::Held | ClaimState::Suspended)
+    }
+
+    /// Marks the claim lost (its node is gone or someone else's), unless it finished.
+    fn mark_lost(&self) {
+        self.hold.mark_node_gone();
+    }
+
+    /// Marks the claim completed or released by its holder.
+    fn mark_finished(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        self.hold.mark_released();
     }
 }
 
 /// One claimed item, as handed out by [`WorkClaims::claim`]: its name, payload, fence and state.
 ///
+/// A claim is a hold, like a lock's: handed out only [`Held`](ClaimState::Held), it turns
+/// [`Suspended`](ClaimState::Suspended) while the connection is lost (and `Held` again when the
+/// same session reconnects), and [`Lost`](ClaimState::Lost) once its node is gone or its session
+/// ended — see [`state`](Self::state), [`state_changes`](Self::state_changes) and
+/// [`lost`](Self::lost).
+///
 /// Clones share the claim. Dropping it does not release the claim (the [`WorkClaims`] keeps it
 /// until [`complete`](WorkClaims::complete), [`release`](WorkClaims::release) or the session's end).
+/// As a lock's [`Hold`] does, a claim keeps its session open once the client gave that session up
+/// (LOST) and replaced it, until the claim is finished or forgotten by its [`WorkClaims`] — or
+/// the server could have expired the session anyway, whichever is first: so its node is not
+/// handed to another worker before its holder could be told.
 #[derive(Clone)]
 pub struct Claim {
     shared: Arc<ClaimShared>,
@@ -123,6 +160,7 @@ impl std::fmt::Debug for Claim {
         f.debug_struct("Claim")
             .field("item", &self.shared.item)
             .field("fence", &self.shared.item_version)
+            .field("czxid", &self.shared.czxid())
             .field("state", &self.state())
             .finish()
     }
@@ -147,19 +185,52 @@ impl Claim {
         self.shared.item_version
     }
 
-    /// The claim node's creation zxid.
+    /// The claim node's creation zxid: unique to this claim, and larger for every later claim of
+    /// any item (zxids order every write of the ensemble). It is also the zxid of the claim's
+    /// transaction, which wrote the item's payload with the [`fence`](Self::fence).
     pub fn czxid(&self) -> i64 {
-        self.shared.czxid
+        self.shared.czxid()
     }
 
-    /// The claim's state now.
+    /// When the claim was granted: the server's creation time of the claim node (the time
+    /// [`WorkClaims::reclaim_older_than`] measures the claim's age from, against the reclaiming
+    /// host's clock).
+    pub fn granted_at(&self) -> SystemTime {
+        self.shared.granted_at
+    }
+
+    /// The session the claim node belongs to.
+    pub fn session(&self) -> SessionIdentity {
+        self.shared.session()
+    }
+
+    /// The claim's state now (see [`ClaimState`]). The claim's node is watched from the moment
+    /// it is handed out, so a reclaim shows here without anyone waiting on [`lost`](Self::lost).
     pub fn state(&self) -> ClaimState {
         self.shared.current()
     }
 
-    /// True while the claim is held.
+    /// True while the claim is [`Held`](ClaimState::Held) (connected, node there).
     pub fn is_held(&self) -> bool {
         self.state() == ClaimState::Held
+    }
+
+    /// The claim's state changes as a stream of [`HoldState`]s, each change once: `Suspended`,
+    /// `Held` again, ..., ending after `Lost`. A claim completed or released by its holder ends
+    /// the stream with `Lost` too, as a released lock does ([`state`](Self::state) then says
+    /// [`Finished`](ClaimState::Finished)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(claim: zk_curator::Claim) {
+    /// let mut changes = claim.state_changes();
+    /// while let Some(state) = changes.next().await {
+    ///     println!("{} is {state:?}", claim.item()); // pause on Suspended, stop on Lost
+    /// }
+    /// # }
+    /// ```
+    pub fn state_changes(&self) -> HoldStateStream {
+        self.shared.hold.state_changes()
     }
 
     /// Resolves when the claim is lost ([`ClaimState::Lost`]); never resolves for a claim
@@ -178,8 +249,8 @@ impl Claim {
     /// # }
     /// ```
     pub async fn lost(&self) {
-        let mut rx = self.shared.state.subscribe();
-        if rx.wait_for(|s| *s == ClaimState::Lost).await.is_err() {
+        self.shared.hold.lost().await;
+        if self.shared.finished.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
     }
@@ -285,6 +356,20 @@ impl ClaimCall {
                 Some((result, PendingRelease(self.inner.clone())))
             }
             CallState::Done(Err(_)) | CallState::Abandoned | CallState::Over => None,
+        }
+    }
+}
+
+/// Takes a finished call's result, if it finished.
+fn take_done(state: &mut CallState) -> Option<Result<Vec<Claim>>> {
+    if !matches!(state, CallState::Done(_)) {
+        return None;
+    }
+    match std::mem::replace(state, CallState::Over) {
+        CallState::Done(result) => Some(result),
+        other => {
+            *state = other;
+            None
         }
     }
 }
@@ -579,16 +664,46 @@ impl WorkClaims {
         });
         let caller = ClaimCaller(call);
         loop {
-            {
+            // A claim is handed out only Held: while one is Suspended (the connection dropped
+            // since it was made), wait for Held or Lost. The result stays with the call meanwhile,
+            // so a caller dropped while waiting still has its claims released.
+            let suspended = {
                 let mut state = caller.0.state.lock();
-                if let CallState::Done(_) = &*state {
-                    if let CallState::Done(result) = std::mem::replace(&mut *state, CallState::Over) {
-                        return result;
+                let suspended = match &*state {
+                    CallState::Done(Ok(claims)) => {
+                        claims.iter().find(|c| c.state() == ClaimState::Suspended).map(|c| c.shared.hold.clone())
+                    }
+                    _ => None,
+                };
+                if suspended.is_none() {
+                    if let Some(result) = take_done(&mut state) {
+                        return result.map(|claims| self.hand_out(claims));
                     }
                 }
+                suspended
+            };
+            match suspended {
+                // Returns once Held, Lost or the client closed: then look again.
+                Some(hold) => drop(hold.wait_held(None).await),
+                None => caller.0.done.notified().await,
             }
-            caller.0.done.notified().await;
         }
+    }
+
+    /// The claims of a finished call to hand out: the held ones. A claim lost meanwhile is
+    /// dropped (its node is gone, or goes with its session).
+    fn hand_out(&self, claims: Vec<Claim>) -> Vec<Claim> {
+        claims
+            .into_iter()
+            .filter(|claim| {
+                let held = claim.state() == ClaimState::Held;
+                if !held {
+                    debug!(item = %claim.item(), "a claim lost before it was handed out is dropped");
+                    self.forget(&claim.shared);
+                }
+                held
+            })
+            .collect()
     }
 
     async fn release_abandoned(&self, result: Result<Vec<Claim>>) {
@@ -711,15 +826,12 @@ impl WorkClaims {
         for ((item, data, _, item_czxid), result) in candidates.into_iter().zip(results) {
             match result {
                 Ok(ops) => {
-                    let czxid = match ops.first() {
-                        Some(zk::MultiWriteResult::Create { stat, .. }) => stat.czxid,
-                        _ => -1,
-                    };
-                    let item_version = match ops.get(1) {
-                        Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
-                        _ => continue,
-                    };
-                    made.push((item, data, item_version, czxid, item_czxid));
+                    // The item's stat, not the create's: ZooKeeper before 3.9 answers a create
+                    // inside a multi without its stat (ZOOKEEPER-4026). A transaction has one zxid
+                    // and one time for all its operations, so the item's new mzxid and mtime are
+                    // the claim node's czxid and ctime — no extra round trip.
+                    let Some(zk::MultiWriteResult::SetData { stat: item_stat }) = ops.get(1) else { continue };
+                    made.push((item, data, item_stat.version, item_stat.mzxid, item_stat.mtime, item_czxid));
                 }
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {}
                 Err(zk::MultiWriteError::RequestFailed { source }) => unknown.push((item, data, source)),
@@ -738,13 +850,15 @@ impl WorkClaims {
                     // This call's own claim node (not one another call on this session made).
                     Some((mark, s)) if s.ephemeral_owner == session.id && mark == claim_data => {
                         let (_, item_stat) = zk.get_data(&self.item_fixed(&item)).await?;
-                        Ok(Some((item_stat.version, s.czxid, item_stat.czxid)))
+                        Ok(Some((item_stat.version, s.czxid, s.ctime, item_stat.czxid)))
                     }
                     _ => Ok(None),
                 }
             };
             match owned.await {
-                Ok(Some((version, czxid, item_czxid))) => made.push((item, data, version, czxid, item_czxid)),
+                Ok(Some((version, czxid, ctime, item_czxid))) => {
+                    made.push((item, data, version, czxid, ctime, item_czxid))
+                }
                 Ok(None) => {}
                 Err(e) => {
                     // Still unknown (the connection is down): a session that lives on keeps the
@@ -758,18 +872,27 @@ impl WorkClaims {
             }
         }
         let mut claims = Vec::with_capacity(made.len());
-        for (item, data, item_version, czxid, item_czxid) in made {
+        for (item, data, item_version, czxid, ctime, item_czxid) in made {
+            let node = CreatedNode {
+                path: paths::join(&paths::join(path, "claims"), &item),
+                name: item.clone(),
+                sequence: -1,
+                czxid,
+                session,
+            };
+            let hold = Hold::new(&inner.client, node, self.claim_fixed(&item), &claim_data, HoldMeter::unrecorded());
+            // Watch the claim node from now on: a reclaim shows in `state()` without a waiter.
+            drop(hold.watch_state());
             let shared = Arc::new(ClaimShared {
                 item: item.clone(),
                 data,
                 item_version,
-                czxid,
                 item_czxid,
-                session,
-                state: watch::Sender::new(ClaimState::Held),
-                status: inner.client.status(),
+                granted_at: UNIX_EPOCH + Duration::from_millis(u64::try_from(ctime).unwrap_or(0)),
+                hold,
+                finished: AtomicBool::new(false),
+                status_at_grant: inner.client.status(),
             });
-            self.watch_claim(zk, &shared);
             inner.held.lock().insert(item, shared.clone());
             claims.push(Claim { shared });
         }
@@ -777,47 +900,6 @@ impl WorkClaims {
             Some(e) if claims.is_empty() => Err(e),
             _ => Ok(claims),
         }
-    }
-
-    /// Watches the claim node; its deletion (not by us) or its session's end marks it lost. A
-    /// watch that could not be set for connection trouble is set again: the session, and the
-    /// claim, may well live on. The task (and its handle on the claim's session) ends when the
-    /// client gives that session up, so that nothing of ours keeps a given-up session open.
-    fn watch_claim(&self, zk: &zk::Client, shared: &Arc<ClaimShared>) {
-        let zk = zk.clone();
-        let claim = self.claim_fixed(&shared.item);
-        let shared = shared.clone();
-        let mut state = shared.state.subscribe();
-        let mut status = self.inner.client.status();
-        self.inner.client.runtime().spawn(async move {
-            let session = shared.session;
-            let gone = async {
-                let mut pause = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
-                loop {
-                    match zk.check_and_watch_stat(&claim).await {
-                        Ok((Some(stat), watcher)) if stat.czxid == shared.czxid || shared.czxid <= 0 => {
-                            watcher.changed().await;
-                            return;
-                        }
-                        Ok(_) => return,
-                        Err(e) if Error::zk(&claim, e.clone()).is_retryable() => {
-                            debug!(item = %shared.item, error = %e, "cannot watch the claim yet; again");
-                            pause.wait().await;
-                        }
-                        Err(_) => return,
-                    }
-                }
-            };
-            tokio::select! {
-                _ = gone => {}
-                _ = state.wait_for(|s| *s != ClaimState::Held) => return,
-                _ = status.wait_for(|s| s.has_ended(session)) => {}
-            }
-            drop(zk);
-            if shared.mark_lost() {
-                debug!(item = %shared.item, "claim lost");
-            }
-        });
     }
 
     /// A claim transaction whose outcome stayed unknown: delete the claim node once the connection
@@ -846,11 +928,12 @@ impl WorkClaims {
         });
     }
 
-    /// The claims this instance holds now (lost ones are left out).
+    /// The claims this instance holds now: [`Held`](ClaimState::Held) or
+    /// [`Suspended`](ClaimState::Suspended) (lost and finished ones are left out, and forgotten).
     pub fn my_claims(&self) -> Vec<Claim> {
         let mut held = self.inner.held.lock();
-        held.retain(|_, c| *c.state.borrow() != ClaimState::Finished);
-        held.values().filter(|c| c.current() == ClaimState::Held).map(|c| Claim { shared: c.clone() }).collect()
+        held.retain(|_, c| c.may_be_held());
+        held.values().map(|c| Claim { shared: c.clone() }).collect()
     }
 
     fn take_held(&self, item: &str) -> Result<Arc<ClaimShared>> {
@@ -862,7 +945,7 @@ impl WorkClaims {
                 reason: "the item is not claimed by this WorkClaims",
             });
         };
-        if shared.current() != ClaimState::Held {
+        if !shared.may_be_held() {
             self.forget(&shared);
             return Err(Error::LockLost {
                 node: paths::join(&paths::join(&self.inner.path, "claims"), item),
@@ -890,20 +973,28 @@ impl WorkClaims {
         let mut sends = 0;
         loop {
             let (zk, session) = client.connected(&claim_path, None).await?;
-            if session != shared.session {
+            if session != shared.session() {
                 shared.mark_lost();
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
             }
-            if sends > 0 {
-                // The last send's reply was lost: it may have applied, and since then the claim
-                // may have been reclaimed and the item completed, added again and claimed by
-                // someone else with the same item version. Send again only while the claim node
-                // is still this claim's.
+            // Unheard-of changes since the grant: the connection changed (a disconnect, maybe) —
+            // or the last send's reply was lost, and that send may have applied. Since then the
+            // claim may have been reclaimed and the item completed, added again and claimed by
+            // someone else with the same item version (the fence starts over on a re-add). Send
+            // only while the claim node is still this claim's (its session, its creation zxid).
+            if sends > 0 || shared.status_at_grant.has_changed().unwrap_or(true) {
                 match zk.check_stat(&claim).await {
-                    Ok(Some(s))
-                        if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {}
-                    Ok(now) => return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await,
+                    Ok(Some(s)) if s.ephemeral_owner == session.id && s.czxid == shared.czxid() => {}
+                    Ok(now) if sends > 0 => {
+                        return self.settle_unanswered(&zk, shared, complete, now.is_none(), claim_path).await
+                    }
+                    // Nothing sent yet: the claim was lost while this holder heard nothing.
+                    Ok(_) => {
+                        shared.mark_lost();
+                        self.forget(shared);
+                        return Err(lost("the claim was reclaimed (its node is gone or another's)"));
+                    }
                     Err(e) => {
                         retrying.backoff_or_fail(Error::zk(&claim_path, e)).await?;
                         continue;
@@ -920,7 +1011,7 @@ impl WorkClaims {
             sends += 1;
             match writer.commit().await {
                 Ok(_) => {
-                    shared.state.send_replace(ClaimState::Finished);
+                    shared.mark_finished();
                     self.forget(shared);
                     return Ok(());
                 }
@@ -928,7 +1019,7 @@ impl WorkClaims {
                     let removed = self.remove_if_item_gone(&zk, shared, session).await;
                     self.forget(shared);
                     if removed && !complete {
-                        shared.state.send_replace(ClaimState::Finished);
+                        shared.mark_finished();
                         return Ok(());
                     }
                     shared.mark_lost();
@@ -956,7 +1047,7 @@ impl WorkClaims {
         }
         let claim = self.claim_fixed(&shared.item);
         match zk.check_stat(&claim).await {
-            Ok(Some(s)) if s.ephemeral_owner == session.id && (shared.czxid <= 0 || s.czxid == shared.czxid) => {
+            Ok(Some(s)) if s.ephemeral_owner == session.id && s.czxid == shared.czxid() => {
                 debug!(item = %shared.item, "the item was deleted or replaced by someone else: removing its claim");
                 zk.delete(&claim, Some(s.version)).await.is_ok()
             }
@@ -976,7 +1067,7 @@ impl WorkClaims {
         claim_path: String,
     ) -> Result<()> {
         if !complete && gone {
-            shared.state.send_replace(ClaimState::Finished);
+            shared.mark_finished();
             self.forget(shared);
             return Ok(());
         }
@@ -1064,7 +1155,7 @@ impl WorkClaims {
         let held: Vec<Arc<ClaimShared>> = self.inner.held.lock().values().cloned().collect();
         let mut releases = Vec::new();
         for shared in &held {
-            if shared.current() == ClaimState::Held {
+            if shared.may_be_held() {
                 releases.push(self.fenced(shared, false));
             } else {
                 self.forget(shared);

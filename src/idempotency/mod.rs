@@ -17,6 +17,7 @@
 //!
 //! [`sweep_expired`]: IdempotencyKeys::sweep_expired
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, debug_span, warn, Instrument};
@@ -25,7 +26,9 @@ use zookeeper_client as zk;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
 use crate::framework::paths;
-use crate::{CreateMode, CuratorClient, SessionIdentity};
+use crate::locks::hold::{Hold, HoldState, HoldStateStream};
+use crate::metrics::HoldMeter;
+use crate::{CreateMode, CreatedNode, CuratorClient, SessionIdentity};
 
 /// The longest key, in bytes (ZooKeeper has no limit of its own on a node name; the key is also in
 /// every reply and listing).
@@ -116,7 +119,7 @@ pub struct IdempotencyKeys {
 /// A state of a key node, as read.
 enum Found {
     Absent,
-    Claim { owner: i64, mark: String, holder: String },
+    Claim { owner: i64, mark: String, holder: String, czxid: i64, ctime: i64 },
     Outcome { mark: String, result: Vec<u8>, mtime: i64 },
 }
 
@@ -134,7 +137,8 @@ fn parse(path: &str, data: Vec<u8>, stat: &zk::Stat) -> Result<Found> {
     let mark = mark.to_string();
     match tag {
         t if t == CLAIM_TAG.as_bytes() && stat.ephemeral_owner != 0 => {
-            Ok(Found::Claim { owner: stat.ephemeral_owner, mark, holder: String::from_utf8_lossy(rest).into_owned() })
+            let holder = String::from_utf8_lossy(rest).into_owned();
+            Ok(Found::Claim { owner: stat.ephemeral_owner, mark, holder, czxid: stat.czxid, ctime: stat.ctime })
         }
         t if t == OUTCOME_TAG.as_bytes() && stat.ephemeral_owner == 0 => {
             let result = rest.to_vec();
@@ -386,19 +390,30 @@ impl IdempotencyKeys {
                 retention: self.retention,
                 armed: true,
                 commit_sent: false,
+                hold: None,
             };
             let created = claim.zk.create(&fixed, data.as_bytes(), &CreateMode::Ephemeral.options(&acls)).await;
             let err = match created {
-                Ok(_) => {
+                Ok((stat, _)) if !stat.is_invalid() => {
                     debug!(path, "idempotency key claimed");
                     disarm(unresolved.take());
-                    return Ok(Begin::Started(claim));
+                    claim.grant(stat.czxid, stat.ctime, data.as_bytes());
+                    match claim.hand_out().await? {
+                        Some(claim) => return Ok(Begin::Started(claim)),
+                        None => continue,
+                    }
                 }
-                Err(zk::Error::NodeExists) => match read(&claim.zk, &path, &fixed).await {
-                    Ok(Found::Claim { owner, mark: m, .. }) if owner == session.id && m == mark => {
+                // Made, but answered without a stat (a client set for a server before 3.5): the
+                // read below finds it ours.
+                Ok(_) | Err(zk::Error::NodeExists) => match read(&claim.zk, &path, &fixed).await {
+                    Ok(Found::Claim { owner, mark: m, czxid, ctime, .. }) if owner == session.id && m == mark => {
                         // Our create's reply (this attempt's or an earlier one's) was lost.
                         disarm(unresolved.take());
-                        return Ok(Begin::Started(claim));
+                        claim.grant(czxid, ctime, data.as_bytes());
+                        match claim.hand_out().await? {
+                            Some(claim) => return Ok(Begin::Started(claim)),
+                            None => continue,
+                        }
                     }
                     Ok(Found::Claim { holder, .. }) => {
                         // Someone else's — or an earlier attempt of this call on a session since
@@ -572,6 +587,17 @@ pub struct IdempotencyClaim {
     /// True while a commit of the outcome was sent and not known to have failed: a deadline then
     /// leaves the outcome unknown, not unrecorded.
     commit_sent: bool,
+    /// The claim node as a hold (set once it is known to be made): its creation zxid, and its
+    /// `Held`/`Suspended`/`Lost` state — connection and session changes, and a watch on that very
+    /// node (by creation zxid).
+    hold: Option<Granted>,
+}
+
+/// A made claim's hold and grant time.
+#[derive(Debug)]
+struct Granted {
+    hold: Arc<Hold>,
+    at: SystemTime,
 }
 
 /// Which node a claim is, and the mark that tells it from another claim at the same path.
@@ -584,9 +610,99 @@ struct ClaimNode {
 }
 
 impl IdempotencyClaim {
+    /// The claim node, made with `data` on the claim's session, created at `czxid` and `ctime`
+    /// (server milliseconds): its hold, watched from now on.
+    fn grant(&mut self, czxid: i64, ctime: i64, data: &[u8]) {
+        let node = CreatedNode {
+            path: self.node.path.clone(),
+            name: self.node.key.clone(),
+            sequence: -1,
+            czxid,
+            session: self.session,
+        };
+        let hold = Hold::new(&self.client, node, self.node.fixed.clone(), data, HoldMeter::unrecorded());
+        drop(hold.watch_state());
+        let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(ctime).unwrap_or(0));
+        self.hold = Some(Granted { hold, at });
+    }
+
+    /// The claim to hand out once it is `Held` (a claim is never handed out `Suspended`), or
+    /// `None` when it was lost first (the caller begins again; this claim, dropped, is released
+    /// in the background if it still stands). The caller's deadline bounds the wait (dropped, the
+    /// claim is released in the background).
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    async fn hand_out(self) -> Result<Option<Self>> {
+        let Some(granted) = &self.hold else { return Ok(None) };
+        match granted.hold.wait_held(None).await {
+            Ok(_) => Ok(Some(self)),
+            Err(Error::Closed { path }) => Err(Error::Closed { path }),
+            Err(_) => {
+                debug!(path = %self.node.path, "an idempotency claim lost before it was handed out: again");
+                Ok(None)
+            }
+        }
+    }
+
     /// The key.
     pub fn key(&self) -> &str {
         &self.node.key
+    }
+
+    /// The claim's state now: [`Held`](HoldState::Held) while connected on its session with its
+    /// node there; [`Suspended`](HoldState::Suspended) while the connection is lost (the session,
+    /// and the claim, may live on: pause the work until `Held` again); [`Lost`](HoldState::Lost)
+    /// once its session ended or was given up, or its node was deleted — [`complete`](Self::complete)
+    /// is then refused. The claim's node is watched from the moment it is handed out.
+    pub fn state(&self) -> HoldState {
+        self.hold.as_ref().map_or(HoldState::Lost, |g| g.hold.hold_state())
+    }
+
+    /// The claim's state changes, each once: `Suspended`, `Held` again, ..., ending after `Lost`
+    /// (see [`state`](Self::state)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(claim: zk_curator::IdempotencyClaim) {
+    /// let mut changes = claim.state_changes();
+    /// while let Some(state) = changes.next().await {
+    ///     println!("{} is {state:?}", claim.key());
+    /// }
+    /// # }
+    /// ```
+    pub fn state_changes(&self) -> HoldStateStream {
+        match &self.hold {
+            Some(granted) => granted.hold.state_changes(),
+            None => HoldStateStream::ended(),
+        }
+    }
+
+    /// Resolves once the claim is [`Lost`](HoldState::Lost): its session ended or its node was
+    /// deleted. Select it with the work, so the work stops when it could no longer be recorded.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn charge() -> Vec<u8> { Vec::new() }
+    /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
+    /// tokio::select! {
+    ///     receipt = charge() => claim.complete(receipt).await?,
+    ///     _ = claim.lost() => eprintln!("{} lost: the charge must not be reported", claim.key()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        if let Some(granted) = &self.hold {
+            granted.hold.lost().await;
+        }
+    }
+
+    /// When the claim was granted: the server's creation time of the claim node.
+    pub fn granted_at(&self) -> SystemTime {
+        self.hold.as_ref().map_or(UNIX_EPOCH, |g| g.at)
     }
 
     /// The key's node.
@@ -681,6 +797,12 @@ impl IdempotencyClaim {
             node: self.node.path.clone(),
             reason: "the idempotency claim was lost (its session ended or its node was deleted); nothing recorded",
         };
+        // Its very node (by creation zxid) was seen deleted: whatever claim stands at the path now
+        // is someone else's, and the commit (a delete of the claim at the path) must not touch it.
+        if self.hold.as_ref().is_some_and(|g| g.hold.node_seen_gone()) {
+            self.armed = false;
+            return Err(lost());
+        }
         let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         let retrying = self.client.retrying(&self.node.path, deadline);
         loop {

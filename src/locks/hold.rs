@@ -482,6 +482,18 @@ impl Hold {
         });
     }
 
+    /// Marks the node gone — found deleted or someone else's by a recipe's own check (a write
+    /// fenced on it refused, a read) — so the hold is `Lost`.
+    pub(crate) fn mark_node_gone(&self) {
+        self.node_deleted.store(true, Ordering::SeqCst);
+        self.refresh();
+    }
+
+    /// True once the node was seen deleted (or replaced at its path) by the monitor or a check.
+    pub(crate) fn node_seen_gone(&self) -> bool {
+        self.node_deleted.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn mark_released(&self) {
         self.released.store(true, Ordering::SeqCst);
         self.refresh();
@@ -743,6 +755,11 @@ impl std::fmt::Debug for HoldStateStream {
 impl HoldStateStream {
     fn new(rx: watch::Receiver<HoldState>) -> Self {
         Self { rx: Some(rx), changing: None, done: false }
+    }
+
+    /// A stream that has ended (of a hold that never was).
+    pub(crate) fn ended() -> Self {
+        Self { rx: None, changing: None, done: true }
     }
 
     /// The next state change; `None` after `Lost` has been returned. The same as `StreamExt::next`.

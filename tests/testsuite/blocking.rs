@@ -139,6 +139,7 @@ fn the_facade_types_cross_threads() {
     shared::<blocking::LeaderSelector>();
     shared::<blocking::Leadership>();
     send::<blocking::LeadershipChanges>();
+    send::<blocking::HoldStateChanges>();
     shared::<blocking::SharedValue>();
     shared::<blocking::SharedCount>();
     send::<blocking::SharedValueChanges<i32>>();
@@ -1233,6 +1234,43 @@ fn blocking_idempotency_keys_run_each_key_once_across_threads_and_free_a_dropped
         thread::sleep(Duration::from_millis(20));
     }
     assert!(matches!(keys.begin("form-2").expect("begin"), blocking::Begin::Started(_)));
+}
+
+#[test]
+fn blocking_claims_and_idempotency_claims_are_told_lost_when_their_session_expires() {
+    let zk = Zk::start();
+    let client = zk.client();
+    let path = support::unique_path("blocking-claims-lost");
+    let work = blocking::WorkClaims::new(&client, &path, "worker").unwrap();
+    work.add("item", b"").unwrap();
+    let claim = work.claim(1).unwrap().pop().expect("a claim");
+    let keys = blocking::IdempotencyKeys::new(
+        &client,
+        &support::unique_path("blocking-idem-lost"),
+        zk_curator::Retention::Ttl(Duration::from_secs(3600)),
+    )
+    .expect("keys");
+    let key = match keys.begin("req").expect("begin") {
+        blocking::Begin::Started(claim) => claim,
+        other => panic!("expected Started, got {other:?}"),
+    };
+    assert_eq!(claim.state(), zk_curator::ClaimState::Held);
+    assert_eq!(key.state(), zk_curator::HoldState::Held);
+    assert!(!work.lost_timeout(&claim, Duration::from_millis(50)).unwrap(), "a held claim is not lost");
+    assert!(!key.lost_timeout(Duration::from_millis(50)).unwrap());
+    let changes = work.state_changes(&claim);
+    let key_changes = key.state_changes();
+
+    zk.rt.block_on(zk_curator::testing::expire_session(&zk.connect(), client.async_client())).expect("expire");
+    assert!(work.lost_timeout(&claim, Duration::from_secs(30)).unwrap(), "the claim is told lost");
+    assert!(key.lost_timeout(Duration::from_secs(30)).unwrap(), "the idempotency claim is told lost");
+    assert_eq!(claim.state(), zk_curator::ClaimState::Lost);
+    assert_eq!(key.state(), zk_curator::HoldState::Lost);
+    // Both streams end with Lost (an iterator on a plain thread).
+    let seen: Vec<_> = thread::spawn(move || changes.collect::<Vec<_>>()).join().unwrap();
+    assert_eq!(seen.last(), Some(&zk_curator::HoldState::Lost), "{seen:?}");
+    let seen: Vec<_> = thread::spawn(move || key_changes.collect::<Vec<_>>()).join().unwrap();
+    assert_eq!(seen.last(), Some(&zk_curator::HoldState::Lost), "{seen:?}");
 }
 
 #[test]

@@ -359,3 +359,52 @@ async fn a_claim_whose_item_was_replaced_under_it_is_released_and_the_new_item_i
     assert_eq!(again[0].data(), b"new payload");
     other.complete(&item).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_complete_called_while_cut_off_never_deletes_an_item_added_again_and_held_by_another() {
+    use zk_curator::testing::{FaultProxy, ProxyMode};
+    use zk_curator::ConnectionState;
+    // The holder is cut off; meanwhile its claim is reclaimed, the item is claimed and completed by
+    // another worker, added again under the same name and claimed again: that claim has the same
+    // item version (the same fence number) as the holder's. The holder's complete, called while it
+    // is cut off, is first sent once the link heals, on the same session.
+    let (server, clients) = support::server_and_clients(1).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let holder_client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-complete-while-cut");
+    let holder = claims(&holder_client, &path, "holder");
+    let other = claims(&clients[0], &path, "other");
+    holder.add("job", b"first").await.unwrap();
+    let held = holder.claim(1).await.unwrap();
+    assert_eq!(held.len(), 1);
+    proxy.set_mode(ProxyMode::Cut);
+    assert!(
+        support::poll_until(HANG, || async { holder_client.connection_state() == ConnectionState::Suspended }).await,
+        "the holder notices the cut"
+    );
+    let completing = {
+        let holder = holder.clone();
+        tokio::spawn(async move { holder.complete("job").await })
+    };
+    assert!(
+        support::poll_until(HANG, || async {
+            other.reclaim_older_than(Duration::from_millis(1)).await.unwrap().len() == 1
+        })
+        .await
+    );
+    assert_eq!(other.claim(1).await.unwrap().len(), 1);
+    other.complete("job").await.unwrap();
+    other.add("job", b"second").await.unwrap();
+    let again = other.claim(1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].fence(), held[0].fence(), "the set-up: the same fence number");
+    proxy.set_mode(ProxyMode::Pass);
+
+    let stale = support::join("the stale complete", HANG, completing).await;
+    assert!(stale.is_err(), "a stale complete must not succeed, got {stale:?}");
+    let zk = support::observer(&server.connect_string()).await;
+    assert!(support::exists(&zk, &format!("{path}/items/job")).await, "the item added again is not completed");
+    assert!(support::exists(&zk, &format!("{path}/claims/job")).await, "the new claim stands");
+    assert!(again[0].is_held());
+    other.complete("job").await.expect("the new holder completes");
+}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ClaimState, ConnectionState};
+use zk_curator::{ClaimState, ConnectionState, HoldState};
 
 use super::{add_items, claims, HANG};
 use crate::support;
@@ -83,4 +83,54 @@ async fn a_claim_made_just_before_a_short_blackout_is_still_held_after_it_and_co
     let zk = support::observer(&server.connect_string()).await;
     assert!(support::sorted_children(&zk, &format!("{path}/claims")).await.is_empty(), "no orphan claim");
     assert!(support::sorted_children(&zk, &format!("{path}/items")).await.is_empty(), "every item completed");
+}
+
+#[tokio::test]
+async fn a_claim_is_suspended_while_its_link_is_cut_and_held_again_when_it_heals_on_the_same_session() {
+    let (server, _clients) = support::server_and_clients(0).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-suspended");
+    let work = claims(&client, &path, "worker");
+    add_items(&work, 1).await;
+    let session = client.session_id();
+    let claim = work.claim(1).await.unwrap().pop().expect("a claim");
+    assert_eq!(claim.state(), ClaimState::Held);
+    let mut changes = claim.state_changes();
+
+    proxy.set_mode(ProxyMode::Cut);
+    let first = tokio::time::timeout(HANG, changes.next()).await.expect("a state change on the cut");
+    assert_eq!(first, Some(HoldState::Suspended), "the cut is told at once, before the session is in doubt");
+    assert_eq!(claim.state(), ClaimState::Suspended);
+    assert!(!claim.is_held());
+    assert_eq!(work.my_claims().len(), 1, "a suspended claim is still one of mine");
+
+    proxy.set_mode(ProxyMode::Pass);
+    let healed = tokio::time::timeout(HANG, changes.next()).await.expect("a state change on the heal");
+    assert_eq!(healed, Some(HoldState::Held));
+    assert_eq!(client.session_id(), session, "the same session");
+    assert_eq!(claim.state(), ClaimState::Held);
+    work.complete(claim.item()).await.expect("the claim completes");
+    assert_eq!(claim.state(), ClaimState::Finished);
+    assert_eq!(tokio::time::timeout(HANG, changes.next()).await.unwrap(), Some(HoldState::Lost), "the stream ends");
+    assert_eq!(tokio::time::timeout(HANG, changes.next()).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_claim_is_lost_when_its_session_expires_and_lost_resolves() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let path = support::unique_path("claims-expired");
+    let work = claims(&clients[0], &path, "worker");
+    add_items(&work, 1).await;
+    let claim = work.claim(1).await.unwrap().pop().expect("a claim");
+    let mut changes = claim.state_changes();
+    zk_curator::testing::expire_session(&server.connect_string(), &clients[0]).await.unwrap();
+    tokio::time::timeout(HANG, claim.lost()).await.expect("lost() resolves on the session's end");
+    assert_eq!(claim.state(), ClaimState::Lost);
+    let mut seen = Vec::new();
+    while let Some(state) = tokio::time::timeout(HANG, changes.next()).await.expect("the stream ends") {
+        seen.push(state);
+    }
+    assert_eq!(seen.last(), Some(&HoldState::Lost), "{seen:?}");
+    assert!(work.complete(claim.item()).await.is_err());
 }

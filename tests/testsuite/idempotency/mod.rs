@@ -6,6 +6,7 @@ mod claims;
 mod lifecycle;
 mod lost_replies;
 mod retention;
+mod states;
 
 use std::time::Duration;
 
