@@ -38,6 +38,13 @@ use crate::framework::session::Status;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
+/// Resolves once `session` has ended for the client (given up, replaced, or the client closed).
+async fn ended(mut status: watch::Receiver<Status>, session: SessionIdentity) {
+    if status.wait_for(|s| s.has_ended(session)).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
 
@@ -607,8 +614,18 @@ impl WorkClaims {
         let mut retrying = client.retrying(path, None);
         let mut remade = false;
         loop {
-            let (zk, session) = client.connected(path, None).await?;
+            let (zk, session) = client.connected_retrying(&mut retrying).await?;
             match self.claim_on(&zk, session, n).await {
+                // Claims made on a session the client gave up meanwhile are lost already: never
+                // handed out; the next attempt claims on the new session.
+                Ok(claims) if client.status_now().has_ended(session) => {
+                    for claim in &claims {
+                        claim.shared.mark_lost();
+                        self.forget(&claim.shared);
+                    }
+                    let ended = Error::code_on(path, ErrorCode::SessionExpired);
+                    retrying.backoff_or_fail(ended).await?;
+                }
                 Ok(claims) => return Ok(claims),
                 Err(e) if e.is(ErrorCode::NoNode) && !remade => {
                     remade = true;
@@ -826,8 +843,19 @@ impl WorkClaims {
         let this = self.clone();
         self.inner.client.runtime().spawn(async move {
             let claim = this.claim_fixed(&item);
-            for _ in 0..100 {
-                let Ok((zk, now)) = this.inner.client.connected(&this.inner.path, None).await else { return };
+            let client = &this.inner.client;
+            let mut failed_requests = 0;
+            // Until the session ends (which removes the node anyway): a cut longer than the
+            // connection timeout must not leave the node behind on a session that lives on.
+            while failed_requests < 100 {
+                let (zk, now) = match client.connected(&this.inner.path, None).await {
+                    Ok(connected) => connected,
+                    Err(e) if e.is_retryable() && !client.status_now().has_ended(session) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                    Err(_) => return,
+                };
                 if now != session {
                     return;
                 }
@@ -841,6 +869,7 @@ impl WorkClaims {
                     Ok(_) | Err(zk::Error::NoNode) => return,
                     Err(_) => {}
                 }
+                failed_requests += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
@@ -889,12 +918,17 @@ impl WorkClaims {
         let mut retrying = client.retrying(&claim_path, None);
         let mut sends = 0;
         loop {
-            let (zk, session) = client.connected(&claim_path, None).await?;
-            if session != shared.session {
+            // The claim's session given up while we wait: lost, said at once (not once the next
+            // session connects or the policy gives up).
+            let connected = tokio::select! {
+                connected = client.connected_retrying(&mut retrying) => Some(connected?),
+                _ = ended(client.status(), shared.session) => None,
+            };
+            let Some((zk, session)) = connected.filter(|(_, session)| *session == shared.session) else {
                 shared.mark_lost();
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
-            }
+            };
             if sends > 0 {
                 // The last send's reply was lost: it may have applied, and since then the claim
                 // may have been reclaimed and the item completed, added again and claimed by

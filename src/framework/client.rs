@@ -464,8 +464,23 @@ impl CuratorClient {
         Retrying::new(self.retry_policy(), path, deadline)
     }
 
+    /// Waits for a connection as one step of `retrying`'s operation (see
+    /// [`Retrying::connected`]): a wait that ends without one is retried under the policy, so the
+    /// operation rides out a cut as [`with_retry`](Self::with_retry) does. The wait for a
+    /// foreground operation of a recipe's own loop.
+    pub(crate) async fn connected_retrying(
+        &self,
+        retrying: &mut Retrying<'_>,
+    ) -> Result<(zk::Client, SessionIdentity)> {
+        retrying.connected(&self.inner.sessions).await
+    }
+
     /// Waits for a connection (at most the connection timeout, never past `deadline`) and returns
-    /// the handle together with the identity of the session it belongs to.
+    /// the handle together with the identity of the session it belongs to; past the connection
+    /// timeout, a retryable `ConnectionLoss`. A foreground operation waits with
+    /// [`connected_retrying`](Self::connected_retrying) instead, or it gives up after one
+    /// connection timeout, outside the retry policy; this single wait is for loops with their own
+    /// bound (a single attempt, a background task that retries for ever).
     pub(crate) async fn connected(
         &self,
         path: &str,

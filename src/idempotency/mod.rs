@@ -360,7 +360,7 @@ impl IdempotencyKeys {
             if client.is_closed() {
                 return Err(Error::Closed { path });
             }
-            let (zk, session) = client.connected(&path, deadline).await?;
+            let (zk, session) = client.connected_retrying(&mut retrying).await?;
             // A deadline already passed sends nothing (a create sent now could still be applied).
             if retrying.expired() {
                 return Err(retrying.deadline_exceeded("beginning idempotency key"));
@@ -389,6 +389,10 @@ impl IdempotencyKeys {
             };
             let created = claim.zk.create(&fixed, data.as_bytes(), &CreateMode::Ephemeral.options(&acls)).await;
             let err = match created {
+                // Made on a session the client gave up meanwhile: never handed out. Kept armed (it
+                // is released through its own session once a new one replaces it); the next
+                // attempt runs on the new session.
+                Ok(_) if client.status_now().has_ended(session) => Error::code_on(&path, ErrorCode::SessionExpired),
                 Ok(_) => {
                     debug!(path, "idempotency key claimed");
                     disarm(unresolved.take());
@@ -396,9 +400,14 @@ impl IdempotencyKeys {
                 }
                 Err(zk::Error::NodeExists) => match read(&claim.zk, &path, &fixed).await {
                     Ok(Found::Claim { owner, mark: m, .. }) if owner == session.id && m == mark => {
-                        // Our create's reply (this attempt's or an earlier one's) was lost.
-                        disarm(unresolved.take());
-                        return Ok(Begin::Started(claim));
+                        if client.status_now().has_ended(session) {
+                            // Ours, on a session given up meanwhile: as above.
+                            Error::code_on(&path, ErrorCode::SessionExpired)
+                        } else {
+                            // Our create's reply (this attempt's or an earlier one's) was lost.
+                            disarm(unresolved.take());
+                            return Ok(Begin::Started(claim));
+                        }
                     }
                     Ok(Found::Claim { holder, .. }) => {
                         // Someone else's — or an earlier attempt of this call on a session since
