@@ -38,13 +38,6 @@ use crate::framework::session::Status;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::CuratorClient;
 
-/// Resolves once `session` has ended for the client (given up, replaced, or the client closed).
-async fn ended(mut status: watch::Receiver<Status>, session: SessionIdentity) {
-    if status.wait_for(|s| s.has_ended(session)).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
 
@@ -918,13 +911,9 @@ impl WorkClaims {
         let mut retrying = client.retrying(&claim_path, None);
         let mut sends = 0;
         loop {
-            // The claim's session given up while we wait: lost, said at once (not once the next
-            // session connects or the policy gives up).
-            let connected = tokio::select! {
-                connected = client.connected_retrying(&mut retrying) => Some(connected?),
-                _ = ended(client.status(), shared.session) => None,
-            };
-            let Some((zk, session)) = connected.filter(|(_, session)| *session == shared.session) else {
+            // The claim's session given up while we wait: lost, said at once.
+            let session = shared.session;
+            let Some(zk) = client.connected_retrying_on(&mut retrying, session).await? else {
                 shared.mark_lost();
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));

@@ -2,50 +2,11 @@
 //! the connection timeout under the client's retry policy (as every data call does), on the same
 //! session, and the claims stay held.
 
-use std::time::{Duration, Instant};
+use zk_curator::testing::FaultProxy;
+use zk_curator::ClaimState;
 
-use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ClaimState, ConnectionState, CuratorClient, RetryNTimes};
-
-use super::{add_items, claims, HANG};
-use crate::support;
-
-/// The cut: longer than two connection timeouts of [`riding_client`], far shorter than its session.
-const CUT: Duration = Duration::from_millis(2500);
-
-/// A client whose retry policy outlasts [`CUT`] many times over, with a connection timeout shorter
-/// than it: a call that waits for a connection outside the policy gives up within the cut.
-async fn riding_client(connect: &str) -> CuratorClient {
-    CuratorClient::builder(connect)
-        .session_timeout(Duration::from_secs(10))
-        .connection_timeout(Duration::from_secs(1))
-        .retry_policy(RetryNTimes::new(1000, Duration::from_millis(50)))
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// Cuts the link, runs `call` once the client knows it is cut off (a request made before that is
-/// queued on the connection and rides the cut out anyway), heals the link after [`CUT`], and
-/// returns the call's result.
-async fn across_a_cut<T: Send + 'static>(
-    proxy: &FaultProxy,
-    client: &CuratorClient,
-    call: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    proxy.set_mode(ProxyMode::Cut);
-    let started = Instant::now();
-    support::eventually(HANG, "the client notices the cut", || async {
-        client.connection_state() == ConnectionState::Suspended
-    })
-    .await;
-    let call = tokio::spawn(call);
-    tokio::time::sleep(CUT).await;
-    proxy.set_mode(ProxyMode::Pass);
-    let result = support::join("the call made during the cut", HANG, call).await;
-    assert!(started.elapsed() >= CUT, "the call ended before the cut healed (the test proves nothing)");
-    result
-}
+use super::{add_items, claims};
+use crate::support::{self, during_a_cut, riding_client};
 
 #[tokio::test]
 async fn a_claim_made_during_a_cut_longer_than_the_connection_timeout_rides_it_out() {
@@ -57,7 +18,7 @@ async fn a_claim_made_during_a_cut_longer_than_the_connection_timeout_rides_it_o
     add_items(&work, 2).await;
     let session = client.session_id();
 
-    let claimed = across_a_cut(&proxy, &client, {
+    let claimed = during_a_cut(&proxy, &client, {
         let work = work.clone();
         async move { work.claim(2).await }
     })
@@ -87,13 +48,13 @@ async fn complete_and_release_during_a_cut_longer_than_the_connection_timeout_ri
     assert_eq!(claimed.len(), 2);
     let (done, released) = (claimed[0].item().to_string(), claimed[1].item().to_string());
 
-    across_a_cut(&proxy, &client, {
+    during_a_cut(&proxy, &client, {
         let (work, done) = (work.clone(), done.clone());
         async move { work.complete(&done).await }
     })
     .await
     .expect("a complete during a cut the retry policy outlasts succeeds");
-    across_a_cut(&proxy, &client, {
+    during_a_cut(&proxy, &client, {
         let (work, released) = (work.clone(), released.clone());
         async move { work.release(&released).await }
     })
