@@ -321,7 +321,7 @@ impl<'a> IntoFuture for CommitBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<Vec<OpResult>>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
     }
 }
 
@@ -532,7 +532,7 @@ impl<'a> IntoFuture for CreateBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<String>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
     }
 }
 
@@ -646,7 +646,7 @@ macro_rules! read_builder {
             type IntoFuture = BoxFuture<'a, Result<$output>>;
 
             fn into_future(self) -> Self::IntoFuture {
-                Box::pin(self.run())
+                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
             }
         }
 
@@ -655,7 +655,7 @@ macro_rules! read_builder {
             type IntoFuture = BoxFuture<'a, Result<$watched_output>>;
 
             fn into_future(self) -> Self::IntoFuture {
-                Box::pin(self.run())
+                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
             }
         }
     };
@@ -797,7 +797,7 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<Stat>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 
@@ -980,7 +980,7 @@ impl<'a> IntoFuture for DeleteBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<()>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 
@@ -1024,7 +1024,7 @@ impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<WatchStream>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 

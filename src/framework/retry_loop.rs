@@ -40,7 +40,7 @@ impl<'a> Retrying<'a> {
 
     /// [`Error::DeadlineExceeded`] for this operation.
     pub(crate) fn deadline_exceeded(&self, during: &'static str) -> Error {
-        Error::DeadlineExceeded { path: self.path.to_string(), during, waited: self.start.elapsed() }
+        Error::deadline_exceeded(self.path, during, self.start.elapsed())
     }
 
     /// Sleeps as the policy says before the next attempt, or returns `err` (or a deadline error

@@ -60,7 +60,10 @@ async fn a_timed_begin_during_a_cut_ends_at_its_own_deadline_and_leaves_no_claim
     // Not given up with a connection error after the connection timeout: the caller's deadline
     // is what ends it.
     match begun {
-        Err(e) => assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}"),
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+            assert!(e.to_string().starts_with(&format!("deadline of {timeout:?} exceeded")), "{e}");
+        }
         Ok(begun) => panic!("begin_for answered {} through a cut", kind(&begun)),
     }
     // Strict: a margin for scheduling only (the failure this guards against is a wait for the cut).
