@@ -1157,7 +1157,10 @@ impl WorkClaims {
                     }
                 })
                 .await?;
-            let zk = inner.client.raw_client()?;
+            // The handle the writes go on: waited for under the policy (none during a session's
+            // replacement), like the read above.
+            let mut retrying = inner.client.retrying(path, None);
+            let (zk, _) = inner.client.connected_retrying(&mut retrying).await?;
             let mut pending = Vec::new();
             for (item, pair) in chunk.iter().zip(read.chunks(2)) {
                 // The item's version, or None when someone deleted the item under its claim.
