@@ -9,3 +9,15 @@ pub(crate) fn deadline_after(timeout: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(timeout).or_else(|| now.checked_add(CENTURY)).unwrap_or(now)
 }
+
+/// Runs a call to which the caller gave `timeout` (none: untimed), started now: a deadline error
+/// it returns names that timeout and the time since now, whichever inner step's deadline ended it
+/// (an inner retry loop only knows the remainder it was given).
+pub(crate) async fn naming_timeout<T>(
+    timeout: Option<Duration>,
+    call: impl std::future::Future<Output = crate::Result<T>>,
+) -> crate::Result<T> {
+    let Some(timeout) = timeout else { return call.await };
+    let started = Instant::now();
+    call.await.map_err(|e| e.naming_timeout(timeout, started.elapsed()))
+}

@@ -103,14 +103,18 @@ pub enum Error {
     },
 
     /// The caller's deadline passed.
-    #[error("deadline of {waited:?} exceeded while {during} {path}")]
+    #[error("{}", deadline_text(.timeout, .during, .path, .waited))]
     DeadlineExceeded {
         /// The path the operation was about.
         path: String,
         /// What was going on.
         during: &'static str,
-        /// How long was waited.
+        /// How long the call waited, from its start.
         waited: Duration,
+        /// The timeout the caller set (`.timeout(d)`, a `_for(d)` or `_timeout(d)` call); `None`
+        /// for a deadline given as an instant ([`raw::with_retry`](crate::raw::with_retry)) or set
+        /// by the crate itself (e.g. a release's wait for its delete).
+        timeout: Option<Duration>,
     },
 
     /// The client was closed.
@@ -335,6 +339,15 @@ fn auth_note(schemes: &[String]) -> String {
     }
 }
 
+/// [`Error::DeadlineExceeded`]'s text: the caller's timeout when known, and how long the call
+/// waited.
+fn deadline_text(timeout: &Option<Duration>, during: &str, path: &str, waited: &Duration) -> String {
+    match timeout {
+        Some(timeout) => format!("deadline of {timeout:?} exceeded while {during} {path} (after {waited:?})"),
+        None => format!("deadline exceeded while {during} {path} (after {waited:?})"),
+    }
+}
+
 impl Error {
     /// The classification that tells the caller what to do next.
     pub fn kind(&self) -> ErrorKind {
@@ -394,6 +407,27 @@ impl Error {
                 code: ErrorCode::of(&source),
                 detail: ErrorDetail::of(source),
             },
+        }
+    }
+
+    /// A deadline error of a step of a call whose caller's timeout is not known there; the call's
+    /// entry point names it ([`Error::naming_timeout`]).
+    pub(crate) fn deadline_exceeded(path: &str, during: &'static str, waited: Duration) -> Error {
+        Error::DeadlineExceeded { path: path.to_string(), during, waited, timeout: None }
+    }
+
+    /// This error as the caller of a call with `timeout` that began `waited` ago sees it: a
+    /// deadline error (also one among several) names that timeout and the whole wait, not the
+    /// remainder an inner step had left.
+    pub(crate) fn naming_timeout(self, timeout: Duration, waited: Duration) -> Error {
+        match self {
+            Error::DeadlineExceeded { path, during, .. } => {
+                Error::DeadlineExceeded { path, during, waited, timeout: Some(timeout) }
+            }
+            Error::Multiple { errors } => {
+                Error::Multiple { errors: errors.into_iter().map(|e| e.naming_timeout(timeout, waited)).collect() }
+            }
+            other => other,
         }
     }
 

@@ -194,12 +194,15 @@ impl Engine {
         Fut: Future<Output = Result<T>>,
     {
         let Some(timeout) = self.config.timeout else { return op(None).await };
-        let start = Instant::now();
         let deadline = deadline_after(timeout);
-        match tokio::time::timeout_at(deadline.into(), op(Some(deadline))).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::DeadlineExceeded { path: self.config.path.clone(), during, waited: start.elapsed() }),
-        }
+        let path = self.config.path.as_str();
+        crate::deadline::naming_timeout(Some(timeout), async {
+            match tokio::time::timeout_at(deadline.into(), op(Some(deadline))).await {
+                Ok(result) => result,
+                Err(_) => Err(Error::deadline_exceeded(path, during, Duration::ZERO)),
+            }
+        })
+        .await
     }
 
     /// The node's bytes (empty when absent) and version (`None` when absent).
@@ -348,11 +351,7 @@ impl Engine {
 
     async fn sleep(&self, sleep: Duration, deadline: Option<Instant>, start: Instant) -> Result<()> {
         if deadline.is_some_and(|d| Instant::now().checked_add(sleep).map_or(true, |wake| wake >= d)) {
-            return Err(Error::DeadlineExceeded {
-                path: self.config.path.clone(),
-                during: "retrying",
-                waited: start.elapsed(),
-            });
+            return Err(Error::deadline_exceeded(&self.config.path, "retrying", start.elapsed()));
         }
         tokio::time::sleep(sleep).await;
         Ok(())

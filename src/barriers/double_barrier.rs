@@ -684,11 +684,7 @@ impl DistributedDoubleBarrier {
             }
             // Any wake-up leads to a fresh look; only the nodes themselves end the wait.
             if let Woken::Deadline = wake_up(client, watcher, deadline).await {
-                return Err(Error::DeadlineExceeded {
-                    path: self.path.clone(),
-                    during: "waiting for the members to leave",
-                    waited: Duration::ZERO,
-                });
+                return Err(Error::deadline_exceeded(&self.path, "waiting for the members to leave", Duration::ZERO));
             }
         }
         Ok(())

@@ -90,11 +90,8 @@ impl HoldStateChanges {
         let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
         match self.core.block_on(next)? {
             Ok(next) => Ok(next),
-            Err(_) => Err(Error::DeadlineExceeded {
-                path: self.path.clone(),
-                during: "waiting for a state change of the hold of",
-                waited: timeout,
-            }),
+            Err(_) => Err(Error::deadline_exceeded(&self.path, "waiting for a state change of the hold of", timeout)
+                .naming_timeout(timeout, timeout)),
         }
     }
 }

@@ -538,6 +538,7 @@ impl LeadershipChanges {
                 path: self.path.clone(),
                 during: "waiting for a leadership change of",
                 waited: timeout,
+                timeout: Some(timeout),
             }),
         }
     }

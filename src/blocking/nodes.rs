@@ -300,6 +300,7 @@ impl MembershipChanges {
                 path: self.path.clone(),
                 during: "waiting for a membership change of",
                 waited: timeout,
+                timeout: Some(timeout),
             }),
         }
     }

@@ -431,6 +431,7 @@ impl CuratorCache {
                         path: self.path().to_string(),
                         during: "waiting for the first load of the cache of",
                         waited: start.elapsed(),
+                        timeout: Some(timeout),
                     })
                 }
             }

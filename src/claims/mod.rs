@@ -722,8 +722,18 @@ impl WorkClaims {
         let mut retrying = client.retrying(path, None);
         let mut remade = false;
         loop {
-            let (zk, session) = client.connected(path, None).await?;
+            let (zk, session) = client.connected_retrying(&mut retrying).await?;
             match self.claim_on(&zk, session, n).await {
+                // Claims made on a session the client gave up meanwhile are lost already: never
+                // handed out; the next attempt claims on the new session.
+                Ok(claims) if client.status_now().has_ended(session) => {
+                    for claim in &claims {
+                        claim.shared.mark_lost();
+                        self.forget(&claim.shared);
+                    }
+                    let ended = Error::code_on(path, ErrorCode::SessionExpired);
+                    retrying.backoff_or_fail(ended).await?;
+                }
                 Ok(claims) => return Ok(claims),
                 Err(e) if e.is(ErrorCode::NoNode) && !remade => {
                     remade = true;
@@ -908,8 +918,19 @@ impl WorkClaims {
         let this = self.clone();
         self.inner.client.runtime().spawn(async move {
             let claim = this.claim_fixed(&item);
-            for _ in 0..100 {
-                let Ok((zk, now)) = this.inner.client.connected(&this.inner.path, None).await else { return };
+            let client = &this.inner.client;
+            let mut failed_requests = 0;
+            // Until the session ends (which removes the node anyway): a cut longer than the
+            // connection timeout must not leave the node behind on a session that lives on.
+            while failed_requests < 100 {
+                let (zk, now) = match client.connected(&this.inner.path, None).await {
+                    Ok(connected) => connected,
+                    Err(e) if e.is_retryable() && !client.status_now().has_ended(session) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                    Err(_) => return,
+                };
                 if now != session {
                     return;
                 }
@@ -923,6 +944,7 @@ impl WorkClaims {
                     Ok(_) | Err(zk::Error::NoNode) => return,
                     Err(_) => {}
                 }
+                failed_requests += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
@@ -972,12 +994,13 @@ impl WorkClaims {
         let mut retrying = client.retrying(&claim_path, None);
         let mut sends = 0;
         loop {
-            let (zk, session) = client.connected(&claim_path, None).await?;
-            if session != shared.session() {
+            // The claim's session given up while we wait: lost, said at once.
+            let session = shared.session();
+            let Some(zk) = client.connected_retrying_on(&mut retrying, session).await? else {
                 shared.mark_lost();
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
-            }
+            };
             // Unheard-of changes since the grant: the connection changed (a disconnect, maybe) —
             // or the last send's reply was lost, and that send may have applied. Since then the
             // claim may have been reclaimed and the item completed, added again and claimed by
@@ -1225,7 +1248,10 @@ impl WorkClaims {
                     }
                 })
                 .await?;
-            let zk = inner.client.raw_client()?;
+            // The handle the writes go on: waited for under the policy (none during a session's
+            // replacement), like the read above.
+            let mut retrying = inner.client.retrying(path, None);
+            let (zk, _) = inner.client.connected_retrying(&mut retrying).await?;
             let mut pending = Vec::new();
             for (item, pair) in chunk.iter().zip(read.chunks(2)) {
                 // The item's version, or None when someone deleted the item under its claim.

@@ -472,8 +472,48 @@ impl CuratorClient {
         Retrying::new(self.retry_policy(), path, deadline)
     }
 
+    /// Waits for a connection as one step of `retrying`'s operation (see
+    /// [`Retrying::connected`]): a wait that ends without one is retried under the policy, so the
+    /// operation rides out a cut as [`with_retry`](Self::with_retry) does. The wait for a
+    /// foreground operation of a recipe's own loop.
+    pub(crate) async fn connected_retrying(
+        &self,
+        retrying: &mut Retrying<'_>,
+    ) -> Result<(zk::Client, SessionIdentity)> {
+        retrying.connected(&self.inner.sessions).await
+    }
+
+    /// [`connected_retrying`](Self::connected_retrying) for work that stands on `session` (a
+    /// hold's, a claim's): the handle while that session is the current one, `Ok(None)` as soon
+    /// as it has ended for the client (given up, or replaced) — at once, not once the next session
+    /// connects or the policy gives up. A closed client is [`Error::Closed`].
+    pub(crate) async fn connected_retrying_on(
+        &self,
+        retrying: &mut Retrying<'_>,
+        session: SessionIdentity,
+    ) -> Result<Option<zk::Client>> {
+        let mut status = self.status();
+        let ended = async {
+            if status.wait_for(|s| !s.closed && s.has_ended(session)).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            () = ended => Ok(None),
+            connected = self.connected_retrying(retrying) => {
+                let (zk, now) = connected?;
+                Ok((now == session).then_some(zk))
+            }
+        }
+    }
+
     /// Waits for a connection (at most the connection timeout, never past `deadline`) and returns
-    /// the handle together with the identity of the session it belongs to.
+    /// the handle together with the identity of the session it belongs to; past the connection
+    /// timeout, a retryable `ConnectionLoss`. A foreground operation waits with
+    /// [`connected_retrying`](Self::connected_retrying) instead, or it gives up after one
+    /// connection timeout, outside the retry policy; this single wait is for loops with their own
+    /// bound (a single attempt, a background task that retries for ever).
     pub(crate) async fn connected(
         &self,
         path: &str,

@@ -207,18 +207,6 @@ impl CuratorClient {
         CommitBuilder { client: self, transaction, timeout: None }
     }
 
-    /// Waits for a connection for a foreground call, refusing once the client is closed.
-    async fn connected_for_foreground(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> Result<(zk::Client, crate::SessionIdentity)> {
-        if self.is_closed() {
-            return Err(Error::Closed { path: path.to_string() });
-        }
-        self.connected(path, deadline).await
-    }
-
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
     /// deleted at least one. `background`: for the guaranteed-delete queue (runs while closing).
     pub(super) async fn delete_children(
@@ -298,7 +286,13 @@ impl<'a> CommitBuilder<'a> {
         let prepared = transaction.prepare(client)?;
         let path = transaction.first_path();
         let deadline = deadline_of(self.timeout);
-        let (zk, _) = client.connected_for_foreground(&path, deadline).await?;
+        if client.is_closed() {
+            return Err(Error::Closed { path });
+        }
+        // Nothing is sent yet: waiting for a connection is retried under the policy (the commit
+        // itself is sent once).
+        let mut retrying = client.retrying(&path, deadline);
+        let (zk, _) = client.connected_retrying(&mut retrying).await?;
         // Sent after its deadline, a commit would report an error and could still be applied.
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"));
@@ -327,7 +321,7 @@ impl<'a> IntoFuture for CommitBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<Vec<OpResult>>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
     }
 }
 
@@ -488,9 +482,12 @@ impl<'a> CreateBuilder<'a> {
         let data = self.data.as_slice();
         let path = self.path.as_str();
         let mut parent_rounds = 0;
+        // A sequential create is sent once per connection; waiting for one is retried under the
+        // policy.
+        let mut waiting = client.retrying(path, deadline);
         loop {
             let result = if self.mode.is_sequential() {
-                match client.connected(path, deadline).await {
+                match client.connected_retrying(&mut waiting).await {
                     Ok(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
                         // Sent now, the create would report a deadline error and could still be applied.
                         Err(client.retrying(path, deadline).deadline_exceeded("creating"))
@@ -504,10 +501,6 @@ impl<'a> CreateBuilder<'a> {
                             },
                             None => create.await.map_err(|e| Error::zk(path, e)),
                         }
-                    }
-                    // No connection before the deadline: the caller's deadline is what ended it.
-                    Err(e) if e.is_retryable() && deadline.is_some_and(|d| Instant::now() >= d) => {
-                        Err(client.retrying(path, deadline).deadline_exceeded("waiting for a connection to create"))
                     }
                     Err(e) => Err(e),
                 }
@@ -539,7 +532,7 @@ impl<'a> IntoFuture for CreateBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<String>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
     }
 }
 
@@ -653,7 +646,7 @@ macro_rules! read_builder {
             type IntoFuture = BoxFuture<'a, Result<$output>>;
 
             fn into_future(self) -> Self::IntoFuture {
-                Box::pin(self.run())
+                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
             }
         }
 
@@ -662,7 +655,7 @@ macro_rules! read_builder {
             type IntoFuture = BoxFuture<'a, Result<$watched_output>>;
 
             fn into_future(self) -> Self::IntoFuture {
-                Box::pin(self.run())
+                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
             }
         }
     };
@@ -804,7 +797,7 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<Stat>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 
@@ -987,7 +980,7 @@ impl<'a> IntoFuture for DeleteBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<()>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 
@@ -1031,7 +1024,7 @@ impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
     type IntoFuture = BoxFuture<'a, Result<WatchStream>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
     }
 }
 

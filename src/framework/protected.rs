@@ -112,13 +112,7 @@ impl CuratorClient {
         loop {
             // The handle and the identity of its session, read together: the node and any
             // listing made on this handle belong to exactly this session.
-            let (zk, session) = match self.connected(parent, deadline).await {
-                Ok(current) => current,
-                Err(e) => {
-                    retrying.backoff_or_fail(e).await?;
-                    continue;
-                }
-            };
+            let (zk, session) = self.connected_retrying(&mut retrying).await?;
             if need_lookup {
                 // Did the create whose reply we lost actually happen? Look for our prefix, within
                 // the deadline (a silent connection must not hold the call past it).

@@ -4,7 +4,10 @@
 //! expiry) and always lets the caller's deadline win over the policy.
 //! [`CuratorClient::with_retry`](crate::CuratorClient::with_retry) is its public face; the
 //! recipes' own loops (protected create, `LockInternals`) share its
-//! [`Retrying::backoff_or_fail`] step, so there is one back-off for foreground work.
+//! [`Retrying::backoff_or_fail`] step, so there is one back-off for foreground work, and its
+//! [`Retrying::connected`] wait, so that waiting for a connection is an attempt like any other:
+//! a wait that ends without one (the connection timeout) is retried under the policy, never
+//! returned on its own (as Curator's `RetryLoop` counts `blockUntilConnected`'s failure).
 
 use std::future::Future;
 use std::time::Instant;
@@ -13,7 +16,7 @@ use tracing::debug;
 use zookeeper_client as zk;
 
 use super::retry::RetryPolicy;
-use super::session::Sessions;
+use super::session::{SessionIdentity, Sessions};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One operation's retry bookkeeping: its policy, when it started, its deadline, its retries.
@@ -37,7 +40,7 @@ impl<'a> Retrying<'a> {
 
     /// [`Error::DeadlineExceeded`] for this operation.
     pub(crate) fn deadline_exceeded(&self, during: &'static str) -> Error {
-        Error::DeadlineExceeded { path: self.path.to_string(), during, waited: self.start.elapsed() }
+        Error::deadline_exceeded(self.path, during, self.start.elapsed())
     }
 
     /// Sleeps as the policy says before the next attempt, or returns `err` (or a deadline error
@@ -58,11 +61,34 @@ impl<'a> Retrying<'a> {
         tokio::time::sleep(sleep).await;
         Ok(())
     }
+
+    /// Waits for a connection as one step of this operation and returns the current handle with
+    /// its session. Each wait is bounded by the connection timeout; one that ends without a
+    /// connection is a retryable failure of this operation, retried under the policy (whose
+    /// back-off it then sleeps), so the operation rides out a cut for as long as the policy allows.
+    /// The deadline wins: past it, [`Error::DeadlineExceeded`].
+    ///
+    /// Recipes that run their own loop (claims, idempotency keys, locks, ...) wait here rather than
+    /// on [`Sessions::connected`] alone, which gives up after one connection timeout.
+    pub(crate) async fn connected(&mut self, sessions: &Sessions) -> Result<(zk::Client, SessionIdentity)> {
+        loop {
+            if self.expired() {
+                return Err(self.deadline_exceeded("waiting for a connection for"));
+            }
+            match sessions.connected(self.path, self.deadline).await {
+                Ok(connected) => return Ok(connected),
+                // The deadline ended the wait: it is what the caller hears about.
+                Err(e) if e.is_retryable() && self.expired() => {
+                    return Err(self.deadline_exceeded("waiting for a connection for"))
+                }
+                Err(e) => self.backoff_or_fail(e).await?,
+            }
+        }
+    }
 }
 
 /// Runs `op` on the current session until it succeeds, the policy gives up, or the deadline
-/// passes. Each attempt first waits for a connection (bounded by the connection timeout and the
-/// deadline).
+/// passes. Each attempt first waits for a connection ([`Retrying::connected`]).
 pub(crate) async fn retry_loop<T, F, Fut>(
     sessions: &Sessions,
     policy: &dyn RetryPolicy,
@@ -81,16 +107,14 @@ where
         if retrying.expired() {
             return Err(retrying.deadline_exceeded("waiting for"));
         }
-        let attempt = async {
-            let (zk, _) = sessions.connected(path, deadline).await?;
-            op(zk).await.map_err(|e| Error::zk(path, e))
-        };
+        let (zk, _) = retrying.connected(sessions).await?;
+        let attempt = op(zk);
         let result = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), attempt).await {
-                Ok(r) => r,
+                Ok(r) => r.map_err(|e| Error::zk(path, e)),
                 Err(_) => return Err(retrying.deadline_exceeded("waiting for")),
             },
-            None => attempt.await,
+            None => attempt.await.map_err(|e| Error::zk(path, e)),
         };
         match result {
             Ok(v) => return Ok(v),

@@ -166,9 +166,9 @@ async fn until<T>(
     fut: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
     match deadline {
-        Some(d) => tokio::time::timeout_at(d.into(), fut).await.unwrap_or_else(|_| {
-            Err(Error::DeadlineExceeded { path: path.to_string(), during, waited: started.elapsed() })
-        }),
+        Some(d) => tokio::time::timeout_at(d.into(), fut)
+            .await
+            .unwrap_or_else(|_| Err(Error::deadline_exceeded(path, during, started.elapsed()))),
         None => fut.await,
     }
 }
@@ -338,7 +338,8 @@ impl IdempotencyKeys {
     /// # Ok(()) }
     /// ```
     pub async fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
-        self.begin_until(key, Some(crate::deadline::deadline_after(timeout))).await
+        let begin = self.begin_until(key, Some(crate::deadline::deadline_after(timeout)));
+        crate::deadline::naming_timeout(Some(timeout), begin).await
     }
 
     async fn begin_until(&self, key: &str, deadline: Option<Instant>) -> Result<Begin> {
@@ -364,7 +365,7 @@ impl IdempotencyKeys {
             if client.is_closed() {
                 return Err(Error::Closed { path });
             }
-            let (zk, session) = client.connected(&path, deadline).await?;
+            let (zk, session) = client.connected_retrying(&mut retrying).await?;
             // A deadline already passed sends nothing (a create sent now could still be applied).
             if retrying.expired() {
                 return Err(retrying.deadline_exceeded("beginning idempotency key"));
@@ -505,7 +506,8 @@ impl IdempotencyKeys {
                 }
             }
         };
-        until(Some(deadline), &path, started, "waiting for idempotency key", wait).instrument(span).await
+        let wait = until(Some(deadline), &path, started, "waiting for idempotency key", wait).instrument(span);
+        crate::deadline::naming_timeout(Some(timeout), wait).await
     }
 
     /// Deletes the outcomes recorded longer ago than the retention (by the server's modification
@@ -767,7 +769,8 @@ impl IdempotencyClaim {
     /// # Ok(()) }
     /// ```
     pub async fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
-        self.complete_until(result.into(), Some(crate::deadline::deadline_after(timeout))).await
+        let complete = self.complete_until(result.into(), Some(crate::deadline::deadline_after(timeout)));
+        crate::deadline::naming_timeout(Some(timeout), complete).await
     }
 
     async fn complete_until(mut self, result: Vec<u8>, deadline: Option<Instant>) -> Result<()> {

@@ -610,10 +610,12 @@ impl Hold {
         if self.refresh() == HoldState::Lost {
             return Err(self.lost_error("the hold is lost"));
         }
-        let (zk, session) = self.client.connected(&self.node.path, None).await?;
-        if session != self.node.session {
+        // Nothing is sent yet: waiting for a connection is retried under the policy (the write
+        // itself is sent once); the hold's session given up meanwhile ends the wait at once.
+        let mut retrying = self.client.retrying(&self.node.path, None);
+        let Some(zk) = self.client.connected_retrying_on(&mut retrying, self.node.session).await? else {
             return Err(self.lost_error("the lock's session ended"));
-        }
+        };
         let mut writer = zk.new_check_writer(&self.fixed, None).map_err(|e| Error::zk(&self.node.path, e))?;
         prepared.add_to(&mut writer).map_err(|e| Error::zk(write.path_at(0).unwrap_or("/"), e))?;
         match writer.commit().await {

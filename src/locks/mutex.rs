@@ -479,7 +479,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Ok(()) }
     /// ```
     pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
-        self.shared.internals.participant_nodes(Some(deadline_after(timeout))).await
+        let listed = self.shared.internals.participant_nodes(Some(deadline_after(timeout)));
+        crate::deadline::naming_timeout(Some(timeout), listed).await
     }
 
     /// Waits for the lock and returns a guard that owns the hold.

@@ -202,11 +202,11 @@ impl SharedValue {
         let Some(timeout) = self.timeout else { return op(None).await };
         let start = Instant::now();
         let deadline = deadline_after(timeout);
+        // Inner deadline errors name the caller's timeout too, not the remainder a step had left.
         match tokio::time::timeout_at(deadline.into(), op(Some(deadline))).await {
-            Ok(result) => result,
-            Err(_) => {
-                Err(Error::DeadlineExceeded { path: self.core.inner.path.clone(), during, waited: start.elapsed() })
-            }
+            Ok(result) => result.map_err(|e| e.naming_timeout(timeout, start.elapsed())),
+            Err(_) => Err(Error::deadline_exceeded(&self.core.inner.path, during, start.elapsed())
+                .naming_timeout(timeout, start.elapsed())),
         }
     }
 

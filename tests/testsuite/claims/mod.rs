@@ -3,6 +3,7 @@
 //! orphan claim after a cancelled claim, no watcher growth over repeated timed waits, bad input.
 
 mod completion;
+mod connection_cuts;
 mod identity;
 mod limits;
 mod session;

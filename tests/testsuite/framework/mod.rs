@@ -3,6 +3,7 @@
 //! read-only server.
 
 mod client;
+mod deadline_errors;
 mod read_only;
 mod reconnect_confirmation;
 mod startup;

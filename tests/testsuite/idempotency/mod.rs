@@ -3,6 +3,7 @@
 //! (TTL nodes, sweep), bad keys, and cancelled or dropped calls leaving nothing behind.
 
 mod claims;
+mod connection_cuts;
 mod lifecycle;
 mod lost_replies;
 mod retention;

@@ -3,6 +3,7 @@
 
 mod acquire_reenter_release;
 mod cancel_safety;
+mod connection_cuts;
 mod curator_conformance;
 mod exclusion_under_faults;
 mod hold_model;

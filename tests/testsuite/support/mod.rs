@@ -327,3 +327,49 @@ pub fn record_leadership(
         seen
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// connection cuts longer than the connection timeout
+// ---------------------------------------------------------------------------------------------
+
+/// A cut longer than two connection timeouts of [`riding_client`], far shorter than its session.
+pub const CUT: Duration = Duration::from_millis(2500);
+
+/// A client whose retry policy outlasts [`CUT`] many times over (1000 retries, 50 ms apart), with
+/// a 1 s connection timeout and a 10 s session: a call that waits for a connection outside the
+/// policy gives up within the cut, one under the policy rides it out on the same session.
+pub async fn riding_client(connect: &str) -> CuratorClient {
+    CuratorClient::builder(connect)
+        .session_timeout(Duration::from_secs(10))
+        .connection_timeout(Duration::from_secs(1))
+        .retry_policy(RetryNTimes::new(1000, Duration::from_millis(50)))
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Cuts `proxy`'s link and waits until `client` knows (SUSPENDED: a request made before is queued
+/// on the connection and rides the cut out whatever the call does).
+pub async fn cut_off(proxy: &zk_curator::testing::FaultProxy, client: &CuratorClient) {
+    proxy.set_mode(zk_curator::testing::ProxyMode::Cut);
+    eventually(Duration::from_secs(60), "the client notices the cut", || async {
+        client.connection_state() == zk_curator::ConnectionState::Suspended
+    })
+    .await;
+}
+
+/// Runs `call` during a [`CUT`] of `client`'s link through `proxy` (started once the client knows
+/// it is cut off), heals the link, and returns the call's result; panics if the call ended before
+/// the link healed (the test would prove nothing) or hangs.
+pub async fn during_a_cut<T: Send + 'static>(
+    proxy: &zk_curator::testing::FaultProxy,
+    client: &CuratorClient,
+    call: impl Future<Output = T> + Send + 'static,
+) -> T {
+    cut_off(proxy, client).await;
+    let call = tokio::spawn(call);
+    tokio::time::sleep(CUT).await;
+    assert!(!call.is_finished(), "the call ended during the cut");
+    proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
+    join("the call made during the cut", Duration::from_secs(60), call).await
+}
