@@ -313,7 +313,14 @@ impl Drop for EndOnDrop {
 /// * **Always converges** (beyond Curator, whose cache misses what happens during a partition):
 ///   after a disconnect, a new session, a server restart or a failover it re-arms its watch
 ///   *first*, then re-reads the tree (after a `sync`) and emits the net difference; once writes
-///   stop, it equals the server's tree. While it cannot be sure it says so ([`state`](Self::state)).
+///   stop, it equals the server's tree, every node's stat included (a parent's stat is re-read
+///   when its children change). While it cannot be sure it says so ([`state`](Self::state);
+///   [`wait_synced`](Self::wait_synced) waits until it is sure again).
+/// * **One watch per path and session on ZooKeeper 3.8** (ZOOKEEPER-4466, fixed in 3.9): another
+///   watch on the cache's own path set through the same client (a one-shot
+///   [`get_data`](CuratorClient::get_data)`(..).watch()`, a recipe watching that node, a cache of
+///   it in [`CacheMode::Node`] next to one in another mode) replaces the cache's on the server, which
+///   then misses changes until the next reconnect. Give such a cache its own client.
 /// * The path need not exist (the cache fills when it appears, empties when it goes, also when the
 ///   server reaps a container); the cache never creates or deletes anything. A node the client may
 ///   not read is listed by [`unreadable`](Self::unreadable), not fatal.
@@ -435,7 +442,9 @@ impl CuratorCache {
     }
 
     /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
-    /// entry (`None` while it does not exist) — what a config reader wants. Once the cache has
+    /// entry (`None` while it does not exist) — what a config reader wants. It wakes for the
+    /// node's writes (as [`CacheEvent`]s announce them), not when only its children changed
+    /// (`borrow()` shows the fresher stat then). Once the cache has
     /// closed or failed, the receiver's `changed()` fails (and `borrow()` keeps the last entry), so
     /// that a waiter wakes instead of waiting forever.
     pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
