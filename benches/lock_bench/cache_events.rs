@@ -3,6 +3,10 @@
 //! latency, rate, and how many were never seen. Each set is followed by a bare `set_data` of a
 //! sibling node on the writer's session (`set_data_*`): the round trip the event latency compares
 //! with.
+//!
+//! With `CHILDREN=1` the writer creates a child `<node>/c-<k>` (data `e-<k>`) instead of setting the
+//! node, and the event waited for is the child's `Created` (each also makes the cache re-read the
+//! parent's stat); the floor is a bare create of a sibling's child.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +24,11 @@ const EVENT_WAIT: Duration = Duration::from_secs(5);
 /// Untimed sets first: `WARMUP` from the environment, 200 as on the Curator side.
 fn warmup() -> usize {
     std::env::var("WARMUP").ok().and_then(|w| w.parse().ok()).unwrap_or(200)
+}
+
+/// True when `CHILDREN=1`: children are created rather than the node set.
+fn children_mode() -> bool {
+    std::env::var("CHILDREN").is_ok_and(|v| v == "1")
 }
 
 /// `e-<k>` → k.
@@ -49,14 +58,20 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
     let cache = CuratorCache::start(&reader, &path)?;
     let mut events = cache.events();
     cache.wait_initialized(Duration::from_secs(60)).await?;
+    let children = children_mode();
     let listener = {
         let (seen, notify, path) = (seen.clone(), notify.clone(), path.clone());
         tokio::spawn(async move {
             while let Some(event) = events.next().await {
                 let now = Instant::now();
-                let CacheEvent::Changed { new, .. } = event else { continue };
+                let new = match event {
+                    CacheEvent::Changed { new, .. } if !children => new,
+                    CacheEvent::Created(new) if children => new,
+                    _ => continue,
+                };
                 let mut seen = seen.lock();
-                match seq_of(new.data()).filter(|k| *k < total && new.path() == path) {
+                let ours = if children { new.path().starts_with(&format!("{path}/")) } else { new.path() == path };
+                match seq_of(new.data()).filter(|k| *k < total && ours) {
                     Some(k) if seen.at[k].is_none() => seen.at[k] = Some(now),
                     Some(_) => seen.repeats += 1,
                     None => seen.other += 1,
@@ -68,6 +83,7 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
     };
 
     let zk = zk_curator::raw::client(&writer)?;
+    let persistent = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let mut latency = Vec::with_capacity(n);
     let mut set_data = Vec::with_capacity(n);
     let mut missed = 0usize;
@@ -78,7 +94,11 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
         }
         let value = format!("e-{k}");
         let a = Instant::now();
-        zk.set_data(&path, value.as_bytes(), None).await?;
+        if children {
+            zk.create(&format!("{path}/c-{k}"), value.as_bytes(), &persistent).await?;
+        } else {
+            zk.set_data(&path, value.as_bytes(), None).await?;
+        }
         let deadline = a + EVENT_WAIT;
         let at = loop {
             let notified = notify.notified();
@@ -91,7 +111,11 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
         };
         let elapsed = Instant::now() - a;
         let b = Instant::now();
-        zk.set_data(&floor, value.as_bytes(), None).await?;
+        if children {
+            zk.create(&format!("{floor}/c-{k}"), value.as_bytes(), &persistent).await?;
+        } else {
+            zk.set_data(&floor, value.as_bytes(), None).await?;
+        }
         let bare = b.elapsed();
         if k < warmup {
             continue;
@@ -113,6 +137,7 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
         (seen.repeats, seen.other)
     };
     report.metric("n", n);
+    report.metric("children", children);
     report.metric("warmup", warmup);
     report.rate("events_per_s", got, secs);
     report.us("event_p50_us", pct(&latency, 0.50));
@@ -128,6 +153,12 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
     report.metric("event_vs_set_data_p50", format_args!("{:.2}", ratio(pct(&latency, 0.50), pct(&set_data, 0.50))));
     cache.close().await;
     listener.abort();
+    if children {
+        for k in 0..total {
+            let _ = zk.delete(&format!("{path}/c-{k}"), None).await;
+            let _ = zk.delete(&format!("{floor}/c-{k}"), None).await;
+        }
+    }
     let _ = zk.delete(&floor, None).await;
     let _ = zk.delete(&path, None).await;
     writer.close().await;

@@ -22,7 +22,7 @@
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   cache-load N                   N children (100 B) under a fresh parent, then a CuratorCache of it:
 //!                                  start -> initialized, nodes, peak RSS, bytes per cached node
-//!   cache-events N                 CuratorCache on one node; another session sets it WARMUP + N times,
+//!   cache-events N                 CuratorCache on one node; another session sets it WARMUP + N times (CHILDREN=1: creates children),
 //!                                  each time waiting for the event: set -> event p50/p99, missed,
 //!                                  and a bare set_data round trip for comparison
 //!   many-paths K C N [--guards] [--nonfair] [--floor]

@@ -13,7 +13,7 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 /// A blocking [`CuratorCache`](crate::CuratorCache): the same cache (one persistent recursive
 /// watch, re-armed then re-read after every gap, so that it always converges to the server), its
 /// task on the client's runtime thread. Reads never wait; [`wait_initialized`](Self::wait_initialized),
-/// [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
+/// [`wait_synced`](Self::wait_synced), [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
 ///
 /// Dropping it — on any thread — stops its task.
 ///
@@ -117,6 +117,16 @@ impl CuratorCache {
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
     pub fn wait_initialized(&self, timeout: Duration) -> Result<()> {
         self.core.block_on(self.inner.wait_initialized(timeout))?
+    }
+
+    /// Waits on the calling thread until the cache is [`Synced`](CacheState::Synced) (at once when
+    /// it is; after a gap it noticed, once it has re-read the tree), at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`CuratorCache::wait_synced`](crate::CuratorCache::wait_synced);
+    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_synced(&self, timeout: Duration) -> Result<()> {
+        self.core.block_on(self.inner.wait_synced(timeout))?
     }
 
     /// A new subscriber to the cache's changes, as a blocking iterator (see

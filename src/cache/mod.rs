@@ -44,19 +44,24 @@ pub enum CacheMode {
 /// One cached node: its path (as the client sees it, without namespace), data and [`Stat`].
 ///
 /// Cheap to clone (one reference count); the data is shared, never copied, by the cache, its
-/// events and its readers.
+/// events and its readers (also when only the node's stat is refreshed).
 #[derive(Clone)]
 pub struct CacheEntry(Arc<EntryInner>);
 
 struct EntryInner {
     path: Box<str>,
-    data: Box<[u8]>,
+    data: Arc<[u8]>,
     stat: Stat,
 }
 
 impl CacheEntry {
     pub(crate) fn new(path: &str, data: Vec<u8>, stat: Stat) -> CacheEntry {
-        CacheEntry(Arc::new(EntryInner { path: path.into(), data: data.into_boxed_slice(), stat }))
+        CacheEntry(Arc::new(EntryInner { path: path.into(), data: data.into(), stat }))
+    }
+
+    /// The same node and data with a fresher stat (its children changed).
+    fn with_stat(&self, stat: Stat) -> CacheEntry {
+        CacheEntry(Arc::new(EntryInner { path: self.0.path.clone(), data: self.0.data.clone(), stat }))
     }
 
     /// The node's path, without the client's namespace.
@@ -69,7 +74,10 @@ impl CacheEntry {
         &self.0.data
     }
 
-    /// The node's stat as last read (or as of the change that was read).
+    /// The node's stat as last read. The cache re-reads a node's stat when one of its children is
+    /// created or deleted, so that once writes stop it equals the server's, child counters
+    /// (`num_children`, `cversion`, `pzxid`) included; only `aversion` (an ACL change, which no
+    /// watch reports) waits for the next re-read of the node.
     pub fn stat(&self) -> &Stat {
         &self.0.stat
     }
@@ -79,9 +87,24 @@ impl CacheEntry {
         self.path().rsplit('/').next().unwrap_or("")
     }
 
-    /// True when both entries describe the same state of the node (same modification and data).
+    /// True when both entries describe the same state of the node (same stat and data).
     fn same_state(&self, other: &CacheEntry) -> bool {
         self.0.stat == other.0.stat && self.0.data == other.0.data
+    }
+
+    /// True when `other` is another write of the node than `self`: another `mzxid` (a set, also of
+    /// the same data), another node at the path (`czxid`), or other data. A change of the node's
+    /// children (or ACL) alone is not a write.
+    fn written_apart(&self, other: &CacheEntry) -> bool {
+        let (a, b) = (&self.0.stat, &other.0.stat);
+        a.mzxid != b.mzxid || a.czxid != b.czxid || self.0.data != other.0.data
+    }
+
+    /// True when `self` was read before `other`, judging by their stats (a stat read later is
+    /// never behind in either zxid); entries read at the same point compare as not older.
+    fn read_before(&self, other: &CacheEntry) -> bool {
+        let (a, b) = (&self.0.stat, &other.0.stat);
+        a.mzxid < b.mzxid || a.pzxid < b.pzxid
     }
 }
 
@@ -106,22 +129,48 @@ impl Eq for CacheEntry {}
 
 /// A change the cache saw, as [`CuratorCache::events`] yields them.
 ///
+/// Every event is a write on the server: a node created, written (`setData`, also of the same
+/// bytes: [`Changed`](CacheEvent::Changed) says whether the data changed) or deleted. A node's
+/// children being created or deleted is announced by the children's own events, not by a
+/// `Changed` of the parent, whose cached stat (`num_children`, `cversion`, `pzxid`) the cache
+/// refreshes quietly; neither does an ACL change (`aversion`) make an event.
+///
 /// Applying a subscriber's events in order to an empty map (insert on `Created`, replace on
-/// `Changed`, remove on `Deleted`) always gives the cache's contents as of the last event: a
-/// subscriber starts with a `Created` for each node already cached (and `Initialized` if the first
-/// load is done), and after a gap (disconnect, new session) the cache reports the net difference it
-/// found.
+/// `Changed`, remove on `Deleted`) always gives the cache's nodes, with their data and their
+/// writes' stat (`mzxid`, `version`, …), as of the last event: a subscriber starts with a
+/// `Created` for each node already cached (and `Initialized` if the first load is done), and after
+/// a gap (disconnect, new session) the cache reports the net difference it found — nothing for a
+/// node that was not written meanwhile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheEvent {
     /// A node appeared in the cache.
     Created(CacheEntry),
-    /// A cached node's data or stat changed.
+    /// A cached node was written: its data, or at least its version (a `setData` of the same
+    /// bytes), changed; or it was deleted and created again during a gap.
+    ///
+    /// A config reader reloads only when [`data_changed`](CacheEvent::Changed::data_changed):
+    ///
+    /// ```no_run
+    /// # use zk_curator::CacheEvent;
+    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// let mut events = cache.events();
+    /// while let Some(event) = events.next().await {
+    ///     if let CacheEvent::Changed { new, data_changed: true, .. } = event {
+    ///         println!("reload {} from {:?}", new.path(), new.data());
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    #[non_exhaustive]
     Changed {
         /// The entry before.
         old: CacheEntry,
         /// The entry now.
         new: CacheEntry,
+        /// True when the data differs from `old`'s; false when only the stat does (a write of
+        /// the same bytes).
+        data_changed: bool,
     },
     /// A node left the cache (deleted on the server).
     Deleted(CacheEntry),
@@ -264,7 +313,14 @@ impl Drop for EndOnDrop {
 /// * **Always converges** (beyond Curator, whose cache misses what happens during a partition):
 ///   after a disconnect, a new session, a server restart or a failover it re-arms its watch
 ///   *first*, then re-reads the tree (after a `sync`) and emits the net difference; once writes
-///   stop, it equals the server's tree. While it cannot be sure it says so ([`state`](Self::state)).
+///   stop, it equals the server's tree, every node's stat included (a parent's stat is re-read
+///   when its children change). While it cannot be sure it says so ([`state`](Self::state);
+///   [`wait_synced`](Self::wait_synced) waits until it is sure again).
+/// * **One watch per path and session on ZooKeeper 3.8** (ZOOKEEPER-4466, fixed in 3.9): another
+///   watch on the cache's own path set through the same client (a one-shot
+///   [`get_data`](CuratorClient::get_data)`(..).watch()`, a recipe watching that node, a cache of
+///   it in [`CacheMode::Node`] next to one in another mode) replaces the cache's on the server, which
+///   then misses changes until the next reconnect. Give such a cache its own client.
 /// * The path need not exist (the cache fills when it appears, empties when it goes, also when the
 ///   server reaps a container); the cache never creates or deletes anything. A node the client may
 ///   not read is listed by [`unreadable`](Self::unreadable), not fatal.
@@ -386,7 +442,9 @@ impl CuratorCache {
     }
 
     /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
-    /// entry (`None` while it does not exist) — what a config reader wants. Once the cache has
+    /// entry (`None` while it does not exist) — what a config reader wants. It wakes for the
+    /// node's writes (as [`CacheEvent`]s announce them), not when only its children changed
+    /// (`borrow()` shows the fresher stat then). Once the cache has
     /// closed or failed, the receiver's `changed()` fails (and `borrow()` keeps the last entry), so
     /// that a waiter wakes instead of waiting forever.
     pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
@@ -409,14 +467,48 @@ impl CuratorCache {
     /// # Ok(()) }
     /// ```
     pub async fn wait_initialized(&self, timeout: Duration) -> Result<()> {
+        self.wait_until(timeout, "waiting for the first load of the cache of", |_| self.shared.is_initialized()).await
+    }
+
+    /// Waits until the cache is [`Synced`](CacheState::Synced): its watch armed and its last load
+    /// in, at most `timeout`. It returns at once when the cache is synced now; after a gap
+    /// (disconnect, new session, server restart) that the cache has noticed, only once it has
+    /// re-armed its watch and re-read the tree — then it holds every write made before the gap
+    /// ended.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] when `timeout` passes first (the call returns then, whatever the
+    /// connection does); the cache's error if it failed; [`Error::Closed`] if it was closed.
+    ///
+    /// ```no_run
+    /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
+    /// // Serve from the cache only while it follows the server.
+    /// cache.wait_synced(std::time::Duration::from_secs(5)).await?;
+    /// let flag = cache.entry("/config/feature-x");
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<()> {
+        self.wait_until(timeout, "waiting for a synced cache of", |state| state == CacheState::Synced).await
+    }
+
+    /// Waits until `done` holds (checked on every state), or the cache ends, or `timeout` passes.
+    async fn wait_until(
+        &self,
+        timeout: Duration,
+        during: &'static str,
+        done: impl Fn(CacheState) -> bool,
+    ) -> Result<()> {
         let deadline = deadline_after(timeout);
         let start = tokio::time::Instant::now();
         let mut states = self.shared.states();
         loop {
-            if self.shared.is_initialized() {
+            let state = *states.borrow_and_update();
+            if done(state) {
                 return Ok(());
             }
-            let state = *states.borrow_and_update();
             if state == CacheState::Failed {
                 return Err(self.shared.error().unwrap_or(Error::Closed { path: self.path().to_string() }));
             }
@@ -429,7 +521,7 @@ impl CuratorCache {
                 Err(_) => {
                     return Err(Error::DeadlineExceeded {
                         path: self.path().to_string(),
-                        during: "waiting for the first load of the cache of",
+                        during,
                         waited: start.elapsed(),
                         timeout: Some(timeout),
                     })

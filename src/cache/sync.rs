@@ -10,7 +10,7 @@
 //! order, so applying them in the order they were sent never regresses an entry; the `mzxid`
 //! check in [`Shared::apply`] guards the rest.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -422,8 +422,39 @@ async fn follow(
     }
 }
 
+/// What an event batch needs read again about a path.
+enum Reread {
+    /// Its data and stat (created or changed).
+    Data,
+    /// Nothing: it is gone.
+    Gone,
+    /// Its stat only: one of its children was created or deleted (a persistent recursive watch
+    /// reports no `NodeChildrenChanged`), or its children changed (a persistent watch of the node
+    /// alone does).
+    Stat,
+}
+
+/// A re-read in flight.
+enum Reply<D, S> {
+    Data(D),
+    Stat(S),
+    Gone,
+}
+
+/// The parent of `path`; `None` for `/`.
+fn parent_of(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(0) | None => None,
+        Some(i) => Some(&path[..i]),
+    }
+}
+
 /// Reads again every path the batch names (the last event of each path counts; a deletion needs
-/// no read), all requests sent before the first reply is awaited, and applies the replies in order.
+/// no read) and the stat of every cached parent whose children it creates or deletes (once, and
+/// not when the parent's data is read anyway): all requests sent before the first reply is
+/// awaited, the replies applied in order. Every read is sent after every event of the batch came,
+/// so it shows them all.
 async fn apply_batch(
     shared: &Shared,
     client: &CuratorClient,
@@ -431,38 +462,68 @@ async fn apply_batch(
     batch: &[zk::WatchedEvent],
 ) -> Result<(), Stop> {
     let last: HashMap<&str, usize> = batch.iter().enumerate().map(|(i, e)| (e.path.as_str(), i)).collect();
-    let mut wanted: Vec<(String, bool)> = Vec::with_capacity(batch.len());
+    let mut wanted: Vec<(&str, Reread)> = Vec::with_capacity(batch.len());
+    let mut parents: Vec<&str> = Vec::new();
     for (i, event) in batch.iter().enumerate() {
         let path = client.unfix_path(&event.path);
+        let parent_changed = match event.event_type {
+            zk::EventType::NodeCreated | zk::EventType::NodeDeleted => parent_of(path),
+            zk::EventType::NodeChildrenChanged => Some(path),
+            _ => None,
+        };
+        if let Some(parent) = parent_changed.filter(|p| shared.wants(p)) {
+            parents.push(parent);
+        }
         if last.get(event.path.as_str()) != Some(&i) || !shared.wants(path) {
             continue;
         }
         match event.event_type {
-            zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => wanted.push((path.to_string(), true)),
-            zk::EventType::NodeDeleted => wanted.push((path.to_string(), false)),
+            zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => wanted.push((path, Reread::Data)),
+            zk::EventType::NodeDeleted => wanted.push((path, Reread::Gone)),
             _ => {}
+        }
+    }
+    if !parents.is_empty() {
+        let mut covered: HashSet<&str> = wanted.iter().map(|(path, _)| *path).collect();
+        for parent in parents {
+            if covered.insert(parent) {
+                wanted.push((parent, Reread::Stat));
+            }
         }
     }
     let reads: Vec<_> = wanted
         .into_iter()
-        .map(|(path, read)| {
-            let fixed = client.fix_path(&path);
-            let reply = read.then(|| zk.get_data(&fixed));
+        .map(|(path, reread)| {
+            let fixed = client.fix_path(path);
+            let reply = match reread {
+                Reread::Data => Reply::Data(zk.get_data(&fixed)),
+                Reread::Stat => Reply::Stat(zk.check_stat(&fixed)),
+                Reread::Gone => Reply::Gone,
+            };
             (path, reply)
         })
         .collect();
     for (path, reply) in reads {
         let applied = match reply {
-            None => shared.apply(&path, None),
-            Some(reply) => match reply.await {
-                Ok((data, stat)) => shared.apply(&path, Some(CacheEntry::new(&path, data, stat.into()))),
-                Err(zk::Error::NoNode) => shared.apply(&path, None),
+            Reply::Gone => shared.apply(path, None),
+            Reply::Data(reply) => match reply.await {
+                Ok((data, stat)) => shared.apply(path, Some(CacheEntry::new(path, data, stat.into()))),
+                Err(zk::Error::NoNode) => shared.apply(path, None),
                 Err(zk::Error::NoAuth) => {
                     warn!(path, "the cache may not read this node; it is not cached");
-                    shared.mark_unreadable(&path);
+                    shared.mark_unreadable(path);
                     Applied::Ok
                 }
-                Err(err) => return Err(stop_for(&path, err)),
+                Err(err) => return Err(stop_for(path, err)),
+            },
+            Reply::Stat(reply) => match reply.await {
+                Ok(Some(stat)) => {
+                    shared.apply_stat(path, stat.into());
+                    Applied::Ok
+                }
+                // Gone (its deletion is reported by the watch), or not ours to see.
+                Ok(None) | Err(zk::Error::NoNode | zk::Error::NoAuth) => Applied::Ok,
+                Err(err) => return Err(stop_for(path, err)),
             },
         };
         if let Applied::Full(err) = applied {

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{CacheEntry, CacheEvent, CacheMode, CacheState};
 use crate::error::Error;
+use crate::framework::Stat;
 
 /// A cached entry ordered and looked up by its path (`BTreeSet<Node>` finds it by `&str`): the
 /// path is stored once, inside the entry.
@@ -232,8 +233,9 @@ impl Shared {
     }
 
     /// Applies a fresh read of `path`: `Some(entry)` when it exists, `None` when it does not. A
-    /// read older than the cached entry (a smaller `mzxid`) is ignored; a missing node takes its
-    /// cached descendants with it.
+    /// read older than the cached entry is ignored; a missing node takes its cached descendants
+    /// with it. A write of the node is announced; a fresher stat alone (its children changed) is
+    /// taken quietly.
     pub(super) fn apply(&self, path: &str, read: Option<CacheEntry>) -> Applied {
         let mut tree = self.tree.write();
         let tree = &mut *tree;
@@ -241,11 +243,13 @@ impl Shared {
             Some(new) => {
                 tree.unreadable.remove(path);
                 match tree.nodes.get(path).map(|n| n.0.clone()) {
-                    Some(old) if old.stat().mzxid > new.stat().mzxid || old.same_state(&new) => {}
-                    Some(old) => {
+                    Some(old) if new.read_before(&old) || old.same_state(&new) => {}
+                    Some(old) if old.written_apart(&new) => {
                         tree.nodes.replace(Node(new.clone()));
-                        self.emit(tree, CacheEvent::Changed { old, new });
+                        let data_changed = old.data() != new.data();
+                        self.emit(tree, CacheEvent::Changed { old, new, data_changed });
                     }
+                    Some(_) => self.refresh_quietly(tree, new),
                     None => {
                         if let Some(max) = self.max_nodes {
                             if tree.nodes.len() >= max {
@@ -273,6 +277,38 @@ impl Shared {
         Applied::Ok
     }
 
+    /// Applies a fresh stat of `path` (read because its children changed): taken quietly when it
+    /// is of the cached write of the node and not older. Another write (or node) is left to the
+    /// read its watch event brings (ZooKeeper delivers the event before the reply that shows the
+    /// write, so it is queued already).
+    pub(super) fn apply_stat(&self, path: &str, stat: Stat) {
+        let mut tree = self.tree.write();
+        let tree = &mut *tree;
+        let Some(old) = tree.nodes.get(path).map(|n| n.0.clone()) else { return };
+        let same_write = old.stat().mzxid == stat.mzxid && old.stat().czxid == stat.czxid;
+        if !same_write || old.stat() == &stat {
+            return;
+        }
+        let new = old.with_stat(stat);
+        if !new.read_before(&old) {
+            self.refresh_quietly(tree, new);
+        }
+    }
+
+    /// Replaces a cached entry by one of the same write with another stat, without an event (and
+    /// without waking the root's latest-value receivers, whose `borrow()` shows it).
+    fn refresh_quietly(&self, tree: &mut Tree, new: CacheEntry) {
+        if new.path() == self.root {
+            if let Some(sender) = &*self.latest.lock() {
+                sender.send_if_modified(|latest| {
+                    *latest = Some(new.clone());
+                    false
+                });
+            }
+        }
+        tree.nodes.replace(Node(new));
+    }
+
     /// Notes that `path` could not be read (`NoAuth`): it is dropped from the cache (with what is
     /// below it) and listed as unreadable.
     pub(super) fn mark_unreadable(&self, path: &str) {
@@ -287,6 +323,7 @@ impl Shared {
         let tree = &mut *guard;
         let old: Vec<CacheEntry> = tree.nodes.iter().map(|n| n.0.clone()).collect();
         let mut events = Vec::new();
+        let mut restated = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < old.len() || j < loaded.len() {
             let order = match (old.get(i), loaded.get(j)) {
@@ -304,8 +341,13 @@ impl Shared {
                     j += 1;
                 }
                 Ordering::Equal => {
-                    if !old[i].same_state(&loaded[j]) {
-                        events.push(CacheEvent::Changed { old: old[i].clone(), new: loaded[j].clone() });
+                    let (old, new) = (&old[i], &loaded[j]);
+                    if old.written_apart(new) {
+                        let data_changed = old.data() != new.data();
+                        events.push(CacheEvent::Changed { old: old.clone(), new: new.clone(), data_changed });
+                    } else if !old.same_state(new) {
+                        // Only the stat moved (children or ACL changed): no event.
+                        restated.push(new.clone());
                     }
                     i += 1;
                     j += 1;
@@ -316,9 +358,12 @@ impl Shared {
         let (mut deleted, rest): (Vec<_>, Vec<_>) =
             events.into_iter().partition(|e| matches!(e, CacheEvent::Deleted(_)));
         deleted.reverse();
-        let unchanged = deleted.is_empty() && rest.is_empty();
+        let unchanged = deleted.is_empty() && rest.is_empty() && restated.is_empty();
         if !unchanged {
             tree.nodes = loaded.into_iter().map(Node).collect();
+        }
+        if let Some(root) = restated.into_iter().find(|e| e.path() == self.root) {
+            self.refresh_quietly(tree, root);
         }
         for event in deleted.into_iter().chain(rest) {
             self.emit(tree, event);

@@ -1,4 +1,5 @@
-//! The blocking cache from a plain thread: it loads, follows changes through its event iterator,
+//! The blocking cache from a plain thread: it loads, waits until synced, follows changes through
+//! its event iterator,
 //! and refuses to wait inside a tokio runtime with a typed error.
 
 use std::time::Duration;
@@ -16,6 +17,7 @@ fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {
     client.create(&format!("{root}/a"), b"1".to_vec(), zk_curator::CreateMode::Persistent).unwrap();
     let cache = CuratorCache::start(&client, &root, CacheMode::Children).unwrap();
     cache.wait_initialized(Duration::from_secs(20)).unwrap();
+    cache.wait_synced(Duration::from_secs(20)).unwrap();
     assert_eq!(cache.children(&root), vec!["a".to_string()]);
     let mut events = cache.events();
     let mut seen_initialized = false;
@@ -32,6 +34,8 @@ fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {
     assert_eq!(err.kind(), ErrorKind::BadArgument, "{err:?}");
     cache.close().unwrap();
     assert!(events.next().is_none(), "the iterator ends with the cache");
+    let err = cache.wait_synced(Duration::from_secs(20)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err:?}");
     client.close().unwrap();
     drop(server);
 }

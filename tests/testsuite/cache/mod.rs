@@ -1,6 +1,7 @@
 //! `CuratorCache`: reads, events, modes and bounds (reads_and_events), convergence after faults
 //! (convergence), the holes of Curator's caches reproduced (curator_bugs), and a real Curator writer
-//! and cache on the same tree (curator_interop), and the requests a load sends (load_requests).
+//! and cache on the same tree (curator_interop), the requests a load sends (load_requests), cached
+//! stats and what events announce (stats), and waiting for a synced cache (wait_synced).
 
 mod blocking_facade;
 mod cancelled_close;
@@ -11,19 +12,68 @@ mod latest_after_close;
 mod load_requests;
 mod reads_and_events;
 mod runtime_shutdown;
+mod stats;
+mod wait_synced;
 mod watch_cli_huge_timeout;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use zk_curator::{CacheEvent, CacheEventStream, CacheState, CuratorCache};
+use zk_curator::{CacheEntry, CacheEvent, CacheEventStream, CacheState, CuratorCache};
 
-/// A node as compared between the cache, a replay of its events and the server: data and `mzxid`.
-pub type Node = (Vec<u8>, i64);
+/// A node as compared between the cache and the server: its data, and the stat fields that a
+/// write of the node (`mzxid`, `version`) or of its children (`cversion`, `num_children`, `pzxid`)
+/// moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub data: Vec<u8>,
+    pub mzxid: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub num_children: i32,
+    pub pzxid: i64,
+}
+
+impl Node {
+    pub fn of(entry: &CacheEntry) -> Node {
+        let stat = entry.stat();
+        Node {
+            data: entry.data().to_vec(),
+            mzxid: stat.mzxid,
+            version: stat.version,
+            cversion: stat.cversion,
+            num_children: stat.num_children,
+            pzxid: stat.pzxid,
+        }
+    }
+
+    fn read(data: Vec<u8>, stat: &zookeeper_client::Stat) -> Node {
+        Node {
+            data,
+            mzxid: stat.mzxid,
+            version: stat.version,
+            cversion: stat.cversion,
+            num_children: stat.num_children,
+            pzxid: stat.pzxid,
+        }
+    }
+
+    /// What the events announce of a node: its data and the write that made it (a parent's
+    /// child counters change in the cache without an event of the parent; its children's events
+    /// announce them).
+    pub fn written(&self) -> (&[u8], i64, i32) {
+        (&self.data, self.mzxid, self.version)
+    }
+}
+
+/// The announced part ([`Node::written`]) of every node of a tree.
+pub fn written(tree: &BTreeMap<String, Node>) -> BTreeMap<&str, (&[u8], i64, i32)> {
+    tree.iter().map(|(path, node)| (path.as_str(), node.written())).collect()
+}
 
 /// The cache's contents as comparable nodes.
 pub fn cached(cache: &CuratorCache) -> BTreeMap<String, Node> {
-    cache.snapshot().into_iter().map(|(p, e)| (p, (e.data().to_vec(), e.stat().mzxid))).collect()
+    cache.snapshot().into_iter().map(|(p, e)| (p, Node::of(&e))).collect()
 }
 
 /// Applies events to a map, as the events' documentation says a subscriber may.
@@ -40,14 +90,20 @@ impl Replay {
     pub fn apply(&mut self, event: CacheEvent) {
         match event {
             CacheEvent::Created(e) => {
-                if self.nodes.insert(e.path().to_string(), (e.data().to_vec(), e.stat().mzxid)).is_some() {
+                if self.nodes.insert(e.path().to_string(), Node::of(&e)).is_some() {
                     self.inconsistencies.push(format!("created twice: {}", e.path()));
                 }
             }
-            CacheEvent::Changed { old, new } => {
-                let before = self.nodes.insert(new.path().to_string(), (new.data().to_vec(), new.stat().mzxid));
-                if before != Some((old.data().to_vec(), old.stat().mzxid)) {
+            CacheEvent::Changed { old, new, data_changed, .. } => {
+                let before = self.nodes.insert(new.path().to_string(), Node::of(&new));
+                if before.as_ref().map(Node::written) != Some(Node::of(&old).written()) {
                     self.inconsistencies.push(format!("changed from an unknown state: {}", new.path()));
+                }
+                if data_changed != (old.data() != new.data()) {
+                    self.inconsistencies.push(format!("data_changed says {data_changed}: {}", new.path()));
+                }
+                if old.stat().mzxid == new.stat().mzxid && old.data() == new.data() {
+                    self.inconsistencies.push(format!("changed but not written: {}", new.path()));
                 }
             }
             CacheEvent::Deleted(e) => {
@@ -76,7 +132,7 @@ pub async fn server_tree(connect: &str, root: &str) -> BTreeMap<String, Node> {
     while let Some(path) = todo.pop() {
         match zk.get_data(&path).await {
             Ok((data, stat)) => {
-                tree.insert(path.clone(), (data, stat.mzxid));
+                tree.insert(path.clone(), Node::read(data, &stat));
             }
             Err(zookeeper_client::Error::NoNode) => continue,
             Err(e) => panic!("read {path}: {e}"),
@@ -93,9 +149,10 @@ pub async fn server_tree(connect: &str, root: &str) -> BTreeMap<String, Node> {
     tree
 }
 
-/// Waits until the cache is synced and equals a fresh listing of the server under its path (through
-/// `connect`, which carries the cache's client's namespace as a chroot if it has one) and the replay
-/// of `events` equals the cache; panics showing the three after `within`.
+/// Waits until the cache is synced and equals a fresh listing of the server under its path, data and
+/// stats (through `connect`, which carries the cache's client's namespace as a chroot if it has
+/// one), and the replay of `events` equals the cache (what events announce: [`Node::written`]);
+/// panics showing the three after `within`.
 pub async fn assert_converges(
     cache: &CuratorCache,
     events: &mut CacheEventStream,
@@ -110,7 +167,7 @@ pub async fn assert_converges(
         let cache_now = cached(cache);
         let state = cache.state();
         let server = server_tree(connect, &root).await;
-        if state == CacheState::Synced && cache_now == server && replay.nodes == cache_now {
+        if state == CacheState::Synced && cache_now == server && written(&replay.nodes) == written(&cache_now) {
             break;
         }
         if std::time::Instant::now() >= deadline {

@@ -124,14 +124,20 @@ async fn watch_json_is_one_object_per_line_and_depth_bounds_the_tree() {
     assert_eq!(created, [base.clone(), format!("{base}/a")], "depth 1: {initial:?}");
     assert_eq!(parsed.last().expect("initialized")["nodes"], 2);
 
-    // A change below the depth is not shown; the next line is the change at depth 1.
+    // A change below the depth is not shown, nor is `a`'s new child (a change of `a`'s children,
+    // not a write of `a`); the next line is the write at depth 1.
     client.set_data(&format!("{base}/a/deep"), "still hidden").await.expect("set deep");
+    client.create(&format!("{base}/a/deeper")).await.expect("create below a");
     client.set_data(&format!("{base}/a"), "y").await.expect("set a");
     let changed: serde_json::Value = serde_json::from_str(&watch.line().await).expect("JSON");
     assert_eq!(changed["event"], "changed");
     assert_eq!(changed["path"], format!("{base}/a"));
     assert_eq!(changed["data"], "y");
+    assert_eq!(changed["data_changed"], true);
     assert_eq!(changed["version"], 1);
+    client.set_data(&format!("{base}/a"), "y").await.expect("set a to the same");
+    let same: serde_json::Value = serde_json::from_str(&watch.line().await).expect("JSON");
+    assert_eq!((&same["path"], &same["data_changed"], &same["version"]), (&changed["path"], &false.into(), &2.into()));
 
     assert_eq!(watch.stop(libc::SIGINT).await, Some(0), "SIGINT ends a watch cleanly");
 }

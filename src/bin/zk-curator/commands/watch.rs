@@ -199,7 +199,7 @@ fn line(event: &CacheEvent, nodes: usize, as_json: bool) -> String {
         }
         (Some(entry), true) => {
             let stat = entry.stat();
-            json!({
+            let mut object = json!({
                 "event": kind,
                 "path": entry.path(),
                 "data": lossy(entry),
@@ -209,8 +209,11 @@ fn line(event: &CacheEvent, nodes: usize, as_json: bool) -> String {
                 "mzxid": stat.mzxid,
                 "mtime_ms": stat.mtime,
                 "ephemeral_owner": format!("0x{:x}", stat.ephemeral_owner),
-            })
-            .to_string()
+            });
+            if let CacheEvent::Changed { data_changed, .. } = event {
+                object["data_changed"] = json!(data_changed);
+            }
+            object.to_string()
         }
     }
 }
