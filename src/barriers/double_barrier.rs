@@ -524,7 +524,7 @@ impl DistributedDoubleBarrier {
         // does so when one node is left). Every node there now is waited for, as Curator does.
         let closed_at = round.map_or(i64::MAX, |(_, closed_at)| closed_at);
         if lowest {
-            let waited = self.wait_round_over(&client, closed_at, Some(&member.name), deadline).await;
+            let waited = self.wait_round_over(&client, closed_at, Some(&member), deadline).await;
             self.on_own_session(&client, &member)?;
             waited?;
             cleanup.disarm();
@@ -634,15 +634,17 @@ impl DistributedDoubleBarrier {
     }
 
     /// Waits until no member node created before `closed_at` (a round's close) other than
-    /// `except` (a node name) is left.
+    /// `own`'s (the lowest member's, still there) is left. With `own`, a session of its that
+    /// ended meanwhile ends the wait at once ([`ErrorCode::SessionExpired`]).
     async fn wait_round_over(
         &self,
         client: &CuratorClient,
         closed_at: i64,
-        except: Option<&str>,
+        own: Option<&Member>,
         deadline: Option<Instant>,
     ) -> Result<()> {
         let fixed = self.fixed.as_str();
+        let except = own.map(|member| member.name.as_str());
         let children =
             match client.with_retry(&self.path, deadline, |zk| async move { zk.list_children(fixed).await }).await {
                 Ok(children) => children,
@@ -681,6 +683,12 @@ impl DistributedDoubleBarrier {
             }
             if !first_waits {
                 continue;
+            }
+            // Our own node still there (the lowest waits for the others): a session that ended
+            // meanwhile (also while the look above was retried onto a new session) took it, so
+            // we have left — told now, not once the others are gone.
+            if let Some(member) = own {
+                self.on_own_session(client, member)?;
             }
             // Any wake-up leads to a fresh look; only the nodes themselves end the wait.
             if let Woken::Deadline = wake_up(client, watcher, deadline).await {

@@ -130,3 +130,28 @@ async fn when_the_lowest_members_session_ends_while_it_waits_to_leave_everyone_l
     let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left behind after the next round: {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lowest_member_waiting_to_leave_is_told_its_session_ended_without_waiting_for_the_others() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let connect = server.connect_string();
+    let path = support::unique_path("double-lowest-told");
+    let members: Vec<_> =
+        clients.iter().map(|client| DistributedDoubleBarrier::new(client, &path, 2).unwrap()).collect();
+    let mut entered = all_entered(members).await.into_iter();
+    let (mut lowest, mut other) = (entered.next().unwrap(), entered.next().unwrap());
+    let obs = support::observer(&connect).await;
+    let owner = support::stat(&obs, lowest.member_node().unwrap()).await.unwrap().ephemeral_owner;
+    let lowest_client = clients.iter().find(|c| c.session_id() == owner).unwrap().clone();
+    let lowest_out = tokio::spawn(async move { lowest.leave().await });
+    // Lets the lowest member start waiting for the other one (which has not called leave).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    zk_curator::testing::expire_session(&connect, &lowest_client).await.unwrap();
+    // Its node went with its session: it has left, and is told so without the other leaving.
+    let result = support::join("the lowest member's leave returns", HANG, lowest_out).await;
+    let e = result.expect_err("leave on an expired session");
+    assert_eq!(e.kind(), zk_curator::ErrorKind::SessionLost, "the lowest member's leave: {e}");
+    support::join("the other member leaves", HANG, tokio::spawn(async move { other.leave().await })).await.unwrap();
+    let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
