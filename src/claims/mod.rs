@@ -739,7 +739,12 @@ impl WorkClaims {
                     remade = true;
                     self.remake_dirs(None).await?;
                 }
-                Err(e) => retrying.backoff_or_fail(e).await?,
+                Err(e) => {
+                    retrying.backoff_or_fail(e).await?;
+                    // A failed attempt's claims of unknown outcome are being released in the
+                    // background: the next attempt would find its own items taken and claim none.
+                    let _ = self.inner.releasing.subscribe().wait_for(|n| *n == 0).await;
+                }
             }
         }
     }
@@ -916,7 +921,11 @@ impl WorkClaims {
     /// is back, if it is this session's.
     fn release_unknown_in_background(&self, item: String, session: SessionIdentity, mark: Vec<u8>) {
         let this = self.clone();
+        // Counted as a pending release, which the next claim waits for.
+        self.inner.releasing.send_modify(|n| *n += 1);
+        let pending = PendingRelease(self.inner.clone());
         self.inner.client.runtime().spawn(async move {
+            let _pending = pending;
             let claim = this.claim_fixed(&item);
             let client = &this.inner.client;
             let mut failed_requests = 0;
