@@ -344,6 +344,35 @@ impl Hold {
         }
     }
 
+    /// Whether every one of `holds` is `Held`: with `wait`, a suspended hold is waited for
+    /// until it is `Held` again or `deadline` passes; without, the states are read once. Stops
+    /// at the first lost hold. A set taken one part after another (a multi-lock, several
+    /// leases) checks this before it is handed out: an earlier part may have been suspended or
+    /// lost while a later one was awaited.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the client is.
+    pub(crate) async fn settle_all(holds: Vec<Arc<Hold>>, wait: bool, deadline: Option<Instant>) -> Result<Settled> {
+        for hold in holds {
+            let held = if wait {
+                hold.wait_held(deadline).await
+            } else {
+                match hold.hold_state() {
+                    HoldState::Held => Ok(true),
+                    HoldState::Suspended => Ok(false),
+                    HoldState::Lost => Err(hold.lost_error("the hold is lost")),
+                }
+            };
+            match held {
+                Ok(true) => {}
+                Ok(false) => return Ok(Settled::NotHeld),
+                Err(Error::LockLost { node, .. }) => return Ok(Settled::Lost(node)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Settled::Held)
+    }
+
     fn lost_error(&self, reason: &'static str) -> Error {
         Error::LockLost { node: self.node.path.clone(), reason }
     }
@@ -844,3 +873,13 @@ pub(crate) trait LocalTurns: Send + Sync {
 /// The writes of one [`Hold::guarded_write`], applied atomically after the lock check: a
 /// [`Transaction`](crate::Transaction), with the same operations.
 pub type GuardedWrite = crate::Transaction;
+
+/// Whether every part of a set of holds is held (see [`Hold::settle_all`]).
+#[derive(Debug)]
+pub(crate) enum Settled {
+    Held,
+    /// A part was still suspended at the deadline (or when read once).
+    NotHeld,
+    /// The named node of a part is lost.
+    Lost(String),
+}

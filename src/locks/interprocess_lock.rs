@@ -4,8 +4,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::hold::Hold;
 use super::reentrancy::HolderId;
 use crate::error::Result;
 
@@ -77,5 +79,15 @@ pub trait InterProcessLock: Send + Sync {
     /// this crate does.
     fn release_abandoned(&self, holder: HolderId) {
         let _ = holder;
+    }
+
+    /// The holds `holder` has of this lock (one, or one per part of a multi-lock; none if it
+    /// holds nothing), so a [`InterProcessMultiLock`](crate::InterProcessMultiLock) can check that
+    /// every part it took is still [`HoldState::Held`](crate::HoldState::Held) before it reports
+    /// success. The default has none to show (nothing is checked): every lock of this crate
+    /// shows its holds.
+    fn holds_of(&self, holder: HolderId) -> Vec<Arc<Hold>> {
+        let _ = holder;
+        Vec::new()
     }
 }

@@ -1,8 +1,12 @@
 //! [`InterProcessMultiLock`]: several locks taken as one (Curator's `InterProcessMultiLock`), in
 //! order, all or none, under one deadline.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::debug;
+
+use super::hold::{Hold, Settled};
 use super::internals::CLEANUP_SLACK;
 use super::interprocess_lock::{InterProcessLock, LockFuture};
 use super::mutex::InterProcessMutex;
@@ -110,13 +114,21 @@ impl InterProcessMultiLock {
         &self.path
     }
 
-    /// Waits until every lock is held by the calling task.
+    /// Waits until every lock is held by the calling task, each [`HoldState::Held`](crate::HoldState::Held) on the
+    /// current session when it returns.
+    ///
+    /// The locks are taken one after another, so an earlier one may become suspended or lost
+    /// while a later one is awaited. Once all are taken, each is checked: a suspended one is
+    /// waited for until it is `Held` again; if one is lost, every lock is given back and the set
+    /// is taken again from the first.
     ///
     /// # Errors
-    /// The first lock's error; the locks taken before it are released first.
+    /// The first lock's error; the locks taken before it are released first. [`Error::Closed`]
+    /// if the client closes while a taken lock is suspended (every lock is given back).
     ///
     /// # Cancel safety
-    /// Cancel safe: locks already taken are given back (in the background).
+    /// Cancel safe: locks already taken are given back (in the background), also while waiting
+    /// for a suspended one.
     ///
     /// # Examples
     /// ```no_run
@@ -132,6 +144,12 @@ impl InterProcessMultiLock {
 
     /// Every lock within one `timeout` for the whole set, strictly, or `Ok(false)` with the locks
     /// already taken given back (in reverse order).
+    ///
+    /// `Ok(true)` only if every lock is [`HoldState::Held`](crate::HoldState::Held) on the current session when the call
+    /// returns: a lock suspended after it was taken is waited for until the deadline (then
+    /// `Ok(false)`, everything given back); if one is lost, everything is given back and the set
+    /// is taken again while time is left. A zero timeout is one attempt at each lock, which
+    /// succeeds only if every lock is `Held` at the end of it (no waiting, no second attempt).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -159,23 +177,53 @@ impl InterProcessMultiLock {
     }
 
     async fn acquire_until(&self, deadline: Deadline) -> Result<bool> {
-        let mut taken = Taken { locks: &self.locks, holder: HolderId::current(), count: 0 };
-        for lock in &self.locks {
-            let acquired = match deadline {
-                Deadline::Never => lock.acquire().await.map(|()| true),
-                Deadline::OneAttempt => lock.acquire_timeout(Duration::ZERO).await,
-                Deadline::At(d) => match d.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) {
-                    Some(left) => lock.acquire_timeout(left).await,
-                    // A used-up deadline means "not acquired", never a fresh one-attempt call
-                    // (a zero timeout) that could acquire after the deadline.
-                    None => Ok(false),
-                },
-            };
-            match acquired {
-                Ok(true) => taken.count += 1,
-                Ok(false) => {
+        loop {
+            let mut taken = Taken { locks: &self.locks, holder: HolderId::current(), count: 0 };
+            for lock in &self.locks {
+                let acquired = match deadline {
+                    Deadline::Never => lock.acquire().await.map(|()| true),
+                    Deadline::OneAttempt => lock.acquire_timeout(Duration::ZERO).await,
+                    Deadline::At(d) => match time_left(d) {
+                        Some(left) => lock.acquire_timeout(left).await,
+                        // A used-up deadline means "not acquired", never a fresh one-attempt call
+                        // (a zero timeout) that could acquire after the deadline.
+                        None => Ok(false),
+                    },
+                };
+                match acquired {
+                    Ok(true) => taken.count += 1,
+                    Ok(false) => {
+                        self.give_back(&mut taken, deadline).await;
+                        return Ok(false);
+                    }
+                    Err(e) => {
+                        self.give_back(&mut taken, deadline).await;
+                        return Err(e);
+                    }
+                }
+            }
+            // An earlier part may have been suspended or lost while a later one was taken: the
+            // set is handed out only when every part is Held on the current session.
+            match self.settle(taken.holder, deadline).await {
+                Ok(Settled::Held) => {
+                    taken.count = 0;
+                    return Ok(true);
+                }
+                Ok(Settled::NotHeld) => {
                     self.give_back(&mut taken, deadline).await;
                     return Ok(false);
+                }
+                Ok(Settled::Lost(node)) => {
+                    self.give_back(&mut taken, deadline).await;
+                    let retry = match deadline {
+                        Deadline::Never => true,
+                        Deadline::OneAttempt => false,
+                        Deadline::At(d) => time_left(d).is_some(),
+                    };
+                    if !retry {
+                        return Ok(false);
+                    }
+                    debug!(paths = %self.path, node = %node, "a part was lost while the others were taken: taking the set again");
                 }
                 Err(e) => {
                     self.give_back(&mut taken, deadline).await;
@@ -183,8 +231,18 @@ impl InterProcessMultiLock {
                 }
             }
         }
-        taken.count = 0;
-        Ok(true)
+    }
+
+    /// Waits, within `deadline`, until every hold `holder` took is Held; one attempt waits for
+    /// nothing. Stops at the first lost hold.
+    async fn settle(&self, holder: HolderId, deadline: Deadline) -> Result<Settled> {
+        let holds: Vec<Arc<Hold>> = self.locks.iter().flat_map(|lock| lock.holds_of(holder)).collect();
+        let (wait, until) = match deadline {
+            Deadline::OneAttempt => (false, None),
+            Deadline::Never => (true, None),
+            Deadline::At(d) => (true, Some(d)),
+        };
+        Hold::settle_all(holds, wait, until).await
     }
 
     /// Releases what was taken, in reverse order; a timed call waits for the deletes until its
@@ -249,6 +307,11 @@ impl InterProcessMultiLock {
     }
 }
 
+/// The time left before `deadline`, if any.
+fn time_left(deadline: Instant) -> Option<Duration> {
+    deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+}
+
 /// The deadline of one multi-lock acquire.
 #[derive(Clone, Copy, Debug)]
 enum Deadline {
@@ -278,5 +341,8 @@ impl InterProcessLock for InterProcessMultiLock {
         for lock in self.locks.iter().rev() {
             lock.release_abandoned(holder);
         }
+    }
+    fn holds_of(&self, holder: HolderId) -> Vec<Arc<Hold>> {
+        self.locks.iter().flat_map(|lock| lock.holds_of(holder)).collect()
     }
 }

@@ -593,6 +593,9 @@ impl<D: LockDriver> super::interprocess_lock::InterProcessLock for InterProcessM
             hold.release_in_background();
         }
     }
+    fn holds_of(&self, holder: HolderId) -> Vec<Arc<Hold>> {
+        self.shared.holders.get(holder).map(|(hold, _)| hold).into_iter().collect()
+    }
 }
 
 impl<D: LockDriver> Drop for Shared<D> {

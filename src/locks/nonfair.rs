@@ -268,4 +268,7 @@ impl super::interprocess_lock::InterProcessLock for InterProcessNonFairMutex {
     fn release_abandoned(&self, holder: super::reentrancy::HolderId) {
         super::interprocess_lock::InterProcessLock::release_abandoned(&self.inner, holder)
     }
+    fn holds_of(&self, holder: super::reentrancy::HolderId) -> Vec<Arc<Hold>> {
+        super::interprocess_lock::InterProcessLock::holds_of(&self.inner, holder)
+    }
 }

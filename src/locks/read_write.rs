@@ -658,6 +658,9 @@ macro_rules! impl_interprocess_lock {
             fn release_abandoned(&self, holder: crate::HolderId) {
                 InterProcessLock::release_abandoned(&self.mutex, holder)
             }
+            fn holds_of(&self, holder: crate::HolderId) -> Vec<Arc<Hold>> {
+                InterProcessLock::holds_of(&self.mutex, holder)
+            }
         }
     };
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::driver::{Contender, LockDriver, Verdict};
-use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
+use super::hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream, Settled};
 use super::internals::{Basis, LockInternals, Wait, CLEANUP_SLACK};
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, ErrorCode, Result};
@@ -235,6 +235,11 @@ impl InterProcessSemaphoreV2 {
     /// wait for more than are left can wait for each other forever. Prefer
     /// [`acquire_many_timeout`](Self::acquire_many_timeout) when several callers take more than one.
     ///
+    /// Every lease handed out is [`HoldState::Held`] on the current session: one taken early may
+    /// be suspended or lost while a later one is awaited, so once all are taken each is checked —
+    /// a suspended one is waited for until it is `Held` again; if one is lost, all are given back
+    /// and taken again.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] at once for `n` = 0 or more than the maximum; otherwise as
     /// [`acquire`](Self::acquire).
@@ -256,7 +261,10 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// `n` leases within one `timeout` for all of them, or `Ok(None)` with every lease already
-    /// taken given back (Curator gives each lease the full timeout).
+    /// taken given back (Curator gives each lease the full timeout). As with
+    /// [`acquire_many`](Self::acquire_many), every lease handed out is `Held`: a suspended one is
+    /// waited for until the deadline, lost ones are taken again while time is left; a zero
+    /// timeout succeeds only if every lease is `Held` at the end of its one attempt.
     ///
     /// # Errors
     /// As [`acquire_many`](Self::acquire_many).
@@ -285,24 +293,52 @@ impl InterProcessSemaphoreV2 {
         if n > self.max_leases() {
             return Err(Error::invalid_argument("n", n, "is more than the semaphore's maximum number of leases"));
         }
-        // Grows as leases come: `n` may be as large as the maximum (even `usize::MAX`).
-        let mut leases = Vec::new();
-        while leases.len() < n {
-            let outcome = self.acquire_one(wait).await;
-            if let Ok(Some(lease)) = outcome {
-                leases.push(lease);
-                continue;
+        let give_back_by = match wait {
+            Wait::OneAttempt => Some(std::time::Instant::now() + CLEANUP_SLACK),
+            _ => wait.deadline(),
+        };
+        loop {
+            // Grows as leases come: `n` may be as large as the maximum (even `usize::MAX`).
+            let mut leases = Vec::new();
+            while leases.len() < n {
+                let outcome = self.acquire_one(wait).await;
+                if let Ok(Some(lease)) = outcome {
+                    leases.push(lease);
+                    continue;
+                }
+                // Give back what was taken, within the call's deadline: deletes that cannot
+                // finish by then go on in the background (guaranteed), never past the deadline.
+                let _ = return_all_by(leases, give_back_by).await;
+                return outcome.map(|_| None);
             }
-            // Give back what was taken, within the call's deadline: deletes that cannot finish
-            // by then go on in the background (guaranteed), never past the deadline.
-            let give_back_by = match wait {
-                Wait::OneAttempt => Some(std::time::Instant::now() + CLEANUP_SLACK),
-                _ => wait.deadline(),
-            };
-            let _ = return_all_by(leases, give_back_by).await;
-            return outcome.map(|_| None);
+            // The leases are taken one after another: an earlier one may have been suspended or
+            // lost while a later one was awaited. They are handed out only when each is Held.
+            let settled = Hold::settle_all(
+                leases.iter().map(|lease| lease.hold.clone()).collect(),
+                wait != Wait::OneAttempt,
+                wait.deadline(),
+            )
+            .await;
+            match settled {
+                Ok(Settled::Held) => return Ok(Some(leases)),
+                Ok(Settled::NotHeld) => {
+                    let _ = return_all_by(leases, give_back_by).await;
+                    return Ok(None);
+                }
+                Ok(Settled::Lost(node)) => {
+                    let _ = return_all_by(leases, give_back_by).await;
+                    let time_left = wait.deadline().map_or(true, |d| d > std::time::Instant::now());
+                    if wait == Wait::OneAttempt || !time_left {
+                        return Ok(None);
+                    }
+                    debug!(path = %self.shared.path, %node, "a lease was lost while the others were taken: taking them again");
+                }
+                Err(e) => {
+                    let _ = return_all_by(leases, give_back_by).await;
+                    return Err(e);
+                }
+            }
         }
-        Ok(Some(leases))
     }
 
     /// One lease, measured as one acquire of the semaphore (the wait for the internal mutex
@@ -663,6 +699,10 @@ impl super::interprocess_lock::InterProcessLock for InterProcessSemaphoreMutex {
     fn release_abandoned(&self, _holder: crate::HolderId) {
         // Not task-owned: the lease is released in the background when dropped.
         drop(self.lease.lock().take());
+    }
+    fn holds_of(&self, _holder: crate::HolderId) -> Vec<Arc<Hold>> {
+        // Not task-owned: the instance's lease is the hold.
+        self.current_hold().into_iter().collect()
     }
 }
 

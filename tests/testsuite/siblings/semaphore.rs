@@ -336,6 +336,176 @@ async fn multi_lock_all_or_nothing() {
     assert!(InterProcessMultiLock::new(Vec::new()).map(|_| ()).map_err(|e| e.kind()) == Err(ErrorKind::BadArgument));
 }
 
+/// A multi-lock whose first part is on a client behind `proxy` and whose second part is held by
+/// `blocker` (on another client) is acquired in a task; returns the task, which yields the
+/// acquire's result, the state and node of every part's hold when the acquire returned, and the result of
+/// releasing the set (from the acquiring task, whose holds they are).
+async fn multi_lock_waiting_on_its_second_part(
+    obs: &zookeeper_client::Client,
+    proxied: &zk_curator::CuratorClient,
+    direct: &zk_curator::CuratorClient,
+    blocker: &InterProcessMutex,
+    first: &str,
+    second: &str,
+) -> (
+    InterProcessMutex,
+    tokio::task::JoinHandle<(zk_curator::Result<()>, Vec<(HoldState, String)>, Option<zk_curator::Result<()>>)>,
+) {
+    blocker.acquire().await.unwrap();
+    let part_b = InterProcessMutex::new(direct, second).unwrap();
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(InterProcessMutex::new(proxied, first).unwrap()),
+        Box::new(part_b.clone()),
+    ])
+    .unwrap();
+    let task = tokio::spawn(async move {
+        let result = multi.acquire().await;
+        let states = multi
+            .holds_of(HolderId::current())
+            .iter()
+            .map(|hold| (hold.hold_state(), hold.path().to_string()))
+            .collect();
+        let released = match result {
+            Ok(()) => Some(multi.release().await),
+            Err(_) => None,
+        };
+        (result, states, released)
+    });
+    support::eventually(Duration::from_secs(30), "the multi-lock waits for its second part", || async {
+        support::sorted_children(obs, first).await.len() == 1 && support::sorted_children(obs, second).await.len() == 2
+    })
+    .await;
+    (part_b, task)
+}
+
+/// The first part is suspended (its link cut, well within its session) when the second is
+/// granted: the multi-lock returns only once every part is Held again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_returns_only_when_every_part_is_held() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let proxied = support::riding_client(&proxy.connect_string()).await;
+    let direct = support::client(&connect).await;
+    let other = support::client(&connect).await;
+    let base = support::unique_path("multi-suspended");
+    let (first, second) = (format!("{base}-a"), format!("{base}-b"));
+    let blocker = InterProcessMutex::new(&other, &second).unwrap();
+    let (part_b, task) =
+        multi_lock_waiting_on_its_second_part(&obs, &proxied, &direct, &blocker, &first, &second).await;
+
+    support::cut_off(&proxy, &proxied).await;
+    blocker.release().await.unwrap();
+    // (A multi-lock that does not wait for its first part returns, and releases, at once.)
+    support::eventually(Duration::from_secs(30), "the second part is taken", || async {
+        part_b.is_acquired_in_this_process() || task.is_finished()
+    })
+    .await;
+    // Gives a multi-lock that does not look at its first part again time to return while that
+    // part is still suspended (the property does not depend on this pause).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_mode(ProxyMode::Pass);
+
+    let (result, states, released) = support::join("the multi-lock acquire", Duration::from_secs(60), task).await;
+    result.unwrap();
+    let states: Vec<HoldState> = states.into_iter().map(|(state, _)| state).collect();
+    assert_eq!(states, [HoldState::Held, HoldState::Held], "every part Held when acquire returned");
+    released.expect("acquired").unwrap();
+}
+
+/// The first part's session ends (its link cut for longer than the session) while the multi-lock
+/// waits for the second: the lost part is never handed out; the set is taken again, on the new
+/// session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_retakes_a_part_lost_while_it_waited() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let session = Duration::from_secs(1);
+    let proxied = support::client_with_timeouts(&proxy.connect_string(), session, Duration::from_millis(500)).await;
+    let direct = support::client(&connect).await;
+    let other = support::client(&connect).await;
+    let base = support::unique_path("multi-lost");
+    let (first, second) = (format!("{base}-a"), format!("{base}-b"));
+    let blocker = InterProcessMutex::new(&other, &second).unwrap();
+    let (_part_b, task) =
+        multi_lock_waiting_on_its_second_part(&obs, &proxied, &direct, &blocker, &first, &second).await;
+    let lost_node = support::sorted_children(&obs, &first).await;
+
+    let old_session = proxied.session_id();
+    proxy.set_mode(ProxyMode::Cut);
+    // Long enough for the server to expire the 1 s session.
+    tokio::time::sleep(session * 3).await;
+    proxy.set_mode(ProxyMode::Pass);
+    support::session_replaced(&proxied, old_session).await;
+    blocker.release().await.unwrap();
+
+    let (result, states, released) = support::join("the multi-lock acquire", Duration::from_secs(60), task).await;
+    result.unwrap();
+    let first_node = states[0].1.clone();
+    let states: Vec<HoldState> = states.into_iter().map(|(state, _)| state).collect();
+    assert_eq!(states, [HoldState::Held, HoldState::Held], "every part Held when acquire returned");
+    assert!(
+        !lost_node.iter().any(|lost| first_node.ends_with(lost.as_str())),
+        "the first part was taken again on the new session: {first_node} (lost: {lost_node:?})"
+    );
+    released.expect("acquired").unwrap();
+}
+
+/// The session of `acquire_many`'s first lease ends while it waits for the second: the lost
+/// lease is never handed out; the leases are taken again, on the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_leases_are_handed_out_only_when_each_is_held() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let session = Duration::from_secs(1);
+    let proxied = support::client_with_timeouts(&proxy.connect_string(), session, Duration::from_millis(500)).await;
+    let other = support::client(&connect).await;
+    let path = support::unique_path("semaphore-many-lost");
+    let leases_path = format!("{path}/leases");
+    let blocker = InterProcessSemaphoreV2::new(&other, &path, 2).unwrap().acquire().await.unwrap();
+    let semaphore = InterProcessSemaphoreV2::new(&proxied, &path, 2).unwrap();
+    let task = tokio::spawn(async move { semaphore.acquire_many(2).await });
+    support::eventually(Duration::from_secs(30), "the second lease waits", || async {
+        support::sorted_children(&obs, &leases_path).await.len() == 3
+    })
+    .await;
+    let before: Vec<String> = support::sorted_children(&obs, &leases_path).await;
+
+    let old_session = proxied.session_id();
+    proxy.set_mode(ProxyMode::Cut);
+    // Long enough for the server to expire the 1 s session.
+    tokio::time::sleep(session * 3).await;
+    proxy.set_mode(ProxyMode::Pass);
+    support::session_replaced(&proxied, old_session).await;
+    // (A call that does not look at its first lease again has returned by now.)
+    support::eventually(Duration::from_secs(30), "a lease is taken on the new session", || async {
+        support::sorted_children(&obs, &leases_path).await.len() >= 2 || task.is_finished()
+    })
+    .await;
+    blocker.release().await.unwrap();
+
+    let leases = support::join("acquire_many", Duration::from_secs(60), task).await.unwrap();
+    let states: Vec<HoldState> = leases.iter().map(|lease| lease.hold_state()).collect();
+    assert_eq!(states, [HoldState::Held, HoldState::Held], "every lease Held when acquire_many returned");
+    for lease in &leases {
+        assert!(
+            !before.iter().any(|old| lease.node_path().ends_with(old.as_str())),
+            "{} is a lease of the old session",
+            lease.node_path()
+        );
+    }
+    zk_curator::return_all(leases).await.unwrap();
+    assert!(support::sorted_children(&obs, &format!("{path}/leases")).await.is_empty(), "no lease left behind");
+}
+
 /// The connection of a waiting acquirer breaks (cut, then replies dropped while it creates its
 /// nodes) without its session expiring: once the connection is back it gets its lease, and its
 /// live session keeps exactly one lease node and no internal-mutex node — nothing duplicated or
