@@ -296,7 +296,7 @@ fn local_force_sync(server: &TestingServer) -> Option<bool> {
     }
     let cfg = std::fs::read_to_string(server.data_dir().join("zoo.cfg")).ok()?;
     let value = cfg.lines().rev().find_map(|l| l.trim().strip_prefix("forceSync="));
-    Some(value.map_or(true, |v| !v.trim().eq_ignore_ascii_case("no")))
+    Some(value.is_none_or(|v| !v.trim().eq_ignore_ascii_case("no")))
 }
 
 fn main() -> ExitCode {

@@ -350,7 +350,7 @@ impl Engine {
     }
 
     async fn sleep(&self, sleep: Duration, deadline: Option<Instant>, start: Instant) -> Result<()> {
-        if deadline.is_some_and(|d| Instant::now().checked_add(sleep).map_or(true, |wake| wake >= d)) {
+        if deadline.is_some_and(|d| Instant::now().checked_add(sleep).is_none_or(|wake| wake >= d)) {
             return Err(Error::deadline_exceeded(&self.config.path, "retrying", start.elapsed()));
         }
         tokio::time::sleep(sleep).await;

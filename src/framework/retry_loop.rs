@@ -55,7 +55,7 @@ impl<'a> Retrying<'a> {
         };
         self.retries += 1;
         debug!(%err, retry_count = self.retries, ?sleep, "retrying");
-        if self.deadline.is_some_and(|d| Instant::now().checked_add(sleep).map_or(true, |wake| wake >= d)) {
+        if self.deadline.is_some_and(|d| Instant::now().checked_add(sleep).is_none_or(|wake| wake >= d)) {
             return Err(self.deadline_exceeded("retrying"));
         }
         tokio::time::sleep(sleep).await;

@@ -508,7 +508,7 @@ impl<D: LockDriver> LockInternals<D> {
                     Err(e) => break Err(e),
                 },
             };
-            if cleanup.as_ref().map_or(true, |(armed, _)| *armed != session.id) {
+            if cleanup.as_ref().is_none_or(|(armed, _)| *armed != session.id) {
                 let target = DeleteTarget::Owned {
                     path: fixed_node.clone(),
                     session: session.id,

@@ -327,7 +327,7 @@ impl InterProcessSemaphoreV2 {
                 }
                 Ok(Settled::Lost(node)) => {
                     let _ = return_all_by(leases, give_back_by).await;
-                    let time_left = wait.deadline().map_or(true, |d| d > std::time::Instant::now());
+                    let time_left = wait.deadline().is_none_or(|d| d > std::time::Instant::now());
                     if wait == Wait::OneAttempt || !time_left {
                         return Ok(None);
                     }

@@ -26,7 +26,7 @@ async fn write_at_random(writer: CuratorClient, root: String, rng_seed: u64, sto
     while !stop.load(Ordering::SeqCst) {
         let dir = format!("{root}/{}", ["a", "b", "c", "d"][rng.gen_range(0..4)]);
         let path = if rng.gen_bool(0.2) { dir.clone() } else { format!("{dir}/{}", rng.gen_range(0..4)) };
-        let data = format!("{}", rng.gen::<u32>()).into_bytes();
+        let data = format!("{}", rng.r#gen::<u32>()).into_bytes();
         let result = match rng.gen_range(0..4) {
             // A node nobody touches again: a change the cache misses is never healed by a later one.
             3 => writer

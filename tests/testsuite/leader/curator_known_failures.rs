@@ -306,8 +306,8 @@ impl Records {
         for task in self.tasks {
             support::join("leader record", WITHIN, task).await;
         }
-        let log = self.log.lock().unwrap().clone();
-        log
+
+        self.log.lock().unwrap().clone()
     }
 }
 

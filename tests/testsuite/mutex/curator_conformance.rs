@@ -386,7 +386,7 @@ async fn container_cleanup() {
     }
     log.assert_exclusive("ten instances on one path");
     let stat = support::stat(&obs, &path).await;
-    assert!(stat.map_or(true, |s| s.ephemeral_owner == 0), "the lock path is a container (or reaped): {stat:?}");
+    assert!(stat.is_none_or(|s| s.ephemeral_owner == 0), "the lock path is a container (or reaped): {stat:?}");
     support::eventually(
         Duration::from_secs(5),
         "the idle lock path (a container) is deleted by the server",

@@ -518,8 +518,8 @@ async fn a_hold_watched_on_a_runtime_shut_down_since_is_watched_again_elsewhere(
     let hold = guard.hold().clone();
     let watching = r2.spawn(async move {
         let state = hold.watch_state();
-        let now = *state.borrow();
-        now
+
+        *state.borrow()
     });
     assert_eq!(watching.await.unwrap(), HoldState::Held);
     r2.shutdown_background();

@@ -250,7 +250,7 @@ pub fn assert_ok_or_kind<T: std::fmt::Debug>(
     what: &str,
 ) {
     assert!(
-        result.as_ref().err().map_or(true, |e| kinds.contains(&e.kind())),
+        result.as_ref().err().is_none_or(|e| kinds.contains(&e.kind())),
         "{what}: expected Ok or one of {kinds:?}, got {result:?}"
     );
 }

@@ -143,7 +143,7 @@ fn table(locks: &[LockInfo]) -> String {
             } else {
                 // Padded by hand: a format width over u16::MAX panics, and data may be 1 MB.
                 text.push_str(cell);
-                text.extend(std::iter::repeat(' ').take(w.saturating_sub(cell.chars().count()) + 2));
+                text.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count()) + 2));
             }
         }
         out.push_str(text.trim_end());
