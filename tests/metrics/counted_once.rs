@@ -415,7 +415,9 @@ async fn concurrent_contenders_cancelled_at_random_keep_every_count_exact() {
     let lock = [("recipe", "mutex"), ("path", path.as_str())];
     assert_eq!(waiters("mutex", &path), 0.0);
     assert_eq!(waits("mutex", &path) as u64, started.load(Ordering::SeqCst), "one wait sample per acquire");
-    support::eventually(WITHIN, "every hold ended", || async {
+    // Holds whose release was cut short end in the background; a hang bound, generous for a
+    // loaded machine.
+    support::eventually(Duration::from_secs(30), "every hold ended", || async {
         count(HOLD, &lock) == count(WAIT, &[("recipe", "mutex"), ("path", path.as_str()), ("outcome", "acquired")])
     })
     .await;
