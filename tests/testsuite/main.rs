@@ -28,5 +28,6 @@ mod mutex;
 mod nodes;
 mod nonfair_mutex;
 mod public_api;
+mod recipe_programs;
 mod security;
 mod siblings;
