@@ -222,10 +222,21 @@ fn sample_reports_after_loss(
         let (mut violations, mut lost_samples) = (0, 0);
         while !stop.load(Ordering::SeqCst) {
             if let Some(hold) = works.last_hold() {
-                // Lost first: it is final, so anything reported afterwards is a violation.
+                // Lost first: it is final, so anything reported on it afterwards is a violation.
                 if hold.hold_state() == HoldState::Lost {
                     lost_samples += 1;
-                    if reports(&selector) && works.last_hold().is_some_and(|h| Arc::ptr_eq(&h, &hold)) {
+                    // The term a report belongs to is named by its token. A next term may begin
+                    // (and be reported) before its work records its hold; a sample across that
+                    // start cannot tell which term it saw, so it is not judged.
+                    let before = selector.fencing_token();
+                    let reported = reports(&selector);
+                    let after = selector.fencing_token();
+                    let on_lost_hold = after.is_none_or(|token| token == hold.fencing_token());
+                    if reported
+                        && before == after
+                        && on_lost_hold
+                        && works.last_hold().is_some_and(|h| Arc::ptr_eq(&h, &hold))
+                    {
                         violations += 1;
                     }
                 }
