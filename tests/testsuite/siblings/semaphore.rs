@@ -64,7 +64,9 @@ async fn never_more_than_max_leases() {
                 for _ in &leases {
                     occupancy.enter();
                 }
-                tokio::time::sleep(Duration::from_millis(rng.gen_range(1..10))).await;
+                // Held long enough that another holder's acquire (tens of ms on a loaded machine)
+                // can overlap it: the run must show both leases in use at once.
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(10..50))).await;
                 for _ in &leases {
                     occupancy.leave();
                 }
