@@ -587,9 +587,23 @@ async fn a_one_attempt_acquire_many_leaves_no_lease_when_it_returns() {
     // A few ms each way: one lease's attempt (several round trips) outlasts the slack, one
     // delete does not.
     proxy.set_latency(Latency::fixed(Duration::from_millis(2)));
-    assert!(semaphore.acquire_many_timeout(2, Duration::ZERO).await.unwrap().is_none(), "one lease is taken");
-    let left = support::sorted_children(&obs, &leases_path).await;
-    assert_eq!(left, [support::node_name(taken.node_path())], "only the other client's lease is left");
+    let only_theirs = [support::node_name(taken.node_path())];
+    // Up to three tries: on a loaded machine one delete may outlast the slack too (then it goes
+    // on in the background). Counting the slack from the call's start leaves the node every time.
+    let mut lefts = Vec::new();
+    for _ in 0..3 {
+        assert!(semaphore.acquire_many_timeout(2, Duration::ZERO).await.unwrap().is_none(), "one lease is taken");
+        let left = support::sorted_children(&obs, &leases_path).await;
+        if left == only_theirs {
+            break;
+        }
+        lefts.push(left);
+        support::eventually(Duration::from_secs(10), "the background delete", || async {
+            support::sorted_children(&obs, &leases_path).await == only_theirs
+        })
+        .await;
+    }
+    assert!(lefts.len() < 3, "only the other client's lease is left when the call returns: {lefts:?}");
     proxy.set_latency(Latency::NONE);
     taken.release().await.unwrap();
 }
