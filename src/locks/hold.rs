@@ -350,27 +350,37 @@ impl Hold {
     /// leases) checks this before it is handed out: an earlier part may have been suspended or
     /// lost while a later one was awaited.
     ///
+    /// `Held` only when one pass finds every hold `Held` without waiting: while one hold is
+    /// waited for, another may change (its client's link cut, its node deleted), so every wait
+    /// is followed by another pass.
+    ///
     /// # Errors
     /// [`Error::Closed`] once the client is.
     pub(crate) async fn settle_all(holds: Vec<Arc<Hold>>, wait: bool, deadline: Option<Instant>) -> Result<Settled> {
-        for hold in holds {
-            let held = if wait {
-                hold.wait_held(deadline).await
-            } else {
-                match hold.hold_state() {
-                    HoldState::Held => Ok(true),
-                    HoldState::Suspended => Ok(false),
-                    HoldState::Lost => Err(hold.lost_error("the hold is lost")),
+        loop {
+            let mut waited = false;
+            for hold in &holds {
+                let held = if wait {
+                    waited |= hold.hold_state() != HoldState::Held;
+                    hold.wait_held(deadline).await
+                } else {
+                    match hold.hold_state() {
+                        HoldState::Held => Ok(true),
+                        HoldState::Suspended => Ok(false),
+                        HoldState::Lost => Err(hold.lost_error("the hold is lost")),
+                    }
+                };
+                match held {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Settled::NotHeld),
+                    Err(Error::LockLost { node, .. }) => return Ok(Settled::Lost(node)),
+                    Err(e) => return Err(e),
                 }
-            };
-            match held {
-                Ok(true) => {}
-                Ok(false) => return Ok(Settled::NotHeld),
-                Err(Error::LockLost { node, .. }) => return Ok(Settled::Lost(node)),
-                Err(e) => return Err(e),
+            }
+            if !waited {
+                return Ok(Settled::Held);
             }
         }
-        Ok(Settled::Held)
     }
 
     fn lost_error(&self, reason: &'static str) -> Error {

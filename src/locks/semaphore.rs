@@ -293,7 +293,10 @@ impl InterProcessSemaphoreV2 {
         if n > self.max_leases() {
             return Err(Error::invalid_argument("n", n, "is more than the semaphore's maximum number of leases"));
         }
-        let give_back_by = match wait {
+        // Give back what was taken within the call's deadline: deletes that cannot finish by
+        // then go on in the background (guaranteed), never past the deadline. One attempt waits
+        // a few ms for them, counted from the give-back (the attempts themselves take longer).
+        let give_back_by = || match wait {
             Wait::OneAttempt => Some(std::time::Instant::now() + CLEANUP_SLACK),
             _ => wait.deadline(),
         };
@@ -306,9 +309,7 @@ impl InterProcessSemaphoreV2 {
                     leases.push(lease);
                     continue;
                 }
-                // Give back what was taken, within the call's deadline: deletes that cannot
-                // finish by then go on in the background (guaranteed), never past the deadline.
-                let _ = return_all_by(leases, give_back_by).await;
+                let _ = return_all_by(leases, give_back_by()).await;
                 return outcome.map(|_| None);
             }
             // The leases are taken one after another: an earlier one may have been suspended or
@@ -322,11 +323,11 @@ impl InterProcessSemaphoreV2 {
             match settled {
                 Ok(Settled::Held) => return Ok(Some(leases)),
                 Ok(Settled::NotHeld) => {
-                    let _ = return_all_by(leases, give_back_by).await;
+                    let _ = return_all_by(leases, give_back_by()).await;
                     return Ok(None);
                 }
                 Ok(Settled::Lost(node)) => {
-                    let _ = return_all_by(leases, give_back_by).await;
+                    let _ = return_all_by(leases, give_back_by()).await;
                     let time_left = wait.deadline().is_none_or(|d| d > std::time::Instant::now());
                     if wait == Wait::OneAttempt || !time_left {
                         return Ok(None);
@@ -334,7 +335,7 @@ impl InterProcessSemaphoreV2 {
                     debug!(path = %self.shared.path, %node, "a lease was lost while the others were taken: taking them again");
                 }
                 Err(e) => {
-                    let _ = return_all_by(leases, give_back_by).await;
+                    let _ = return_all_by(leases, give_back_by()).await;
                     return Err(e);
                 }
             }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::testing::{FaultProxy, Latency, ProxyMode};
 use zk_curator::{
     Error, ErrorKind, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockFuture,
@@ -506,6 +506,108 @@ async fn several_leases_are_handed_out_only_when_each_is_held() {
     }
     zk_curator::return_all(leases).await.unwrap();
     assert!(support::sorted_children(&obs, &format!("{path}/leases")).await.is_empty(), "no lease left behind");
+}
+
+/// The parts are on two clients. The multi-lock waits for its second part, suspended, and its
+/// first part — Held when it was looked at — is cut off meanwhile: when the second part is Held
+/// again the first is looked at again, and the set is handed out only once both are Held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_looks_again_at_parts_it_found_held_before_it_waited() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let (proxy_a, proxy_b) = (FaultProxy::start(&connect).await.unwrap(), FaultProxy::start(&connect).await.unwrap());
+    let client_a = support::riding_client(&proxy_a.connect_string()).await;
+    let client_b = support::riding_client(&proxy_b.connect_string()).await;
+    let direct = support::client(&connect).await;
+    let other = support::client(&connect).await;
+    let base = support::unique_path("multi-two-clients");
+    let (first, second, third) = (format!("{base}-a"), format!("{base}-b"), format!("{base}-c"));
+    let blocker = InterProcessMutex::new(&other, &third).unwrap();
+    blocker.acquire().await.unwrap();
+    let part_c = InterProcessMutex::new(&direct, &third).unwrap();
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(InterProcessMutex::new(&client_a, &first).unwrap()),
+        Box::new(InterProcessMutex::new(&client_b, &second).unwrap()),
+        Box::new(part_c.clone()),
+    ])
+    .unwrap();
+    let task = tokio::spawn(async move {
+        let result = multi.acquire().await;
+        let states: Vec<HoldState> = multi.holds_of(HolderId::current()).iter().map(|hold| hold.hold_state()).collect();
+        let released = match result {
+            Ok(()) => Some(multi.release().await),
+            Err(_) => None,
+        };
+        (result, states, released)
+    });
+    support::eventually_queued(&obs, &third, 2, "the multi-lock waits for its third part").await;
+
+    // The second part is suspended when the third is granted: the multi-lock waits for it.
+    support::cut_off(&proxy_b, &client_b).await;
+    blocker.release().await.unwrap();
+    support::eventually(Duration::from_secs(30), "the third part is taken", || async {
+        part_c.is_acquired_in_this_process() || task.is_finished()
+    })
+    .await;
+    // The first part, found Held, is cut off while the multi-lock waits for the second.
+    support::cut_off(&proxy_a, &client_a).await;
+    proxy_b.set_mode(ProxyMode::Pass);
+    support::eventually(Duration::from_secs(30), "the second part's client is back", || async {
+        client_b.connection_state() != zk_curator::ConnectionState::Suspended
+    })
+    .await;
+    // Gives a multi-lock that does not look at its first part again time to return while that
+    // part is suspended (the property does not depend on this pause).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy_a.set_mode(ProxyMode::Pass);
+
+    let (result, states, released) = support::join("the multi-lock acquire", Duration::from_secs(60), task).await;
+    result.unwrap();
+    assert_eq!(states, [HoldState::Held; 3], "every part Held when acquire returned");
+    released.expect("acquired").unwrap();
+}
+
+/// `acquire_many_timeout` with a zero timeout (one attempt) that gets its first lease but not
+/// its second gives the first back and waits for its delete (the few ms of slack counted from
+/// the give-back, not from the start of the call): the caller told "not acquired" finds no lease
+/// of its own, even where each round trip takes a few ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_attempt_acquire_many_leaves_no_lease_when_it_returns() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let proxy = FaultProxy::start(&connect).await.unwrap();
+    let slow = support::client(&proxy.connect_string()).await;
+    let other = support::client(&connect).await;
+    let path = support::unique_path("semaphore-many-one-attempt");
+    let leases_path = format!("{path}/leases");
+    let taken = InterProcessSemaphoreV2::new(&other, &path, 2).unwrap().acquire().await.unwrap();
+    let semaphore = InterProcessSemaphoreV2::new(&slow, &path, 2).unwrap();
+    // A few ms each way: one lease's attempt (several round trips) outlasts the slack, one
+    // delete does not.
+    proxy.set_latency(Latency::fixed(Duration::from_millis(2)));
+    let only_theirs = [support::node_name(taken.node_path())];
+    // Up to three tries: on a loaded machine one delete may outlast the slack too (then it goes
+    // on in the background). Counting the slack from the call's start leaves the node every time.
+    let mut lefts = Vec::new();
+    for _ in 0..3 {
+        assert!(semaphore.acquire_many_timeout(2, Duration::ZERO).await.unwrap().is_none(), "one lease is taken");
+        let left = support::sorted_children(&obs, &leases_path).await;
+        if left == only_theirs {
+            break;
+        }
+        lefts.push(left);
+        support::eventually(Duration::from_secs(10), "the background delete", || async {
+            support::sorted_children(&obs, &leases_path).await == only_theirs
+        })
+        .await;
+    }
+    assert!(lefts.len() < 3, "only the other client's lease is left when the call returns: {lefts:?}");
+    proxy.set_latency(Latency::NONE);
+    taken.release().await.unwrap();
 }
 
 /// The connection of a waiting acquirer breaks (cut, then replies dropped while it creates its
