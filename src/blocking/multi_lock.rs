@@ -80,7 +80,10 @@ impl InterProcessMultiLock {
         self.inner.path()
     }
 
-    /// Waits until the calling thread holds every lock.
+    /// Waits until the calling thread holds every lock, each
+    /// [`HoldState::Held`](crate::HoldState::Held) when it returns (as
+    /// [`acquire`](crate::InterProcessMultiLock::acquire): a part suspended or lost while a later
+    /// one was awaited is waited for, or the set is taken again).
     ///
     /// # Errors
     /// The first lock's error (the locks taken before it are given back);

@@ -169,7 +169,8 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Waits for `n` leases, taken one at a time as in Curator; on an error, those already taken
-    /// are given back.
+    /// are given back. Every lease handed out is [`HoldState::Held`](crate::HoldState::Held), as
+    /// with [`acquire_many`](crate::InterProcessSemaphoreV2::acquire_many).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) at once for `n` = 0 or more than
