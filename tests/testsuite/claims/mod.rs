@@ -4,6 +4,7 @@
 
 mod completion;
 mod connection_cuts;
+mod faults;
 mod identity;
 mod limits;
 mod session;
