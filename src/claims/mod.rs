@@ -1006,6 +1006,20 @@ impl WorkClaims {
             // The claim's session given up while we wait: lost, said at once.
             let session = shared.session();
             let Some(zk) = client.connected_retrying_on(&mut retrying, session).await? else {
+                if sends > 0 {
+                    // The last send's reply was lost and may have applied before the session
+                    // ended (which took the claim node anyway): settled as any lost reply, by
+                    // reading the item on the new session — never `LockLost` for a complete that
+                    // deleted it.
+                    if let Ok((zk, _)) = client.connected_retrying(&mut retrying).await {
+                        return self.settle_unanswered(&zk, shared, complete, true, claim_path).await;
+                    }
+                    if complete {
+                        shared.mark_lost();
+                        self.forget(shared);
+                        return Err(Error::OutcomeUnknown { path: claim_path, during: "completing" });
+                    }
+                }
                 shared.mark_lost();
                 self.forget(shared);
                 return Err(lost("the claim's session ended"));
@@ -1124,8 +1138,8 @@ impl WorkClaims {
     /// # Errors
     /// [`Error::NotOwner`] when this instance does not hold a claim on `item`;
     /// [`Error::LockLost`] when the claim was lost (nothing was deleted); [`Error::OutcomeUnknown`]
-    /// when a send's reply was lost and by the next send both the claim and the item it claimed
-    /// were gone (that send may have completed the item). A send is repeated only while the claim
+    /// when a send's reply was lost and by the next send (or once the claim's session ended) both
+    /// the claim and the item it claimed were gone (that send may have completed the item). A send is repeated only while the claim
     /// node is still this claim's (its session, its creation), so a repeat never touches an item
     /// reclaimed, or completed and added again, meanwhile;
     /// connection errors after the retry policy; [`Error::InvalidArgument`] for a bad name.

@@ -134,3 +134,36 @@ async fn a_claim_is_lost_when_its_session_expires_and_lost_resolves() {
     assert_eq!(seen.last(), Some(&HoldState::Lost), "{seen:?}");
     assert!(work.complete(claim.item()).await.is_err());
 }
+
+#[tokio::test]
+async fn a_complete_that_applied_before_its_session_ended_is_never_reported_as_refused() {
+    let (server, _clients) = support::server_and_clients(0).await;
+    let connect = server.connect_string();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("claims-complete-then-expiry");
+    let work = claims(&client, &path, "worker");
+    add_items(&work, 1).await;
+    let claim = work.claim(1).await.unwrap().pop().expect("a claim");
+    let zk = support::observer(&connect).await;
+    let item = format!("{path}/items/{}", claim.item());
+
+    // The complete reaches the server and applies; its reply never comes back. Then the session
+    // ends (closed from outside) before the client could hear anything.
+    proxy.set_mode(ProxyMode::DropReplies);
+    let completing = tokio::spawn({
+        let (work, item) = (work.clone(), claim.item().to_string());
+        async move { work.complete(&item).await }
+    });
+    support::eventually(HANG, "the complete applied", || async { !support::exists(&zk, &item).await }).await;
+    zk_curator::testing::expire_session(&connect, &client).await.expect("expire");
+    proxy.set_mode(ProxyMode::Pass);
+    let completed = support::join("complete", HANG, completing).await;
+
+    // `LockLost` says "nothing was deleted": the caller would do the work again, for an item that
+    // is gone. Only `Ok` or `OutcomeUnknown` are true here.
+    match completed {
+        Ok(()) | Err(zk_curator::Error::OutcomeUnknown { .. }) => {}
+        other => panic!("a complete that deleted the item was reported as {other:?}"),
+    }
+}
