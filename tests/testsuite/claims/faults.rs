@@ -443,12 +443,13 @@ struct Expired {
     ended: Instant,
 }
 
-/// Runs each kind of phase once and a few more drawn from `rng`, each a short while, healing every
+/// Runs each kind of phase once (an expiry twice) and a few more drawn from `rng`, each a short while, healing every
 /// link after each; returns the expiries done from outside.
 async fn drive(rng: &mut StdRng, connect: &str, proxies: &[FaultProxy], clients: &[CuratorClient]) -> Vec<Expired> {
     use Phase::{Cut, DropReplies, Expiry, LongBlackhole, ShortBlackhole};
-    let mut schedule = vec![Cut, ShortBlackhole, LongBlackhole, DropReplies, Expiry, Phase::Latency];
-    for _ in 0..4 {
+    // Two expiries: each hands the victim's items to the others, which the overlap check needs.
+    let mut schedule = vec![Cut, ShortBlackhole, LongBlackhole, DropReplies, Expiry, Expiry, Phase::Latency];
+    for _ in 0..3 {
         schedule.push(*[Cut, ShortBlackhole, DropReplies, Expiry, Phase::Latency].choose(rng).unwrap());
     }
     schedule.shuffle(rng);
