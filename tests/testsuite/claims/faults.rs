@@ -460,7 +460,7 @@ async fn drive(rng: &mut StdRng, connect: &str, proxies: &[FaultProxy], clients:
             Cut | DropReplies => rng.gen_range(300..=800),
             ShortBlackhole => rng.gen_range(400..=1000),
             LongBlackhole => (SESSION + Duration::from_secs(1)).as_millis() as u64,
-            Expiry => 300,
+            Expiry => 1000,
             Phase::Latency => rng.gen_range(800..=1500),
         });
         println!("phase {n}: {phase:?} of worker {victim} for {lasts:?}");
@@ -475,6 +475,9 @@ async fn drive(rng: &mut StdRng, connect: &str, proxies: &[FaultProxy], clients:
                 let began = Instant::now();
                 expire_session(connect, client).await.expect("expire a session");
                 expired.push(Expired { who: victim, began, ended: Instant::now() });
+                // The victim stays cut off a while, as a worker that died would: its items go to
+                // the others (it would often take them back itself on a link that stayed up).
+                proxies[victim].set_mode(ProxyMode::Cut);
             }
             Phase::Latency => {
                 for (i, proxy) in proxies.iter().enumerate() {
