@@ -528,7 +528,7 @@ async fn every_item_is_completed_exactly_once_and_never_held_twice_through_cuts_
         .enumerate()
         .map(|(who, client)| {
             let work = claims(client, &path, &format!("worker-{who}"));
-            tokio::spawn(worker(who, work, ledger.clone(), rng.gen(), drained.clone()))
+            tokio::spawn(worker(who, work, ledger.clone(), rng.r#gen(), drained.clone()))
         })
         .collect();
 
