@@ -380,7 +380,9 @@ impl Drop for EndOnDrop {
 ///
 /// * **Reads without a round trip**, from any thread: [`entry`](Self::entry),
 ///   [`children`](Self::children), [`snapshot`](Self::snapshot), [`size`](Self::size).
-/// * **Changes** as a stream per subscriber ([`events`](Self::events)), ordered per path, and a
+/// * **Changes** as a stream per subscriber ([`events`](Self::events)), ordered per path, bounded
+///   ([`max_buffered_events`](CuratorCacheBuilder::max_buffered_events): a subscriber that falls
+///   behind is told how much it missed and gets the contents again), and a
 ///   latest-value receiver of the cached node itself ([`latest`](Self::latest)) for config readers.
 /// * **Always converges** (beyond Curator, whose cache misses what happens during a partition):
 ///   after a disconnect, a new session, a server restart or a failover it re-arms its watch
