@@ -89,6 +89,7 @@ mod cache;
 mod claims;
 mod deadline;
 mod error;
+mod feed;
 mod framework;
 mod idempotency;
 mod inspect;

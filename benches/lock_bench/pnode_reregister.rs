@@ -52,7 +52,7 @@ pub(crate) async fn pnode_reregister(report: &Report, connect: &str, n: usize) -
         expire_session(connect, &client).await?;
         // The new session, as the client reports it.
         let started = loop {
-            match tokio::time::timeout(Duration::from_secs(60), states.recv()).await {
+            match tokio::time::timeout(Duration::from_secs(60), states.next()).await {
                 Ok(Some(ConnectionState::Reconnected)) if client.session_id() != old => break Instant::now(),
                 Ok(Some(_)) => {}
                 _ => return Err("no new session within 60 s".into()),

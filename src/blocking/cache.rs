@@ -132,7 +132,7 @@ impl CuratorCache {
     /// A new subscriber to the cache's changes, as a blocking iterator (see
     /// [`CuratorCache::events`](crate::CuratorCache::events)).
     pub fn events(&self) -> CacheEvents {
-        CacheEvents { inner: self.inner.events(), core: self.core.clone() }
+        CacheEvents { inner: self.inner.events(), path: self.path().to_string(), core: self.core.clone() }
     }
 
     /// Stops the cache and waits for its task to end.
@@ -146,8 +146,11 @@ impl CuratorCache {
 
 /// The changes of a blocking [`CuratorCache`] for one subscriber: an iterator that waits on the
 /// calling thread and ends when the cache closes (or when called inside a tokio runtime context).
+/// Bounded as [`CacheEventStream`](crate::CacheEventStream) is: a reader that falls behind gets
+/// [`CacheEvent::Lagged`] and a replay of the cache.
 pub struct CacheEvents {
     inner: crate::CacheEventStream,
+    path: String,
     core: Arc<Core>,
 }
 
@@ -158,18 +161,51 @@ impl std::fmt::Debug for CacheEvents {
 }
 
 impl CacheEvents {
+    /// The next event, waiting at most `timeout`; `Ok(None)` once the cache closed and every
+    /// event was read.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] naming the cache's path when no event came within `timeout`
+    /// (returned then); [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let cache = zk_curator::blocking::CuratorCache::start(&client, "/config", zk_curator::CacheMode::Tree)?;
+    /// let mut events = cache.events();
+    /// match events.next_timeout(std::time::Duration::from_secs(1)) {
+    ///     Ok(Some(event)) => println!("{event:?}"),
+    ///     Ok(None) => println!("the cache closed"),
+    ///     Err(e) if e.kind() == zk_curator::ErrorKind::DeadlineExceeded => println!("quiet"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<CacheEvent>> {
+        self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for an event of the cache of")
+    }
+
+    /// The next event if one is ready, without waiting.
+    pub fn try_next(&mut self) -> Option<CacheEvent> {
+        self.inner.try_next()
+    }
+
     /// The next event, waiting at most `timeout`; `Ok(None)` when none came in time or the cache
     /// closed.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    #[deprecated(
+        note = "use `next_timeout`, which tells a timeout (`Err(DeadlineExceeded)`) from the end (`Ok(None)`)"
+    )]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<CacheEvent>> {
         let next = self.inner.next();
         // The timer is made inside the runtime.
         Ok(self.core.block_on(async move { tokio::time::timeout(timeout, next).await })?.ok().flatten())
     }
 
-    /// The next event if one is buffered, without waiting.
+    /// The next event if one is ready, without waiting.
+    #[deprecated(note = "use `try_next`")]
     pub fn try_recv(&mut self) -> Option<CacheEvent> {
         self.inner.try_next()
     }
@@ -178,7 +214,9 @@ impl CacheEvents {
 impl Iterator for CacheEvents {
     type Item = CacheEvent;
 
+    /// Waits for the next event; `None` once the cache closed and every event was read (or when
+    /// called inside a tokio runtime context: logged).
     fn next(&mut self) -> Option<CacheEvent> {
-        self.core.block_on(self.inner.next()).ok().flatten()
+        self.core.feed_next(self.inner.next(), &self.path)
     }
 }

@@ -134,7 +134,7 @@ impl WorkClaims {
     /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
     /// for claim in work.claim(1)? {
     ///     let mut changes = work.state_changes(&claim);
-    ///     if let Ok(Some(state)) = changes.recv_timeout(std::time::Duration::from_millis(10)) {
+    ///     if let Ok(Some(state)) = changes.next_timeout(std::time::Duration::from_millis(10)) {
     ///         println!("{}: {state:?}", claim.item());
     ///     }
     /// }

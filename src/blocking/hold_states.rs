@@ -4,18 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::warn;
-
 use super::Core;
-use crate::deadline::deadline_after;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::{HoldState, HoldStateStream};
 
 /// The blocking form of a [`HoldStateStream`]: each change of a hold's state once, in order —
 /// `Suspended`, `Held` again, ... — ending after `Lost`.
 ///
 /// As an [`Iterator`] it ends (with a `tracing` warning) if used inside a tokio runtime context,
-/// where it cannot wait; [`recv`](Self::recv) says so with a typed error instead.
+/// where it cannot wait; [`next_timeout`](Self::next_timeout) says so with a typed error instead.
 ///
 /// # Examples
 /// ```no_run
@@ -43,10 +40,12 @@ impl HoldStateChanges {
         Self { inner, path: path.to_string(), core: core.clone() }
     }
 
-    /// Waits for the next change: `Ok(None)` once `Lost` was returned.
+    /// The next change within `timeout`: `Ok(None)` once `Lost` was returned. Returns within
+    /// `timeout` (plus a few ms); a change not returned stays for the next call.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime context
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) naming the hold's node when no change came within `timeout`;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called inside a tokio runtime context
     /// (nothing is taken from the stream).
     ///
     /// # Examples
@@ -55,29 +54,7 @@ impl HoldStateChanges {
     /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
     /// # let claim = work.claim(1)?.pop().unwrap();
     /// let mut changes = work.state_changes(&claim);
-    /// while let Some(state) = changes.recv()? {
-    ///     println!("{state:?}");
-    /// }
-    /// # Ok::<(), zk_curator::Error>(())
-    /// ```
-    pub fn recv(&mut self) -> Result<Option<HoldState>> {
-        self.core.block_on(self.inner.next())
-    }
-
-    /// Like [`recv`](Self::recv), giving up after `timeout`. Returns within `timeout` (plus a few
-    /// ms); a change not returned stays for the next call.
-    ///
-    /// # Errors
-    /// [`Error::DeadlineExceeded`] naming the hold's node when no change came within `timeout`;
-    /// otherwise as [`recv`](Self::recv).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let work = zk_curator::blocking::WorkClaims::new(&client, "/work/emails", "mailer-1")?;
-    /// # let claim = work.claim(1)?.pop().unwrap();
-    /// let mut changes = work.state_changes(&claim);
-    /// match changes.recv_timeout(std::time::Duration::from_secs(1)) {
+    /// match changes.next_timeout(std::time::Duration::from_secs(1)) {
     ///     Ok(Some(state)) => println!("{state:?}"),
     ///     Ok(None) => println!("lost"),
     ///     Err(e) if e.kind() == zk_curator::ErrorKind::DeadlineExceeded => println!("no change"),
@@ -85,27 +62,36 @@ impl HoldStateChanges {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<HoldState>> {
+        self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a state change of the hold of")
+    }
+
+    /// Waits for the next change: `Ok(None)` once `Lost` was returned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called inside a tokio runtime context
+    /// (nothing is taken from the stream).
+    #[deprecated(note = "use `Iterator::next` (`for state in changes`), or `next_timeout`")]
+    pub fn recv(&mut self) -> Result<Option<HoldState>> {
+        self.core.block_on(self.inner.next())
+    }
+
+    /// Like [`recv`](Self::recv), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`next_timeout`](Self::next_timeout).
+    #[deprecated(note = "use `next_timeout`")]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<HoldState>> {
-        let deadline = deadline_after(timeout);
-        let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
-        match self.core.block_on(next)? {
-            Ok(next) => Ok(next),
-            Err(_) => Err(Error::deadline_exceeded(&self.path, "waiting for a state change of the hold of", timeout)
-                .naming_timeout(timeout, timeout)),
-        }
+        self.next_timeout(timeout)
     }
 }
 
 impl Iterator for HoldStateChanges {
     type Item = HoldState;
 
+    /// Waits for the next change; `None` after `Lost` (or when called inside a tokio runtime
+    /// context: logged).
     fn next(&mut self) -> Option<HoldState> {
-        match self.recv() {
-            Ok(next) => next,
-            Err(e) => {
-                warn!(path = %self.path, %e, "hold state changes cannot be waited for here: the iterator ends");
-                None
-            }
-        }
+        self.core.feed_next(self.inner.next(), &self.path)
     }
 }

@@ -151,7 +151,7 @@ impl IdempotencyClaim {
     /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::Retention::Sweep(std::time::Duration::from_secs(60)))?;
     /// if let zk_curator::blocking::Begin::Started(claim) = keys.begin("order-1")? {
     ///     let mut changes = claim.state_changes();
-    ///     if let Ok(Some(state)) = changes.recv_timeout(std::time::Duration::from_millis(10)) {
+    ///     if let Ok(Some(state)) = changes.next_timeout(std::time::Duration::from_millis(10)) {
     ///         println!("{state:?}");
     ///     }
     ///     claim.complete(b"ok".to_vec())?;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::warn;
 
 use super::{Core, CuratorClient};
 use crate::deadline::deadline_after;
@@ -462,7 +461,8 @@ impl LeaderLatch {
 ///
 /// It is a notification: the authority is `has_leadership()`, computed when asked. As an
 /// [`Iterator`] it ends (with a `tracing` warning) if used inside a tokio runtime context, where
-/// it cannot wait; [`recv`](Self::recv) says so with a typed error instead.
+/// it cannot wait; [`next_timeout`](Self::next_timeout) says so with a typed error instead.
+/// Bounded as [`LeadershipStream`](crate::LeadershipStream) is.
 ///
 /// # Examples
 /// ```no_run
@@ -489,39 +489,20 @@ impl LeadershipChanges {
         Self { inner, path: path.to_string(), core: core.clone() }
     }
 
-    /// Waits for the next state: `Ok(None)` once the participant is closed.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime context
-    /// (nothing is taken from the stream).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
-    /// let mut changes = latch.leadership_changes();
-    /// while let Some(state) = changes.recv()? {
-    ///     println!("{state:?}");
-    /// }
-    /// # Ok::<(), zk_curator::Error>(())
-    /// ```
-    pub fn recv(&mut self) -> Result<Option<LeadershipState>> {
-        self.core.block_on(self.inner.next())
-    }
-
-    /// Like [`recv`](Self::recv), giving up after `timeout`. Returns within `timeout` (plus a few
-    /// ms); a state not returned stays for the next call.
+    /// The next state within `timeout`: `Ok(None)` once the participant is closed. Returns
+    /// within `timeout` (plus a few ms); a state not returned stays for the next call.
     ///
     /// # Errors
     /// [`Error::DeadlineExceeded`] naming the election path when no change came within
-    /// `timeout`; otherwise as [`recv`](Self::recv).
+    /// `timeout`; [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime
+    /// context (nothing is taken from the stream).
     ///
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
     /// let mut changes = latch.leadership_changes();
-    /// match changes.recv_timeout(std::time::Duration::from_secs(1)) {
+    /// match changes.next_timeout(std::time::Duration::from_secs(1)) {
     ///     Ok(Some(state)) => println!("{state:?}"),
     ///     Ok(None) => println!("closed"),
     ///     Err(e) if e.kind() == zk_curator::ErrorKind::DeadlineExceeded => println!("no change"),
@@ -529,31 +510,42 @@ impl LeadershipChanges {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<LeadershipState>> {
+        self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a leadership change of")
+    }
+
+    /// How many changes this reader skipped because it fell behind (see
+    /// [`LeadershipStream::missed`](crate::LeadershipStream::missed)).
+    pub fn missed(&self) -> u64 {
+        self.inner.missed()
+    }
+
+    /// Waits for the next state: `Ok(None)` once the participant is closed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime context
+    /// (nothing is taken from the stream).
+    #[deprecated(note = "use `Iterator::next` (`for state in changes`), or `next_timeout`")]
+    pub fn recv(&mut self) -> Result<Option<LeadershipState>> {
+        self.core.block_on(self.inner.next())
+    }
+
+    /// Like [`recv`](Self::recv), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`next_timeout`](Self::next_timeout).
+    #[deprecated(note = "use `next_timeout`")]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<LeadershipState>> {
-        let deadline = deadline_after(timeout);
-        let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
-        match self.core.block_on(next)? {
-            Ok(next) => Ok(next),
-            Err(_) => Err(Error::DeadlineExceeded {
-                path: self.path.clone(),
-                during: "waiting for a leadership change of",
-                waited: timeout,
-                timeout: Some(timeout),
-            }),
-        }
+        self.next_timeout(timeout)
     }
 }
 
 impl Iterator for LeadershipChanges {
     type Item = LeadershipState;
 
+    /// Waits for the next state; `None` once the participant is closed (or when called inside a
+    /// tokio runtime context: logged).
     fn next(&mut self) -> Option<LeadershipState> {
-        match self.recv() {
-            Ok(next) => next,
-            Err(e) => {
-                warn!(path = %self.path, %e, "leadership changes cannot be waited for here: the iterator ends");
-                None
-            }
-        }
+        self.core.feed_next(self.inner.next(), &self.path)
     }
 }

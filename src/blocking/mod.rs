@@ -29,6 +29,16 @@
 //!   selector's node is deleted only after its work's thread has returned (also when leadership
 //!   is lost, interrupted or the selector closed or dropped).
 //!
+//! **Change feeds** ([`CacheEvents`], [`MembershipChanges`], [`LeadershipChanges`],
+//! [`HoldStateChanges`], [`SharedValueChanges`]) are drained as the async streams are, by the same
+//! names: each is an [`Iterator`] whose `next()` waits (`for change in feed`, or
+//! `while let Some(change) = feed.next()` as `feed.next().await` in async code), with
+//! `next_timeout(d)` for a bounded wait (`Err` [`DeadlineExceeded`](Error::DeadlineExceeded)
+//! when nothing came, `Ok(None)` once the feed ended) and, where the async stream has it,
+//! `try_next()` that never waits. The older names (`recv`, `recv_timeout`, `try_recv`) are
+//! deprecated. Their bounds and what a slow reader misses are the async feeds' (see
+//! docs/failure-semantics.md, "Change feeds").
+//!
 //! Call it from plain threads. A waiting call made inside a tokio runtime context (an async task,
 //! `block_on`, `spawn_blocking`, a `Handle::enter` guard) returns
 //! [`Error::InvalidArgument`] naming `runtime` instead of blocking
@@ -146,6 +156,42 @@ impl Core {
     /// `future` is dropped unpolled.
     pub(crate) fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
         self.runtime.block_on(future)
+    }
+
+    /// The next item of a feed, waited for on the calling thread: what a blocking feed's
+    /// `Iterator::next` returns. `None` once the feed ended — or when called inside a tokio runtime
+    /// context, which an iterator cannot report otherwise: logged (naming `path`), nothing taken.
+    pub(crate) fn feed_next<T>(&self, next: impl Future<Output = Option<T>>, path: &str) -> Option<T> {
+        match self.block_on(next) {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(path, %e, "a blocking feed cannot be waited for here: the iterator ends");
+                None
+            }
+        }
+    }
+
+    /// The next item of a feed within `timeout` (a blocking feed's `next_timeout`): `Ok(None)`
+    /// once the feed ended.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] naming `path` when nothing came within `timeout` (returned
+    /// then; an item not yet returned stays for the next call); [`Error::InvalidArgument`] naming
+    /// `runtime` inside a tokio runtime context.
+    pub(crate) fn feed_next_timeout<T>(
+        &self,
+        next: impl Future<Output = Option<T>>,
+        timeout: std::time::Duration,
+        path: &str,
+        during: &'static str,
+    ) -> Result<Option<T>> {
+        let deadline = crate::deadline::deadline_after(timeout);
+        // The timer is made inside the future: only the runtime's thread context has a timer.
+        let next = async { tokio::time::timeout_at(deadline.into(), next).await };
+        match self.block_on(next)? {
+            Ok(next) => Ok(next),
+            Err(_) => Err(Error::deadline_exceeded(path, during, timeout).naming_timeout(timeout, timeout)),
+        }
     }
 
     /// Runs `f` with the runtime entered, as the calling thread's holder: for the synchronous

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Core, CuratorClient};
-use crate::deadline::deadline_after;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::{CreateMode, MembershipEvent, NodeState};
 
 /// A blocking [`PersistentNode`](crate::PersistentNode): the same node (Curator's
@@ -93,7 +92,7 @@ impl PersistentNode {
     ///
     /// # Errors
     /// As [`PersistentNode::wait_for_initial_create`](crate::PersistentNode::wait_for_initial_create);
-    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
@@ -101,7 +100,7 @@ impl PersistentNode {
     /// Stops keeping the node and deletes exactly it, waiting for the delete.
     ///
     /// # Errors
-    /// As [`PersistentNode::close`](crate::PersistentNode::close); [`Error::InvalidArgument`]
+    /// As [`PersistentNode::close`](crate::PersistentNode::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// naming `runtime` inside a tokio runtime context (dropping the node closes it in the
     /// background).
     pub fn close(&self) -> Result<()> {
@@ -166,7 +165,7 @@ impl PersistentTtlNode {
     ///
     /// # Errors
     /// As [`PersistentTtlNode::wait_for_initial_create`](crate::PersistentTtlNode::wait_for_initial_create);
-    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
@@ -249,7 +248,7 @@ impl GroupMember {
     ///
     /// # Errors
     /// As [`GroupMember::wait_for_initial_create`](crate::GroupMember::wait_for_initial_create);
-    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
@@ -262,14 +261,15 @@ impl GroupMember {
     /// Leaves the group, waiting for this member's node to be deleted.
     ///
     /// # Errors
-    /// As [`GroupMember::close`](crate::GroupMember::close); [`Error::InvalidArgument`] naming
+    /// As [`GroupMember::close`](crate::GroupMember::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
     /// `runtime` inside a tokio runtime context.
     pub fn close(&self) -> Result<()> {
         self.core.block_on(self.inner.close())?
     }
 }
 
-/// The changes of a group, waited for on the calling thread: [`GroupMember::changes`].
+/// The changes of a group, waited for on the calling thread: [`GroupMember::changes`]; an
+/// [`Iterator`] (see [`MembershipStream`](crate::MembershipStream) for what it coalesces).
 #[derive(Debug)]
 pub struct MembershipChanges {
     inner: crate::MembershipStream,
@@ -278,10 +278,32 @@ pub struct MembershipChanges {
 }
 
 impl MembershipChanges {
+    /// The next change within `timeout`: `Ok(None)` once the member is dropped.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) naming the group path when no change came within `timeout`
+    /// (returned then; nothing is lost); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a
+    /// tokio runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let member = zk_curator::blocking::GroupMember::new(&client, "/groups/workers", "w1", vec![])?;
+    /// let mut changes = member.changes();
+    /// if let Ok(Some(change)) = changes.next_timeout(std::time::Duration::from_secs(1)) {
+    ///     println!("{change:?}");
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<MembershipEvent>> {
+        self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a membership change of")
+    }
+
     /// Waits for the next change: `Ok(None)` once the member is dropped.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
+    #[deprecated(note = "use `Iterator::next` (`for change in changes`), or `next_timeout`")]
     pub fn recv(&mut self) -> Result<Option<MembershipEvent>> {
         self.core.block_on(self.inner.next())
     }
@@ -289,19 +311,19 @@ impl MembershipChanges {
     /// Like [`recv`](Self::recv), giving up after `timeout` (returns within it).
     ///
     /// # Errors
-    /// [`Error::DeadlineExceeded`] naming the group path when no change came in time; otherwise
-    /// as [`recv`](Self::recv).
+    /// As [`next_timeout`](Self::next_timeout).
+    #[deprecated(note = "use `next_timeout`")]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<MembershipEvent>> {
-        let deadline = deadline_after(timeout);
-        let next = async { tokio::time::timeout_at(deadline.into(), self.inner.next()).await };
-        match self.core.block_on(next)? {
-            Ok(next) => Ok(next),
-            Err(_) => Err(Error::DeadlineExceeded {
-                path: self.path.clone(),
-                during: "waiting for a membership change of",
-                waited: timeout,
-                timeout: Some(timeout),
-            }),
-        }
+        self.next_timeout(timeout)
+    }
+}
+
+impl Iterator for MembershipChanges {
+    type Item = MembershipEvent;
+
+    /// Waits for the next change; `None` once the member is dropped (or when called inside a
+    /// tokio runtime context: logged).
+    fn next(&mut self) -> Option<MembershipEvent> {
+        self.core.feed_next(self.inner.next(), &self.path)
     }
 }

@@ -120,14 +120,13 @@ impl SharedValue {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
-    /// let mut changes = mode.changes();
-    /// while let Some(seen) = changes.next()? {
+    /// for seen in mode.changes() {
     ///     println!("mode now {:?}", seen.value());
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn changes(&self) -> SharedValueChanges<Vec<u8>> {
-        SharedValueChanges { inner: self.inner.changes(), core: self.core.clone() }
+        SharedValueChanges { inner: self.inner.changes(), path: self.path().to_string(), core: self.core.clone() }
     }
 
     /// Sets the value whatever it is now (Curator's `setValue`).
@@ -291,13 +290,13 @@ impl SharedCount {
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
     /// let mut changes = limit.changes();
-    /// if let Some(seen) = changes.next_timeout(std::time::Duration::from_secs(5))? {
+    /// if let Ok(Some(seen)) = changes.next_timeout(std::time::Duration::from_secs(5)) {
     ///     println!("limit now {}", seen.value());
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn changes(&self) -> SharedValueChanges<i32> {
-        SharedValueChanges { inner: self.inner.changes(), core: self.core.clone() }
+        SharedValueChanges { inner: self.inner.changes(), path: self.path().to_string(), core: self.core.clone() }
     }
 
     /// Sets the count whatever it is now (Curator's `setCount`).
@@ -340,10 +339,11 @@ impl SharedCount {
 }
 
 /// The values of a blocking [`SharedValue`] or [`SharedCount`] as they change (a blocking
-/// [`SharedValueStream`]): each call waits for a value later than the last one it returned
-/// (intermediate values may be skipped; the last one is never missed).
+/// [`SharedValueStream`]), an [`Iterator`]: each `next()` waits for a value later than the last one
+/// it returned (intermediate values may be skipped; the last one is never missed).
 pub struct SharedValueChanges<T> {
     inner: SharedValueStream<T>,
+    path: String,
     core: Arc<Core>,
 }
 
@@ -354,45 +354,41 @@ impl<T> std::fmt::Debug for SharedValueChanges<T> {
 }
 
 impl<T> SharedValueChanges<T> {
-    /// Waits for the next value; `Ok(None)` once the shared value is dropped.
+    /// The next value within `timeout`: `Ok(None)` once the shared value is dropped. Returns
+    /// within `timeout` (plus a few ms); nothing is lost by a timeout.
+    ///
+    /// A timeout is `Err(DeadlineExceeded)`, as with every blocking feed's `next_timeout` (it was
+    /// `Ok(None)` before: a caller that read `None` as "unchanged" now matches the error).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
-    /// runtime context.
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) naming the node when no value
+    /// came within `timeout`; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// `runtime` inside a tokio runtime context.
     ///
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
     /// let mut changes = limit.changes();
-    /// let next = changes.next()?;
-    /// # Ok::<(), zk_curator::Error>(())
-    /// ```
-    #[allow(clippy::should_implement_trait)] // fallible: not an `Iterator`
-    pub fn next(&mut self) -> Result<Option<VersionedValue<T>>> {
-        self.core.block_on(self.inner.next())
-    }
-
-    /// The next value within `timeout`; `Ok(None)` when none came in time (or the shared value
-    /// is dropped). Returns within `timeout` (plus a few ms); nothing is lost by a timeout.
-    ///
-    /// # Errors
-    /// As [`next`](Self::next).
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
-    /// let mut changes = limit.changes();
-    /// match changes.next_timeout(std::time::Duration::from_secs(1))? {
-    ///     Some(seen) => println!("limit now {}", seen.value()),
-    ///     None => println!("unchanged"),
+    /// match changes.next_timeout(std::time::Duration::from_secs(1)) {
+    ///     Ok(Some(seen)) => println!("limit now {}", seen.value()),
+    ///     Ok(None) => println!("stopped"),
+    ///     Err(e) if e.kind() == zk_curator::ErrorKind::DeadlineExceeded => println!("unchanged"),
+    ///     Err(e) => return Err(e),
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<VersionedValue<T>>> {
-        // The timer is made inside the future: only the runtime's thread context has a timer.
-        let next = async { tokio::time::timeout(timeout, self.inner.next()).await };
-        Ok(self.core.block_on(next)?.ok().flatten())
+        self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a new value of")
+    }
+}
+
+impl<T> Iterator for SharedValueChanges<T> {
+    type Item = VersionedValue<T>;
+
+    /// Waits for the next value; `None` once the shared value is dropped (or when called inside a
+    /// tokio runtime context: logged).
+    fn next(&mut self) -> Option<VersionedValue<T>> {
+        self.core.feed_next(self.inner.next(), &self.path)
     }
 }

@@ -17,14 +17,19 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
 use crate::framework::paths::validate_path;
 use crate::framework::{CuratorClient, Stat};
 
-use tree::Shared;
+use tree::{Pending, Shared, Subscriber};
+
+/// The default of [`CuratorCacheBuilder::max_buffered_events`]: a load of up to this many nodes
+/// reaches a subscriber that reads only once it is in without a lag; a queue this full takes
+/// about 24 bytes an event (plus the entries it keeps alive).
+const DEFAULT_MAX_BUFFERED_EVENTS: usize = 10_000;
 
 /// How much of the tree under its path a [`CuratorCache`] holds: Curator's three older caches as
 /// one option.
@@ -141,6 +146,11 @@ impl Eq for CacheEntry {}
 /// `Created` for each node already cached (and `Initialized` if the first load is done), and after
 /// a gap (disconnect, new session) the cache reports the net difference it found — nothing for a
 /// node that was not written meanwhile.
+///
+/// A subscriber that falls more than
+/// [`max_buffered_events`](CuratorCacheBuilder::max_buffered_events) behind gets
+/// [`Lagged`](CacheEvent::Lagged) and, right after it, the cache's contents again as a new
+/// subscriber's stream begins: clear the map on `Lagged`, and the rule above holds again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheEvent {
@@ -174,17 +184,57 @@ pub enum CacheEvent {
     },
     /// A node left the cache (deleted on the server).
     Deleted(CacheEntry),
-    /// The first full load is in (once per cache, after the `Created` events of that load).
+    /// The subscriber's map is complete: after the `Created` events of the cache's first full
+    /// load, and at the end of the contents a stream replays (when it starts, and after
+    /// [`Lagged`](CacheEvent::Lagged)) once that load is in.
     Initialized,
+    /// This subscriber fell more than
+    /// [`max_buffered_events`](CuratorCacheBuilder::max_buffered_events) behind and missed
+    /// `missed` events (its queued ones were dropped, so that a slow subscriber never holds more
+    /// than the bound). The stream goes on with a [`Created`](CacheEvent::Created) for every node
+    /// cached now (and [`Initialized`](CacheEvent::Initialized) if the first load is in), taken
+    /// atomically with the events that follow: a subscriber that folds events into a map clears it
+    /// here, and is in step with the cache again after the replay. (Reading
+    /// [`CuratorCache::snapshot`] instead is not in step: events queued after the lag may be
+    /// older than the snapshot.)
+    ///
+    /// ```no_run
+    /// # use std::collections::BTreeMap;
+    /// # use zk_curator::{CacheEntry, CacheEvent};
+    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// let mut nodes: BTreeMap<String, CacheEntry> = BTreeMap::new();
+    /// let mut events = cache.events();
+    /// while let Some(event) = events.next().await {
+    ///     match event {
+    ///         CacheEvent::Created(e) | CacheEvent::Changed { new: e, .. } => {
+    ///             nodes.insert(e.path().to_string(), e);
+    ///         }
+    ///         CacheEvent::Deleted(e) => {
+    ///             nodes.remove(e.path());
+    ///         }
+    ///         CacheEvent::Lagged { missed } => {
+    ///             tracing::warn!(missed, "cache subscriber fell behind; replaying the cache");
+    ///             nodes.clear();
+    ///         }
+    ///         _ => {}
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    Lagged {
+        /// How many events this subscriber did not receive.
+        missed: u64,
+    },
 }
 
 impl CacheEvent {
-    /// The path the event is about; `None` for [`Initialized`](CacheEvent::Initialized).
+    /// The path the event is about; `None` for [`Initialized`](CacheEvent::Initialized) and
+    /// [`Lagged`](CacheEvent::Lagged).
     pub fn path(&self) -> Option<&str> {
         match self {
             CacheEvent::Created(e) | CacheEvent::Deleted(e) => Some(e.path()),
             CacheEvent::Changed { new, .. } => Some(new.path()),
-            CacheEvent::Initialized => None,
+            CacheEvent::Initialized | CacheEvent::Lagged { .. } => None,
         }
     }
 }
@@ -225,6 +275,7 @@ pub struct CuratorCacheBuilder {
     mode: CacheMode,
     max_depth: Option<usize>,
     max_nodes: Option<usize>,
+    max_buffered_events: usize,
 }
 
 impl CuratorCacheBuilder {
@@ -249,13 +300,31 @@ impl CuratorCacheBuilder {
         self
     }
 
+    /// Queue at most `events` events for each subscriber ([`CuratorCache::events`]); default
+    /// 10,000 (a load of that many nodes reaches a subscriber that reads only once the load is in
+    /// without a lag). A subscriber that falls further behind gets
+    /// [`CacheEvent::Lagged`] with the number it missed, then the cache's contents again: a slow
+    /// subscriber costs at most this many events of memory, never blocks the cache or another
+    /// subscriber, and is in step again after the replay.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let cache = zk_curator::CuratorCache::builder(&client, "/jobs")?.max_buffered_events(1_000).start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_buffered_events(mut self, events: usize) -> Self {
+        self.max_buffered_events = events;
+        self
+    }
+
     /// Starts the cache: its task arms the watch and loads the tree in the background; see
     /// [`CuratorCache::wait_initialized`].
     ///
     /// Must be called within the client's tokio runtime (it spawns the cache's task there).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `max_nodes(0)`; [`Error::Closed`] when the client is closed.
+    /// [`Error::InvalidArgument`] for `max_nodes(0)` or `max_buffered_events(0)`;
+    /// [`Error::Closed`] when the client is closed.
     /// Failures while running (e.g. a server older than 3.6, which has no persistent watches:
     /// [`ErrorCode::Unimplemented`](crate::ErrorCode::Unimplemented)) are reported through
     /// [`CuratorCache::error`] and [`wait_initialized`](CuratorCache::wait_initialized).
@@ -274,12 +343,15 @@ impl CuratorCacheBuilder {
         if self.max_nodes == Some(0) {
             return Err(Error::invalid_argument("max_nodes", 0, "must be at least 1"));
         }
+        if self.max_buffered_events == 0 {
+            return Err(Error::invalid_argument("max_buffered_events", 0, "must be at least 1"));
+        }
         let depth = match self.mode {
             CacheMode::Node => 0,
             CacheMode::Children => 1,
             CacheMode::Tree => self.max_depth.unwrap_or(usize::MAX),
         };
-        let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes));
+        let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes, self.max_buffered_events));
         let (stop, stopped) = watch::channel(false);
         let ends = EndOnDrop(shared.clone());
         let run = sync::run(shared.clone(), self.client.clone(), stopped);
@@ -308,7 +380,9 @@ impl Drop for EndOnDrop {
 ///
 /// * **Reads without a round trip**, from any thread: [`entry`](Self::entry),
 ///   [`children`](Self::children), [`snapshot`](Self::snapshot), [`size`](Self::size).
-/// * **Changes** as a stream per subscriber ([`events`](Self::events)), ordered per path, and a
+/// * **Changes** as a stream per subscriber ([`events`](Self::events)), ordered per path, bounded
+///   ([`max_buffered_events`](CuratorCacheBuilder::max_buffered_events): a subscriber that falls
+///   behind is told how much it missed and gets the contents again), and a
 ///   latest-value receiver of the cached node itself ([`latest`](Self::latest)) for config readers.
 /// * **Always converges** (beyond Curator, whose cache misses what happens during a partition):
 ///   after a disconnect, a new session, a server restart or a failover it re-arms its watch
@@ -365,6 +439,7 @@ impl CuratorCache {
             mode: CacheMode::Tree,
             max_depth: None,
             max_nodes: None,
+            max_buffered_events: DEFAULT_MAX_BUFFERED_EVENTS,
         })
     }
 
@@ -436,9 +511,13 @@ impl CuratorCache {
     /// [`Initialized`](CacheEvent::Initialized) if the first load is in), then follows; see
     /// [`CacheEvent`]. It ends when the cache closes or fails.
     ///
-    /// Events are buffered for each subscriber until it reads them: read them, or drop the stream.
+    /// Each subscriber's queue is bounded
+    /// ([`max_buffered_events`](CuratorCacheBuilder::max_buffered_events)): one that falls
+    /// further behind gets [`CacheEvent::Lagged`] and a replay of the cache (see there); a
+    /// dropped stream costs nothing.
     pub fn events(&self) -> CacheEventStream {
-        CacheEventStream { rx: self.shared.subscribe() }
+        let (subscriber, replay) = self.shared.subscribe();
+        CacheEventStream { shared: self.shared.clone(), subscriber, replay }
     }
 
     /// The cached node itself (the cache's path) as a `tokio::sync::watch` receiver of its latest
@@ -577,9 +656,26 @@ impl fmt::Debug for CuratorCache {
 }
 
 /// The changes of a [`CuratorCache`] for one subscriber ([`CuratorCache::events`]), a
-/// [`Stream`](futures_core::Stream) of [`CacheEvent`]s.
+/// [`Stream`](futures_core::Stream) of [`CacheEvent`]s: [`next`](Self::next) (the same as
+/// `StreamExt::next`) and [`try_next`](Self::try_next).
+///
+/// Bounded: at most [`max_buffered_events`](CuratorCacheBuilder::max_buffered_events) events wait
+/// for the subscriber; past that it gets [`CacheEvent::Lagged`] with the number it missed, then
+/// the cache's contents again (see there).
+///
+/// ```no_run
+/// # async fn demo(cache: zk_curator::CuratorCache) {
+/// use futures::StreamExt;
+///
+/// // Only the paths that changed, ten at most.
+/// let paths: Vec<String> = cache.events().filter_map(|e| async move { e.path().map(str::to_string) }).take(10).collect().await;
+/// # }
+/// ```
 pub struct CacheEventStream {
-    rx: mpsc::UnboundedReceiver<CacheEvent>,
+    shared: Arc<Shared>,
+    subscriber: Arc<Subscriber>,
+    /// Events to return before the queue: the contents when the stream started or re-synced.
+    replay: std::collections::VecDeque<CacheEvent>,
 }
 
 impl CacheEventStream {
@@ -597,18 +693,49 @@ impl CacheEventStream {
     /// # }
     /// ```
     pub async fn next(&mut self) -> Option<CacheEvent> {
-        self.rx.recv().await
+        std::future::poll_fn(|cx| self.poll_event(Some(cx))).await
     }
 
-    /// The next event if one is buffered, without waiting.
+    /// The next event if one is ready, without waiting; `None` when none is (or the stream ended).
+    ///
+    /// ```no_run
+    /// # fn demo(events: &mut zk_curator::CacheEventStream) {
+    /// while let Some(event) = events.try_next() {
+    ///     println!("{event:?}");
+    /// }
+    /// # }
+    /// ```
     pub fn try_next(&mut self) -> Option<CacheEvent> {
-        self.rx.try_recv().ok()
+        match self.poll_event(None) {
+            Poll::Ready(event) => event,
+            Poll::Pending => None,
+        }
+    }
+
+    fn poll_event(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Option<CacheEvent>> {
+        if let Some(event) = self.replay.pop_front() {
+            return Poll::Ready(Some(event));
+        }
+        match self.subscriber.pop(cx.map(|cx| cx.waker())) {
+            Pending::Event(event) => Poll::Ready(Some(event)),
+            Pending::Lagged => {
+                // Only this stream re-primes its subscriber, so the lag is still there.
+                let (missed, replay) = self.shared.resync(&self.subscriber).unwrap_or_default();
+                self.replay = replay;
+                Poll::Ready(Some(CacheEvent::Lagged { missed }))
+            }
+            Pending::Ended => Poll::Ready(None),
+            Pending::Empty => Poll::Pending,
+        }
     }
 }
 
 impl fmt::Debug for CacheEventStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CacheEventStream").field("buffered", &self.rx.len()).finish()
+        f.debug_struct("CacheEventStream")
+            .field("replaying", &self.replay.len())
+            .field("buffered", &self.subscriber.len())
+            .finish()
     }
 }
 
@@ -616,6 +743,6 @@ impl futures_core::Stream for CacheEventStream {
     type Item = CacheEvent;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<CacheEvent>> {
-        self.get_mut().rx.poll_recv(cx)
+        self.get_mut().poll_event(Some(cx))
     }
 }

@@ -1,14 +1,21 @@
 //! The cached nodes of a [`CuratorCache`](super::CuratorCache) and everything that must change
 //! together with them under one lock: the subscribers (so that each sees every change, in order,
 //! starting from a consistent copy), the latest value of the root, the unreadable paths.
+//!
+//! Each subscriber has a bounded queue ([`Subscriber`]): a subscriber that falls more than the
+//! bound behind loses its queued events at once (memory is freed, nothing more is queued for it)
+//! and, when it reads again, is told how many it missed and re-primed from the tree (taken under
+//! the tree's lock, so that it continues exactly where the replay ends).
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
+use std::task::Waker;
 
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::{CacheEntry, CacheEvent, CacheMode, CacheState};
 use crate::error::Error;
@@ -56,7 +63,7 @@ fn range_below<'a>(nodes: &'a BTreeSet<Node>, path: &str) -> std::collections::b
 
 struct Tree {
     nodes: BTreeSet<Node>,
-    subscribers: Vec<mpsc::UnboundedSender<CacheEvent>>,
+    subscribers: Vec<Arc<Subscriber>>,
     initialized: bool,
     unreadable: BTreeSet<String>,
     finished: bool,
@@ -68,6 +75,8 @@ pub(super) struct Shared {
     mode: CacheMode,
     max_depth: usize,
     max_nodes: Option<usize>,
+    /// The most events queued per subscriber (at least 1).
+    max_buffered_events: usize,
     tree: RwLock<Tree>,
     state: watch::Sender<CacheState>,
     /// The root's latest entry; dropped when the cache finishes, so that waiters on a receiver
@@ -86,13 +95,20 @@ pub(super) enum Applied {
 }
 
 impl Shared {
-    pub(super) fn new(root: &str, mode: CacheMode, max_depth: usize, max_nodes: Option<usize>) -> Shared {
+    pub(super) fn new(
+        root: &str,
+        mode: CacheMode,
+        max_depth: usize,
+        max_nodes: Option<usize>,
+        max_buffered_events: usize,
+    ) -> Shared {
         let (latest, last) = watch::channel(None);
         Shared {
             root: root.to_string(),
             mode,
             max_depth,
             max_nodes,
+            max_buffered_events: max_buffered_events.max(1),
             tree: RwLock::new(Tree {
                 nodes: BTreeSet::new(),
                 subscribers: Vec::new(),
@@ -193,20 +209,37 @@ impl Shared {
         self.tree.read().initialized
     }
 
-    /// A new subscriber, primed with the current contents.
-    pub(super) fn subscribe(&self) -> mpsc::UnboundedReceiver<CacheEvent> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// A new subscriber, and its priming: a `Created` for every cached node (and `Initialized`
+    /// if the first load is in), taken together with the registration so that the subscriber's
+    /// queue continues exactly where the priming ends. The priming is not queued (it holds
+    /// references to the cached entries, no copies), so it never counts against the bound.
+    pub(super) fn subscribe(&self) -> (Arc<Subscriber>, VecDeque<CacheEvent>) {
+        let subscriber = Arc::new(Subscriber::new(self.max_buffered_events));
         let mut tree = self.tree.write();
-        for node in &tree.nodes {
-            let _ = tx.send(CacheEvent::Created(node.0.clone()));
+        let priming = Self::priming(&tree);
+        if tree.finished {
+            subscriber.end();
+        } else {
+            tree.subscribers.push(subscriber.clone());
         }
+        (subscriber, priming)
+    }
+
+    /// Re-primes a subscriber that fell behind: its missed count, and the cache's contents as a
+    /// new subscriber's priming; `None` when it has not fallen behind. Under the tree's lock, so
+    /// that no event is emitted between the copy and the subscriber's queue.
+    pub(super) fn resync(&self, subscriber: &Subscriber) -> Option<(u64, VecDeque<CacheEvent>)> {
+        let tree = self.tree.read();
+        let missed = subscriber.queue.lock().missed.take()?;
+        Some((missed, Self::priming(&tree)))
+    }
+
+    fn priming(tree: &Tree) -> VecDeque<CacheEvent> {
+        let mut priming: VecDeque<CacheEvent> = tree.nodes.iter().map(|n| CacheEvent::Created(n.0.clone())).collect();
         if tree.initialized {
-            let _ = tx.send(CacheEvent::Initialized);
+            priming.push_back(CacheEvent::Initialized);
         }
-        if !tree.finished {
-            tree.subscribers.push(tx);
-        }
-        rx
+        priming
     }
 
     /// Sets the state, unless the cache has finished.
@@ -224,7 +257,9 @@ impl Shared {
             return;
         }
         tree.finished = true;
-        tree.subscribers.clear();
+        for subscriber in tree.subscribers.drain(..) {
+            subscriber.end();
+        }
         self.latest.lock().take();
         if let Some(error) = error {
             *self.error.lock() = Some(error);
@@ -398,6 +433,99 @@ impl Shared {
                 sender.send_replace(latest);
             }
         }
-        tree.subscribers.retain(|s| s.send(event.clone()).is_ok());
+        // A subscriber whose stream was dropped is only referenced here.
+        tree.subscribers.retain(|s| Arc::strong_count(s) > 1 && s.push(&event));
+    }
+}
+
+/// One subscriber's queue of events, bounded.
+pub(super) struct Subscriber {
+    queue: Mutex<Queue>,
+    capacity: usize,
+}
+
+struct Queue {
+    events: VecDeque<CacheEvent>,
+    /// Set once the queue overflowed: the events dropped since (the queued ones included), until
+    /// the subscriber is re-primed.
+    missed: Option<u64>,
+    /// No more events will come (the cache closed or failed).
+    ended: bool,
+    waker: Option<Waker>,
+}
+
+/// What a subscriber's queue has for a reader now.
+pub(super) enum Pending {
+    Event(CacheEvent),
+    /// It fell behind: re-prime it ([`Shared::resync`]).
+    Lagged,
+    Ended,
+    Empty,
+}
+
+impl Subscriber {
+    fn new(capacity: usize) -> Subscriber {
+        Subscriber {
+            queue: Mutex::new(Queue { events: VecDeque::new(), missed: None, ended: false, waker: None }),
+            capacity,
+        }
+    }
+
+    /// Queues `event`, or counts it as missed when the queue is full (dropping the queued events
+    /// too: the re-priming after the lag notice supersedes them). True (keep the subscriber).
+    fn push(&self, event: &CacheEvent) -> bool {
+        let mut queue = self.queue.lock();
+        if let Some(missed) = &mut queue.missed {
+            *missed += 1;
+            return true;
+        }
+        if queue.events.len() >= self.capacity {
+            let dropped = queue.events.len() as u64 + 1;
+            queue.events = VecDeque::new();
+            queue.missed = Some(dropped);
+        } else {
+            queue.events.push_back(event.clone());
+        }
+        let waker = queue.waker.take();
+        drop(queue);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+
+    fn end(&self) {
+        let mut queue = self.queue.lock();
+        queue.ended = true;
+        let waker = queue.waker.take();
+        drop(queue);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The next queued event (or lag, or end); registers `waker` when there is none.
+    pub(super) fn pop(&self, waker: Option<&Waker>) -> Pending {
+        let mut queue = self.queue.lock();
+        if let Some(event) = queue.events.pop_front() {
+            return Pending::Event(event);
+        }
+        if queue.missed.is_some() {
+            return Pending::Lagged;
+        }
+        if queue.ended {
+            return Pending::Ended;
+        }
+        if let Some(waker) = waker {
+            if !queue.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                queue.waker = Some(waker.clone());
+            }
+        }
+        Pending::Empty
+    }
+
+    /// The number of events queued now.
+    pub(super) fn len(&self) -> usize {
+        self.queue.lock().events.len()
     }
 }

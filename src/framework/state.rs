@@ -69,7 +69,7 @@ impl fmt::Display for ConnectionState {
 /// [`CuratorClient::connection_states`](crate::CuratorClient::connection_states).
 ///
 /// A [`futures_core::Stream`] of [`ConnectionState`]s (use `futures::StreamExt` or
-/// `tokio_stream::StreamExt` with it), and [`recv`](Self::recv) / [`try_recv`](Self::try_recv)
+/// `tokio_stream::StreamExt` with it), and [`next`](Self::next) / [`try_next`](Self::try_next)
 /// for code without those traits. The first item is the state at the moment of subscribing (so a
 /// subscriber made after connecting still sees [`ConnectionState::Connected`]), then every change
 /// after it, in order. The stream ends once the client is closed and dropped.
@@ -127,7 +127,7 @@ impl ConnectionStateStream {
     }
 
     /// The next state: the current one on the first call, then each change; `None` once the
-    /// client is closed and dropped. The same as `StreamExt::next`.
+    /// client is closed and dropped. The same as `StreamExt::next` (this was `recv` before).
     ///
     /// # Cancel safety
     /// Cancel safe: a state not yet returned stays queued for the next call.
@@ -138,19 +138,34 @@ impl ConnectionStateStream {
     /// use zk_curator::ConnectionState;
     ///
     /// let mut states = client.connection_states();
-    /// while let Some(state) = states.recv().await {
+    /// while let Some(state) = states.next().await {
     ///     if state == ConnectionState::Lost {
     ///         eprintln!("session lost: every lock it held is gone");
     ///     }
     /// }
     /// # }
     /// ```
-    pub async fn recv(&mut self) -> Option<ConnectionState> {
+    pub async fn next(&mut self) -> Option<ConnectionState> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
+    /// The next state.
+    ///
+    /// # Cancel safety
+    /// As [`next`](Self::next).
+    #[deprecated(note = "use `next`, the name of every feed's (and `StreamExt`'s) next item")]
+    pub async fn recv(&mut self) -> Option<ConnectionState> {
+        self.next().await
+    }
+
     /// A state that is already queued, without waiting.
+    #[deprecated(note = "use `try_next`")]
     pub fn try_recv(&mut self) -> Option<ConnectionState> {
+        self.try_next()
+    }
+
+    /// A state that is already queued, without waiting.
+    pub fn try_next(&mut self) -> Option<ConnectionState> {
         if let Some(first) = self.first.take() {
             return Some(first);
         }
@@ -217,7 +232,7 @@ impl futures_core::Stream for ConnectionStateStream {
     }
 }
 
-/// The waker of [`ConnectionStateStream::try_recv`]'s single poll: nobody waits on it.
+/// The waker of [`ConnectionStateStream::try_next`]'s single poll: nobody waits on it.
 struct NoWake;
 
 impl std::task::Wake for NoWake {
@@ -236,12 +251,12 @@ mod tests {
             tx.send(ConnectionState::Suspended).unwrap();
             tx.send(ConnectionState::Reconnected).unwrap();
         }
-        assert_eq!(stream.try_recv(), Some(ConnectionState::Connected));
+        assert_eq!(stream.try_next(), Some(ConnectionState::Connected));
         assert_eq!(stream.missed(), 0);
         // 6 sent into a buffer of 4: the 2 oldest are skipped, and said to be.
-        assert_eq!(stream.try_recv(), Some(ConnectionState::Suspended));
+        assert_eq!(stream.try_next(), Some(ConnectionState::Suspended));
         assert_eq!(stream.missed(), 2);
-        let rest: Vec<_> = std::iter::from_fn(|| stream.try_recv()).collect();
+        let rest: Vec<_> = std::iter::from_fn(|| stream.try_next()).collect();
         assert_eq!(rest, [ConnectionState::Reconnected, ConnectionState::Suspended, ConnectionState::Reconnected]);
     }
 }

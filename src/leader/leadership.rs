@@ -7,9 +7,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::error::{ErrorCode, Result};
+use crate::feed::DropOldest;
 use crate::locks::driver::LockDriver;
 use crate::locks::hold::{Hold, HoldState};
 use crate::locks::mutex::InterProcessMutex;
@@ -70,7 +71,7 @@ pub struct Participant {
 pub(crate) struct LeadershipSignal {
     state: watch::Sender<LeadershipState>,
     /// `None` once ended (closed): no new listener gets anything but the end.
-    listeners: parking_lot::Mutex<Option<Vec<mpsc::UnboundedSender<LeadershipState>>>>,
+    listeners: parking_lot::Mutex<Option<Vec<Arc<DropOldest<LeadershipState>>>>>,
 }
 
 impl LeadershipSignal {
@@ -95,7 +96,11 @@ impl LeadershipSignal {
         if !self.state.send_if_modified(|now| std::mem::replace(now, state) != state) {
             return;
         }
-        listeners.retain(|listener| listener.send(state).is_ok());
+        // A listener whose stream was dropped is only referenced here.
+        listeners.retain(|listener| {
+            listener.push(state);
+            Arc::strong_count(listener) > 1
+        });
     }
 
     /// Ends every stream; with `notify`, a leader (or suspended leader) first hears `NotLeader`.
@@ -104,7 +109,9 @@ impl LeadershipSignal {
             self.set(LeadershipState::NotLeader);
         }
         let mut listeners = self.listeners.lock();
-        listeners.take();
+        for listener in listeners.take().into_iter().flatten() {
+            listener.end();
+        }
         self.state.send_replace(LeadershipState::NotLeader);
     }
 
@@ -114,28 +121,59 @@ impl LeadershipSignal {
 
     /// A stream that starts with the state now.
     pub(crate) fn stream(&self) -> LeadershipStream {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let queue = Arc::new(DropOldest::new(LEADERSHIP_BUFFER));
         let mut listeners = self.listeners.lock();
-        if let Some(listeners) = listeners.as_mut() {
-            // Forget streams dropped since the last change, so that they do not pile up while the
-            // state stays the same.
-            listeners.retain(|listener| !listener.is_closed());
-            // Cannot fail: `rx` is alive.
-            let _ = tx.send(self.get());
-            listeners.push(tx);
+        match listeners.as_mut() {
+            Some(listeners) => {
+                // Forget streams dropped since the last change, so that they do not pile up while
+                // the state stays the same.
+                listeners.retain(|listener| Arc::strong_count(listener) > 1);
+                queue.push(self.get());
+                listeners.push(queue.clone());
+            }
+            None => queue.end(),
         }
-        LeadershipStream { rx }
+        LeadershipStream { queue }
     }
 }
+
+/// How many leadership changes a [`LeadershipStream`] keeps for a reader that does not read.
+const LEADERSHIP_BUFFER: usize = 64;
 
 /// Leadership changes of one latch or selector, from `leadership_changes()`: a
 /// [`futures_core::Stream`] of [`LeadershipState`]s, starting with the state when it was made,
 /// then every change once, in order. It ends when the participant is closed (or dropped).
 ///
 /// It is a notification: the authority is `has_leadership()`, computed when asked.
-#[derive(Debug)]
+///
+/// **Bounded, drop-oldest:** it keeps the last 64 changes for a reader that does not read; one
+/// that falls further behind skips the oldest ([`missed`](Self::missed) counts them) and still
+/// ends on the newest state. A reader that must not miss a `Lost` between two reads compares the
+/// leadership's fencing token too: a new token means a new term.
+///
+/// ```no_run
+/// # async fn demo(latch: zk_curator::LeaderLatch) {
+/// use futures::StreamExt;
+/// use zk_curator::LeadershipState;
+///
+/// // Only the moments leadership starts.
+/// let mut terms = latch.leadership_changes().filter(|s| std::future::ready(*s == LeadershipState::Leader));
+/// while terms.next().await.is_some() {
+///     println!("leading again");
+/// }
+/// # }
+/// ```
 pub struct LeadershipStream {
-    rx: mpsc::UnboundedReceiver<LeadershipState>,
+    queue: Arc<DropOldest<LeadershipState>>,
+}
+
+impl std::fmt::Debug for LeadershipStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeadershipStream")
+            .field("buffered", &self.queue.len())
+            .field("missed", &self.queue.missed())
+            .finish()
+    }
 }
 
 impl LeadershipStream {
@@ -158,7 +196,20 @@ impl LeadershipStream {
     /// # Ok(()) }
     /// ```
     pub async fn next(&mut self) -> Option<LeadershipState> {
-        self.rx.recv().await
+        std::future::poll_fn(|cx| self.queue.poll_pop(Some(cx))).await
+    }
+
+    /// The next state if one is queued, without waiting.
+    pub fn try_next(&mut self) -> Option<LeadershipState> {
+        match self.queue.poll_pop(None) {
+            Poll::Ready(state) => state,
+            Poll::Pending => None,
+        }
+    }
+
+    /// How many changes this reader skipped because it fell more than 64 behind.
+    pub fn missed(&self) -> u64 {
+        self.queue.missed()
     }
 }
 
@@ -166,7 +217,7 @@ impl futures_core::Stream for LeadershipStream {
     type Item = LeadershipState;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LeadershipState>> {
-        self.get_mut().rx.poll_recv(cx)
+        self.get_mut().queue.poll_pop(Some(cx))
     }
 }
 
@@ -191,4 +242,26 @@ pub(crate) async fn read_participants<D: LockDriver>(mutex: &InterProcessMutex<D
 /// The leading hold among `hold`, if it is `Held`.
 pub(crate) fn held(hold: &Option<Arc<Hold>>) -> Option<Arc<Hold>> {
     hold.clone().filter(|hold| hold.hold_state() == HoldState::Held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_that_falls_behind_keeps_the_newest_changes_and_is_told_how_many_it_skipped() {
+        let signal = LeadershipSignal::new();
+        let mut stream = signal.stream();
+        // The first item is the state when the stream was made; 100 changes follow.
+        for i in 0..100 {
+            signal.set(if i % 2 == 0 { LeadershipState::Leader } else { LeadershipState::Suspended });
+        }
+        signal.set(LeadershipState::Lost);
+        let queued: Vec<_> = std::iter::from_fn(|| stream.try_next()).collect();
+        assert_eq!(queued.len(), LEADERSHIP_BUFFER, "bounded");
+        assert_eq!(stream.missed(), 101 + 1 - LEADERSHIP_BUFFER as u64, "every skipped change counted");
+        assert_eq!(queued.last(), Some(&LeadershipState::Lost), "the newest state is never skipped");
+        signal.end(false);
+        assert_eq!(stream.try_next(), None);
+    }
 }

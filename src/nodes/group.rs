@@ -2,7 +2,9 @@
 //! node `<path>/<memberId>` holding the member's data, and the members seen by watching them.
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -11,6 +13,7 @@ use tracing::debug;
 use super::persistent::{NodeState, PersistentNode};
 use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, Result};
+use crate::feed::WatchChanges;
 use crate::framework::{backoff::Backoff, paths};
 use crate::shared::value::reconnected;
 use crate::{CreateMode, CuratorClient};
@@ -179,7 +182,7 @@ impl GroupMember {
     pub fn changes(&self) -> MembershipStream {
         let mut members = self.members.subscribe();
         let seen = members.borrow_and_update().clone();
-        MembershipStream { members, seen, pending: Default::default() }
+        MembershipStream { members: WatchChanges::new(members), seen, pending: Default::default() }
     }
 
     /// Leaves the group (Curator's `close`): deletes this member's node — exactly the node it
@@ -220,9 +223,27 @@ impl Drop for GroupMember {
     }
 }
 
-/// The changes of a group's membership: [`GroupMember::changes`].
+/// The changes of a group's membership ([`GroupMember::changes`]), a
+/// [`Stream`](futures_core::Stream) of [`MembershipEvent`]s: [`next`](Self::next) is the same as
+/// `StreamExt::next`.
+///
+/// Bounded by the group, not by the rate of changes: it keeps the group it last reported and
+/// diffs it against the group now, so a slow reader gets the net changes (a member that joined
+/// and left between two reads is not reported) and never misses the group it converges on.
+///
+/// ```no_run
+/// # async fn demo(member: zk_curator::GroupMember) {
+/// use futures::StreamExt;
+/// use zk_curator::MembershipEvent;
+///
+/// let mut joins = member.changes().filter(|e| std::future::ready(matches!(e, MembershipEvent::Joined { .. })));
+/// while let Some(joined) = joins.next().await {
+///     println!("{joined:?}");
+/// }
+/// # }
+/// ```
 pub struct MembershipStream {
-    members: watch::Receiver<Members>,
+    members: WatchChanges<Members>,
     seen: Members,
     pending: std::collections::VecDeque<MembershipEvent>,
 }
@@ -234,7 +255,7 @@ impl std::fmt::Debug for MembershipStream {
 }
 
 impl MembershipStream {
-    /// The next change; `None` once the member is dropped.
+    /// The next change; `None` once the member is dropped. The same as `StreamExt::next`.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing (the next call reports the changes since the
@@ -250,15 +271,29 @@ impl MembershipStream {
     /// # }
     /// ```
     pub async fn next(&mut self) -> Option<MembershipEvent> {
+        std::future::poll_fn(|cx| self.poll_change(cx)).await
+    }
+
+    fn poll_change(&mut self, cx: &mut Context<'_>) -> Poll<Option<MembershipEvent>> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                return Some(event);
+                return Poll::Ready(Some(event));
             }
-            self.members.changed().await.ok()?;
-            let now = self.members.borrow_and_update().clone();
+            let Some(members) = std::task::ready!(self.members.poll_changed(cx)) else {
+                return Poll::Ready(None);
+            };
+            let now = members.borrow_and_update().clone();
             self.pending.extend(diff(&self.seen, &now));
             self.seen = now;
         }
+    }
+}
+
+impl futures_core::Stream for MembershipStream {
+    type Item = MembershipEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<MembershipEvent>> {
+        self.get_mut().poll_change(cx)
     }
 }
 

@@ -1,7 +1,9 @@
 //! [`SharedValue`] (Curator's `SharedValue`): bytes in one node that every process reads, watches
 //! and sets with a versioned compare-and-set.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -10,6 +12,7 @@ use tracing::{debug, warn};
 use super::write::{self, Written};
 use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, Result};
+use crate::feed::WatchChanges;
 use crate::framework::{backoff::Backoff, paths};
 use crate::{ConnectionState, CuratorClient};
 
@@ -229,7 +232,7 @@ impl SharedValue {
     /// value later than the last one it returned (intermediate values may be skipped; the last
     /// one is never missed).
     pub fn changes(&self) -> SharedValueStream<Vec<u8>> {
-        SharedValueStream { seen: self.core.inner.seen.subscribe(), decode: |bytes| bytes.to_vec() }
+        SharedValueStream::new(self.core.inner.seen.subscribe(), |bytes| bytes.to_vec())
     }
 
     pub(crate) fn inner_seen(&self) -> watch::Receiver<Seen> {
@@ -336,9 +339,25 @@ impl SharedValue {
     }
 }
 
-/// The values of a [`SharedValue`] or [`SharedCount`](crate::SharedCount) as they change.
+/// The values of a [`SharedValue`] or [`SharedCount`](crate::SharedCount) as they change, a
+/// [`Stream`](futures_core::Stream) of [`VersionedValue`]s: [`next`](Self::next) is the same as
+/// `StreamExt::next`.
+///
+/// Latest value only (a `tokio::sync::watch`): a slow reader skips the intermediate values and
+/// gets the newest one, which it never misses; nothing queues.
+///
+/// ```no_run
+/// # async fn demo(limit: zk_curator::SharedCount) {
+/// use futures::StreamExt;
+///
+/// let mut raised = limit.changes().map(|seen| *seen.value()).filter(|n| std::future::ready(*n > 100));
+/// while let Some(limit) = raised.next().await {
+///     println!("the limit is up to {limit}");
+/// }
+/// # }
+/// ```
 pub struct SharedValueStream<T> {
-    seen: watch::Receiver<Seen>,
+    seen: WatchChanges<Seen>,
     decode: fn(&[u8]) -> T,
 }
 
@@ -350,11 +369,11 @@ impl<T> std::fmt::Debug for SharedValueStream<T> {
 
 impl<T> SharedValueStream<T> {
     pub(crate) fn new(seen: watch::Receiver<Seen>, decode: fn(&[u8]) -> T) -> Self {
-        Self { seen, decode }
+        Self { seen: WatchChanges::new(seen), decode }
     }
 
     /// The next value later than the last one returned (or than the value when the stream was
-    /// made); `None` once the shared value is dropped.
+    /// made); `None` once the shared value is dropped. The same as `StreamExt::next`.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call loses nothing; the next call returns the latest value.
@@ -370,9 +389,23 @@ impl<T> SharedValueStream<T> {
     /// # }
     /// ```
     pub async fn next(&mut self) -> Option<VersionedValue<T>> {
-        self.seen.changed().await.ok()?;
-        let seen = self.seen.borrow_and_update();
-        Some(VersionedValue::new(seen.value.version, (self.decode)(&seen.value.value)))
+        std::future::poll_fn(|cx| self.poll_value(cx)).await
+    }
+
+    fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<Option<VersionedValue<T>>> {
+        let Some(seen) = std::task::ready!(self.seen.poll_changed(cx)) else {
+            return Poll::Ready(None);
+        };
+        let seen = seen.borrow_and_update();
+        Poll::Ready(Some(VersionedValue::new(seen.value.version, (self.decode)(&seen.value.value))))
+    }
+}
+
+impl<T> futures_core::Stream for SharedValueStream<T> {
+    type Item = VersionedValue<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<VersionedValue<T>>> {
+        self.get_mut().poll_value(cx)
     }
 }
 
@@ -431,7 +464,7 @@ async fn follow(inner: Arc<Inner>, first: zookeeper_client::OneshotWatcher) {
 /// Returns at the next `Reconnected` (a new connection or a new session: watches may be gone).
 pub(crate) async fn reconnected(states: &mut crate::ConnectionStateStream) {
     loop {
-        match states.recv().await {
+        match states.next().await {
             Some(ConnectionState::Reconnected) => return,
             Some(_) => {}
             None => std::future::pending::<()>().await,

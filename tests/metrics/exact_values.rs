@@ -154,7 +154,7 @@ async fn a_hold_lost_to_session_expiry_counts_its_cause_and_the_connection_state
 
     let held = mutex.lock().await.unwrap();
     let mut states = client.connection_states();
-    assert_eq!(states.try_recv(), Some(ConnectionState::Connected));
+    assert_eq!(states.try_next(), Some(ConnectionState::Connected));
     let before = state_counts();
     let old = client.session_id();
     expire_session(&connect, &client).await.unwrap();
@@ -195,7 +195,7 @@ async fn a_hold_given_up_while_suspended_counts_its_cause_and_the_connection_sta
     let held = mutex.lock().await.unwrap();
     let mut hold_state = held.watch_state();
     let mut states = client.connection_states();
-    assert_eq!(states.try_recv(), Some(ConnectionState::Connected));
+    assert_eq!(states.try_next(), Some(ConnectionState::Connected));
     let before = state_counts();
     let old = client.session_id();
     proxy.set_mode(ProxyMode::Blackhole);

@@ -18,6 +18,7 @@ mod claims;
 mod cli;
 mod curator_interop;
 mod data_api;
+mod feeds;
 mod framework;
 mod harness;
 mod idempotency;

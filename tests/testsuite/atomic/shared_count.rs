@@ -178,3 +178,23 @@ async fn within_the_timeout(what: &str, write: impl std::future::Future<Output =
     assert_eq!(result.as_ref().map_err(Error::kind).err(), Some(ErrorKind::DeadlineExceeded), "{what}: {result:?}");
     assert!(start.elapsed() < Duration::from_secs(2), "{what} returned after {:?}", start.elapsed());
 }
+
+#[tokio::test]
+async fn shared_count_changes_drain_as_a_stream_with_stream_combinators() {
+    use futures::StreamExt;
+
+    let (_server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("shared-count-stream");
+    let reader = SharedCount::start(&clients[0], &path, 0).await.unwrap();
+    let writer = SharedCount::start(&clients[1], &path, 0).await.unwrap();
+    // Only counts above 2, as plain numbers: the latest value is never missed, whatever is skipped.
+    let mut above_two = reader.changes().map(|seen| *seen.value()).filter(|n| std::future::ready(*n > 2));
+    for n in 1..=3 {
+        writer.set_count(n).await.unwrap();
+    }
+    let seen = tokio::time::timeout(HANG, above_two.next()).await.expect("the count in time");
+    assert_eq!(seen, Some(3));
+    drop(reader);
+    let rest = tokio::time::timeout(HANG, above_two.collect::<Vec<_>>()).await.expect("the stream ends with the count");
+    assert!(rest.is_empty(), "{rest:?}");
+}

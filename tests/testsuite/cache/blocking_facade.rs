@@ -21,12 +21,12 @@ fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {
     assert_eq!(cache.children(&root), vec!["a".to_string()]);
     let mut events = cache.events();
     let mut seen_initialized = false;
-    while let Some(event) = events.try_recv() {
+    while let Some(event) = events.try_next() {
         seen_initialized |= event == CacheEvent::Initialized;
     }
     assert!(seen_initialized);
     client.set_data(&format!("{root}/a"), b"2".to_vec(), None).unwrap();
-    let event = events.recv_timeout(Duration::from_secs(20)).unwrap().expect("a change");
+    let event = events.next_timeout(Duration::from_secs(20)).unwrap().expect("a change");
     assert!(matches!(&event, CacheEvent::Changed { new, .. } if new.data() == b"2"), "{event:?}");
 
     // Inside a runtime a waiting call is a typed error, not a panic or a stalled runtime.

@@ -3,6 +3,7 @@
 //! and cache on the same tree (curator_interop), the requests a load sends (load_requests), cached
 //! stats and what events announce (stats), and waiting for a synced cache (wait_synced).
 
+mod backpressure;
 mod blocking_facade;
 mod cancelled_close;
 mod convergence;
@@ -80,7 +81,10 @@ pub fn cached(cache: &CuratorCache) -> BTreeMap<String, Node> {
 #[derive(Debug, Default)]
 pub struct Replay {
     pub nodes: BTreeMap<String, Node>,
+    /// `Initialized` events since the last `Lagged` (the replay after it ends with one again).
     pub initialized: usize,
+    /// The `missed` of every `Lagged`.
+    pub lags: Vec<u64>,
     /// Set when an event contradicts the replayed map (a create of a present node, a change or a
     /// delete of an absent one, a change whose `old` is not what the replay holds).
     pub inconsistencies: Vec<String>,
@@ -112,6 +116,12 @@ impl Replay {
                 }
             }
             CacheEvent::Initialized => self.initialized += 1,
+            // The stream replays the cache next, as it begins: start over.
+            CacheEvent::Lagged { missed } => {
+                self.lags.push(missed);
+                self.nodes.clear();
+                self.initialized = 0;
+            }
             other => self.inconsistencies.push(format!("unknown event {other:?}")),
         }
     }

@@ -155,7 +155,7 @@ async fn data_over_the_max_data_size_is_refused_before_anything_is_sent() {
     let half = vec![7u8; MAX_DATA / 2 + 1];
     let session = client.session();
     let mut states = client.connection_states();
-    assert_eq!(states.try_recv(), Some(zk_curator::ConnectionState::Connected));
+    assert_eq!(states.try_next(), Some(zk_curator::ConnectionState::Connected));
     let (c, p) = (format!("{base}/c"), format!("{base}/p"));
 
     // Just over the limit, and over the server's jute.maxbuffer (which would drop the connection).
@@ -672,7 +672,7 @@ async fn a_request_over_the_packet_limit_through_its_paths_is_refused_before_any
     client.create(&base).creating_parents_if_needed().await.expect("base");
     let session = client.session();
     let mut states = client.connection_states();
-    assert_eq!(states.try_recv(), Some(zk_curator::ConnectionState::Connected));
+    assert_eq!(states.try_next(), Some(zk_curator::ConnectionState::Connected));
     let t = Duration::from_secs(5);
     let bad = |r: zk_curator::Result<String>, what: &str| {
         let e = r.expect_err(what);

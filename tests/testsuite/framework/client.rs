@@ -30,7 +30,7 @@ async fn expect_state(
 ) -> Instant {
     let deadline = Instant::now() + within;
     loop {
-        let got = tokio::time::timeout_at(deadline.into(), states.recv())
+        let got = tokio::time::timeout_at(deadline.into(), states.next())
             .await
             .unwrap_or_else(|_| panic!("no {want} within {within:?}"))
             .expect("connection-state stream closed");
@@ -45,7 +45,7 @@ async fn expect_state(
 /// after connecting still sees CONNECTED).
 async fn subscribe(client: &CuratorClient) -> ConnectionStateStream {
     let mut states = client.connection_states();
-    let first = tokio::time::timeout(Duration::from_secs(1), states.recv()).await.expect("first state at once");
+    let first = tokio::time::timeout(Duration::from_secs(1), states.next()).await.expect("first state at once");
     assert_eq!(first, Some(client.connection_state()), "a new subscription starts with the current state");
     states
 }
@@ -215,7 +215,7 @@ async fn state_sequence_on_server_restart() {
         .expect("create after reconnect");
     let (_, stat) = support::observer(&connect).await.get_data(&path).await.expect("node exists");
     assert_eq!(stat.ephemeral_owner, before.id);
-    assert!(states.try_recv().is_none(), "no further state change expected");
+    assert!(states.try_next().is_none(), "no further state change expected");
     client.close().await;
 }
 
@@ -370,7 +370,7 @@ async fn every_connection_state_change_follows_the_documented_rule() {
     // dropped), then the new session's RECONNECTED.
     zk_curator::testing::expire_session(&connect, &client).await.expect("expire");
     loop {
-        let state = tokio::time::timeout(within, states.recv()).await.expect("LOST").expect("stream open");
+        let state = tokio::time::timeout(within, states.next()).await.expect("LOST").expect("stream open");
         seen.push(state);
         if state == Lost {
             break;

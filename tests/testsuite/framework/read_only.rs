@@ -33,7 +33,7 @@ async fn states_until(
     let deadline = Instant::now() + within;
     let mut seen = Vec::new();
     loop {
-        let got = tokio::time::timeout_at(deadline.into(), states.recv())
+        let got = tokio::time::timeout_at(deadline.into(), states.next())
             .await
             .unwrap_or_else(|_| panic!("no {want} within {within:?}; seen {seen:?}"))
             .expect("connection-state stream closed");
@@ -134,7 +134,7 @@ async fn a_replacement_session_on_a_read_only_server_is_read_only() {
     cluster.kill(0).await.expect("kill node 0");
     cluster.kill(1).await.expect("kill node 1");
     let mut seen = states_until(&mut states, Lost, Duration::from_secs(30)).await;
-    let after_lost = tokio::time::timeout(Duration::from_secs(30), states.recv())
+    let after_lost = tokio::time::timeout(Duration::from_secs(30), states.next())
         .await
         .expect("a replacement session within 30 s")
         .expect("stream");

@@ -110,7 +110,7 @@ async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension()
     let record = {
         let seen = seen.clone();
         tokio::spawn(async move {
-            while let Some(state) = connection.recv().await {
+            while let Some(state) = connection.next().await {
                 seen.lock().unwrap().push(state);
                 if state == ConnectionState::Lost {
                     return;
@@ -170,7 +170,7 @@ async fn a_server_restarted_while_suspended_reconnects_the_same_session() {
     tokio::time::timeout(HANG, server.restart()).await.expect("restart hung").expect("restart");
     let mut seen = Vec::new();
     tokio::time::timeout(HANG, async {
-        while let Some(state) = connection.recv().await {
+        while let Some(state) = connection.next().await {
             seen.push(state);
             if state == ConnectionState::Reconnected || state == ConnectionState::Lost {
                 return;
@@ -201,7 +201,7 @@ async fn a_missing_chroot_does_not_keep_a_reconnect_unconfirmed() {
     proxy.set_mode(zk_curator::testing::ProxyMode::Cut);
     let mut seen = Vec::new();
     tokio::time::timeout(HANG, async {
-        while let Some(state) = connection.recv().await {
+        while let Some(state) = connection.next().await {
             seen.push(state);
             if state == ConnectionState::Suspended {
                 return;
@@ -212,7 +212,7 @@ async fn a_missing_chroot_does_not_keep_a_reconnect_unconfirmed() {
     .unwrap_or_else(|_| panic!("no SUSPENDED: {seen:?}"));
     proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
     tokio::time::timeout(HANG, async {
-        while let Some(state) = connection.recv().await {
+        while let Some(state) = connection.next().await {
             seen.push(state);
             if state == ConnectionState::Reconnected || state == ConnectionState::Lost {
                 return;

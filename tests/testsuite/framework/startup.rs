@@ -22,7 +22,7 @@ async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {
         .expect("start() does not need a server");
     assert_eq!(client.connection_state(), ConnectionState::Latent);
     let mut states = client.connection_states();
-    assert_eq!(states.recv().await, Some(ConnectionState::Latent));
+    assert_eq!(states.next().await, Some(ConnectionState::Latent));
     assert!(!client.block_until_connected(Duration::from_millis(300)).await, "connected to a stopped server");
 
     // A timed call keeps its deadline without a session; an untimed one waits for the session.
@@ -46,7 +46,7 @@ async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {
     let guard =
         support::join("the pending lock", Duration::from_secs(30), pending).await.expect("lock once the server is up");
     assert!(client.block_until_connected(Duration::from_secs(1)).await);
-    assert_eq!(states.recv().await, Some(ConnectionState::Connected), "the first session is CONNECTED");
+    assert_eq!(states.next().await, Some(ConnectionState::Connected), "the first session is CONNECTED");
     assert_eq!(guard.hold().session(), client.session());
     assert_ne!(client.session_id(), 0);
     guard.release().await.unwrap();

@@ -595,3 +595,19 @@ fn a_cancelled_close_then_a_shut_down_runtime_still_frees_the_node() {
     rt.block_on(client.close());
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_changes_drain_as_a_stream_with_stream_combinators() {
+    use futures::StreamExt;
+    use zk_curator::LeadershipState;
+
+    let (_server, clients) = support::server_and_clients(1).await;
+    let path = support::unique_path("latch-stream");
+    let latch = LeaderLatch::new(&clients[0], &path, "a").unwrap();
+    let changes = latch.leadership_changes();
+    latch.start().unwrap();
+    let terms = changes.filter(|s| std::future::ready(*s == LeadershipState::Leader)).take(1).collect::<Vec<_>>();
+    let terms = tokio::time::timeout(WITHIN, terms).await.expect("leadership in time");
+    assert_eq!(terms, [LeadershipState::Leader]);
+    latch.close().await.unwrap();
+}

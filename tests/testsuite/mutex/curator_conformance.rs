@@ -267,7 +267,7 @@ async fn killed_session_while_waiting() {
 
     let old_session = a.session_id();
     let mut states = a.connection_states();
-    assert_eq!(states.recv().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
+    assert_eq!(states.next().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
     let info = zk_curator::raw::client(&a).unwrap().session().clone();
     let killed = Instant::now();
     zk_curator::raw::expire_session(&connect, &info).await.expect("expire A's session");
@@ -285,7 +285,7 @@ async fn killed_session_while_waiting() {
     new_session(&a, old_session, Duration::from_secs(10)).await;
     assert_eq!(a.session().epoch, 2);
     let mut seen = Vec::new();
-    while let Some(s) = states.try_recv() {
+    while let Some(s) = states.try_next() {
         seen.push(s);
     }
     assert!(seen.contains(&ConnectionState::Lost), "A's client reported LOST: {seen:?}");
@@ -333,10 +333,10 @@ async fn waiting_while_server_restarted() {
     }
 
     let mut states = client.connection_states();
-    assert_eq!(states.recv().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
+    assert_eq!(states.next().await, Some(ConnectionState::Connected), "a subscription starts with the current state");
     server.stop().await.expect("stop the server");
     tokio::time::timeout(Duration::from_secs(10), async {
-        while states.recv().await != Some(ConnectionState::Suspended) {}
+        while states.next().await != Some(ConnectionState::Suspended) {}
     })
     .await
     .expect("the client notices the server is down");

@@ -197,11 +197,11 @@ async fn no_grant_from_a_dead_session() {
     });
     support::eventually_queued(&obs, &path, 2, "A queued behind B").await;
     let mut states = a.connection_states();
-    assert_eq!(states.recv().await, Some(ConnectionState::Connected));
+    assert_eq!(states.next().await, Some(ConnectionState::Connected));
 
     proxy.set_mode(ProxyMode::Blackhole);
     tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(state) = states.recv().await {
+        while let Some(state) = states.next().await {
             if state == ConnectionState::Lost {
                 return;
             }

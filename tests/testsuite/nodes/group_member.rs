@@ -76,3 +76,27 @@ async fn a_closed_member_no_longer_lists_itself_and_its_stream_says_it_left() {
     assert!(!a.current_members().contains_key("a"), "a closed member is not listed: {:?}", a.current_members());
     assert_eq!(next_event(&mut changes).await, MembershipEvent::Left { id: "a".into() });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_changes_drain_as_a_stream_with_stream_combinators() {
+    use futures::StreamExt;
+
+    let (_server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("group-stream");
+    let a = GroupMember::new(&clients[0], &path, "a", b"a".to_vec()).unwrap();
+    a.start().unwrap();
+    assert!(a.wait_for_initial_create(WITHIN).await.unwrap());
+    let mut ids = a.changes().filter_map(|e| {
+        std::future::ready(match e {
+            MembershipEvent::Joined { id, .. } => Some(format!("+{id}")),
+            MembershipEvent::Left { id } => Some(format!("-{id}")),
+            _ => None,
+        })
+    });
+    let b = GroupMember::new(&clients[1], &path, "b", b"b".to_vec()).unwrap();
+    b.start().unwrap();
+    assert_eq!(tokio::time::timeout(WITHIN, ids.next()).await.expect("b joins in time"), Some("+b".to_string()));
+    b.close().await.unwrap();
+    assert_eq!(tokio::time::timeout(WITHIN, ids.next()).await.expect("b leaves in time"), Some("-b".to_string()));
+    a.close().await.unwrap();
+}

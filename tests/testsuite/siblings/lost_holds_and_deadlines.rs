@@ -386,7 +386,7 @@ async fn data_over_the_max_data_size_is_refused_by_every_recipe_before_anything_
     let path = support::unique_path("big-data");
     let held = InterProcessMutex::new(&client, &format!("{path}/held")).unwrap().lock().await.unwrap();
     let mut states = client.connection_states();
-    assert_eq!(states.try_recv(), Some(ConnectionState::Connected));
+    assert_eq!(states.try_next(), Some(ConnectionState::Connected));
     let session = client.session();
 
     for n in [1024 * 1024 - 4096 + 1, 1024 * 1024 + 1] {

@@ -302,7 +302,7 @@ pub fn assert_documented_states(states: &[zk_curator::ConnectionState]) {
 
 /// Everything `stream` has queued now, in order.
 pub fn queued_states(stream: &mut zk_curator::ConnectionStateStream) -> Vec<zk_curator::ConnectionState> {
-    std::iter::from_fn(|| stream.try_recv()).collect()
+    std::iter::from_fn(|| stream.try_next()).collect()
 }
 
 /// Asserts `result` is `Error::LockLost` naming `node`.

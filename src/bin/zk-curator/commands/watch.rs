@@ -125,6 +125,8 @@ async fn follow(cache: &CuratorCache, args: &WatchArgs, deadline: Instant, signa
                 match event {
                     CacheEvent::Created(_) => nodes += 1,
                     CacheEvent::Deleted(_) => nodes = nodes.saturating_sub(1),
+                    // The cache's contents follow again, as `CREATED` lines.
+                    CacheEvent::Lagged { .. } => nodes = 0,
                     _ => {}
                 }
                 if !say(&line(&event, nodes, args.json)) {
@@ -181,8 +183,16 @@ fn state_line(state: CacheState, as_json: bool) -> String {
 }
 
 /// One event as a line: `CREATED PATH version=V data="..."`, `CHANGED ...`, `DELETED PATH`,
-/// `INITIALIZED N nodes`; or, with `--json`, one object.
+/// `INITIALIZED N nodes`, `LAGGED N events missed` (the output fell behind; the contents follow
+/// again as `CREATED` lines); or, with `--json`, one object.
 fn line(event: &CacheEvent, nodes: usize, as_json: bool) -> String {
+    if let CacheEvent::Lagged { missed } = event {
+        return if as_json {
+            json!({ "event": "lagged", "missed": missed }).to_string()
+        } else {
+            format!("LAGGED {missed} events missed")
+        };
+    }
     let (kind, entry) = match event {
         CacheEvent::Created(entry) => ("created", Some(entry)),
         CacheEvent::Changed { new, .. } => ("changed", Some(new)),
