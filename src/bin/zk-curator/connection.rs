@@ -131,10 +131,8 @@ impl Resolved {
             .default_data(host_and_pid())
             .namespace(&self.namespace)
             .session_timeout(self.session_timeout)
-            .connection_timeout(connection_timeout);
-        for (scheme, auth) in &self.credentials {
-            builder = builder.authorization(scheme, auth.clone());
-        }
+            .connection_timeout(connection_timeout)
+            .authorizations(self.credentials.iter().map(|(scheme, auth)| (scheme, auth.clone())));
         if let Some(tls) = &self.tls {
             builder = builder.tls(tls.clone());
         }
