@@ -195,7 +195,7 @@ pub(crate) async fn start(
         connected = connection.connect(connection_timeout) => match connected {
             Ok(client) => Ok((client, wait, signals)),
             Err(e) => {
-                eprintln!("zk-curator: {e}");
+                eprintln!("zk-curator: {}", crate::common::Report(&e));
                 Err(exit(EXIT_UNAVAILABLE))
             }
         },
