@@ -59,6 +59,10 @@ impl ConnectionState {
 /// | [`LeaderSelector`](crate::LeaderSelector) on `SUSPENDED` | the work is cancelled, as Curator's `LeaderSelectorListenerAdapter` interrupts it | the work goes on and is told ([`Leadership::state`](crate::Leadership::state)) |
 /// | on `LOST` | leadership given up, work cancelled | the same |
 ///
+/// A leader reacts to its hold being suspended, so under `Standard` a connection served
+/// read-only (`READ_ONLY`, where no hold is `Held`) ends leadership too; Curator's latch keeps
+/// reporting leadership there.
+///
 /// Locks and the other recipes report `SUSPENDED` through their holds
 /// ([`HoldState::Suspended`](crate::HoldState::Suspended): never `Held` while suspended) under
 /// either policy, as Curator's locks do not react to connection states at all.

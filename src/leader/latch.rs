@@ -597,6 +597,10 @@ async fn participate(inner: &Arc<Inner>) {
             _ => false,
         });
         if given_up {
+            // Listeners are told before the node can go (as for a lost hold).
+            if inner.started() {
+                inner.signal.set(LeadershipState::NotLeader);
+            }
             // Ours to delete: the session may survive the suspension. Before queueing again, so
             // that the old node goes first once the connection is back.
             hold.release_in_background();
