@@ -3,8 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use thiserror::Error;
-
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -42,11 +40,19 @@ pub enum ErrorKind {
 ///
 /// Each variant names the path or value it is about. Use [`Error::kind`] for a small, stable
 /// classification instead of matching variants.
-#[derive(Debug, Error, Clone)]
+///
+/// `Display` describes this error only; what caused it (the ZooKeeper client's error and its own
+/// causes) is its [`source`](std::error::Error::source), so a report that prints the error and then
+/// walks `source()` (as `anyhow`'s and `eyre`'s do) says each thing once:
+///
+/// ```text
+/// zookeeper error NoNode on /config/a
+/// Caused by: node not exists
+/// ```
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// A ZooKeeper path failed Curator's validation rules.
-    #[error("invalid path {path:?}: {reason}")]
     InvalidPath {
         /// The offending path, as given.
         path: String,
@@ -55,7 +61,6 @@ pub enum Error {
     },
 
     /// An argument other than a path is out of range or malformed.
-    #[error("invalid argument {name}={value}: {reason}")]
     InvalidArgument {
         /// The argument's name.
         name: &'static str,
@@ -66,7 +71,6 @@ pub enum Error {
     },
 
     /// The caller does not hold the lock it tried to release (Curator's `IllegalMonitorStateException`).
-    #[error("not the owner of lock {path}: {reason}")]
     NotOwner {
         /// The lock path.
         path: String,
@@ -77,7 +81,6 @@ pub enum Error {
     /// A call that stands on a hold found it lost (its node gone, or its session ended), and did
     /// nothing: a guarded write (nothing written), re-entering a lost hold, downgrading a lost
     /// write hold, or a semaphore waiter whose turn on the internal lock was lost.
-    #[error("lock {node} was lost: {reason}")]
     LockLost {
         /// The lock node that was expected to exist.
         node: String,
@@ -87,7 +90,6 @@ pub enum Error {
 
     /// The call could never succeed as made: it would wait for the caller itself (e.g. the write
     /// lock wanted by a task that holds the read lock — no upgrade).
-    #[error("would deadlock on lock {path}: {reason}")]
     WouldDeadlock {
         /// The lock path.
         path: String,
@@ -96,14 +98,12 @@ pub enum Error {
     },
 
     /// Several operations failed (e.g. releasing a multi-lock, which attempts every lock).
-    #[error("{} failures: {}", errors.len(), errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Multiple {
         /// Every failure, in the order they happened.
         errors: Vec<Error>,
     },
 
     /// The caller's deadline passed.
-    #[error("{}", deadline_text(.timeout, .during, .path, .waited))]
     DeadlineExceeded {
         /// The path the operation was about.
         path: String,
@@ -118,7 +118,6 @@ pub enum Error {
     },
 
     /// The client was closed.
-    #[error("client closed (while working on {path})")]
     Closed {
         /// The path the operation was about ("" when none).
         path: String,
@@ -127,21 +126,19 @@ pub enum Error {
     /// ZooKeeper (or the connection to it) returned an error for an operation on `path`.
     ///
     /// Match on [`code`](ErrorCode) (also [`Error::code`]); `detail` is the client's wording,
-    /// for humans, and the error's [`source`](std::error::Error::source).
-    #[error("zookeeper error on {path}: {detail}")]
+    /// for humans, and the error's [`source`](std::error::Error::source) (none when the crate
+    /// concluded the error itself and the detail would only repeat the code).
     ZooKeeper {
         /// The path the operation was about (as the caller sees it, without namespace).
         path: String,
         /// What went wrong, as ZooKeeper classifies it.
         code: ErrorCode,
         /// The underlying client's error (e.g. how long the connection was silent).
-        #[source]
         detail: ErrorDetail,
     },
 
     /// One operation of a transaction (a [`Transaction`](crate::Transaction) or a guarded
     /// write) failed; nothing of the transaction was applied.
-    #[error("transaction failed at operation {index} on {path}: {code}")]
     TransactionFailed {
         /// The failed operation's position in the transaction, from 0 (its ops only; a guarded
         /// write's lock check is not counted).
@@ -154,7 +151,6 @@ pub enum Error {
 
     /// A node holds data that is not what the recipe reading it stores there (a counter of
     /// another size, bytes written by someone else). Nothing was written.
-    #[error("corrupted value in {path}: {len} bytes, expected {expected}")]
     CorruptedValue {
         /// The node's path.
         path: String,
@@ -167,7 +163,6 @@ pub enum Error {
     /// A conditional write was sent, its reply was lost, and what the server holds now cannot
     /// tell whether it was applied: it was applied once or not at all, never twice. The caller
     /// decides (re-read, reconcile); retrying blindly could apply it twice.
-    #[error("outcome unknown for {during} {path}: the reply was lost and the node changed since")]
     OutcomeUnknown {
         /// The node's path.
         path: String,
@@ -177,7 +172,6 @@ pub enum Error {
 
     /// A bound the caller set was reached (e.g. a [`CuratorCache`](crate::CuratorCache)'s
     /// `max_nodes`): the work stopped instead of growing past it.
-    #[error("limit exceeded under {path}: more than {limit} {what}")]
     LimitExceeded {
         /// The path the bound is about.
         path: String,
@@ -188,7 +182,6 @@ pub enum Error {
     },
 
     /// The first connection could not be established.
-    #[error("could not connect to {connect}{}: {detail}{}", auth_note(schemes), tls_note(*tls, *code))]
     Connect {
         /// The connect string.
         connect: String,
@@ -201,27 +194,33 @@ pub enum Error {
         /// [`ErrorCode::NoHosts`]).
         code: ErrorCode,
         /// The underlying client's error.
-        #[source]
         detail: ErrorDetail,
     },
 }
 
 /// The underlying client's error behind an [`Error::ZooKeeper`] or [`Error::Connect`]: its wording
-/// (which the error's `Display` includes, and which this derefs to as a `str`) and, through
-/// [`source`](std::error::Error::source), whatever caused it.
+/// (which this derefs to as a `str`) and, through [`source`](std::error::Error::source), whatever
+/// caused it.
 ///
-/// It is the error's [`source`](std::error::Error::source), so a walk down the `source()` chain
-/// (`anyhow` and `eyre` reports print it) reaches the ZooKeeper client's error and its causes, while
-/// no type of the ZooKeeper client crate appears in this crate's API (only [`raw`](crate::raw)
-/// names it). Errors the crate concludes itself (e.g. a session found expired) carry their code's
-/// wording and no further cause.
+/// It is the error's [`source`](std::error::Error::source) (the error's own `Display` names the
+/// path and the code, not this wording), so a walk down the `source()` chain (`anyhow` and `eyre`
+/// reports print it) reaches the ZooKeeper client's error and its causes, each once, while no type
+/// of the ZooKeeper client crate appears in this crate's API (only [`raw`](crate::raw) names it).
+/// Errors the crate concludes itself (e.g. a session found expired) carry their code's wording and
+/// no further cause; such an error has no `source()`, its code says it all.
 ///
 /// ```
 /// use std::error::Error as _;
 /// # fn demo(err: zk_curator::Error) {
 /// if let zk_curator::Error::ZooKeeper { detail, .. } = &err {
 ///     println!("the client said: {detail}");
-///     assert_eq!(err.source().map(|s| s.to_string()), Some(detail.to_string()));
+/// }
+/// // An error report: this error, then each cause once.
+/// let mut report = err.to_string();
+/// let mut cause = err.source();
+/// while let Some(c) = cause {
+///     report += &format!(": {c}");
+///     cause = c.source();
 /// }
 /// # }
 /// ```
@@ -311,11 +310,90 @@ impl std::fmt::Debug for ErrorDetail {
     }
 }
 
+impl ErrorDetail {
+    /// True when the detail says more than `code`'s own wording: a client's error, or words of
+    /// the crate's own (a detail made from the code alone would only repeat it).
+    fn adds_to(&self, code: ErrorCode) -> bool {
+        self.0.cause.is_some() || self.0.message != code.to_string()
+    }
+}
+
 impl std::error::Error for ErrorDetail {
     /// The cause of the client's error, if it has one (the detail stands for the client's error
-    /// itself: same wording).
+    /// itself: same wording). Causes whose wording the client's error already printed (some of
+    /// its errors print their source in their `Display`) are skipped, so a report says each once.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.cause.as_deref().and_then(|cause| cause.source())
+        let mut next = self.0.cause.as_deref()?.source();
+        while let Some(cause) = next {
+            if !self.0.message.contains(&cause.to_string()) {
+                return Some(cause);
+            }
+            next = cause.source();
+        }
+        None
+    }
+}
+
+impl std::fmt::Display for Error {
+    /// This error only: the path or value it is about, and what went wrong at this layer. The
+    /// cause, if any, is [`source`](std::error::Error::source).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InvalidPath { path, reason } => write!(f, "invalid path {path:?}: {reason}"),
+            Error::InvalidArgument { name, value, reason } => write!(f, "invalid argument {name}={value}: {reason}"),
+            Error::NotOwner { path, reason } => write!(f, "not the owner of lock {path}: {reason}"),
+            Error::LockLost { node, reason } => write!(f, "lock {node} was lost: {reason}"),
+            Error::WouldDeadlock { path, reason } => write!(f, "would deadlock on lock {path}: {reason}"),
+            Error::Multiple { errors } => {
+                // No single source: each failure is told here with its causes.
+                write!(f, "{} failures: ", errors.len())?;
+                for (i, error) in errors.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{error}")?;
+                    let mut cause = std::error::Error::source(error);
+                    while let Some(c) = cause {
+                        write!(f, ": {c}")?;
+                        cause = c.source();
+                    }
+                }
+                Ok(())
+            }
+            Error::DeadlineExceeded { path, during, waited, timeout } => {
+                f.write_str(&deadline_text(timeout, during, path, waited))
+            }
+            Error::Closed { path } => write!(f, "client closed (while working on {path})"),
+            Error::ZooKeeper { path, code, .. } => write!(f, "zookeeper error on {path}: {code}"),
+            Error::TransactionFailed { index, path, code } => {
+                write!(f, "transaction failed at operation {index} on {path}: {code}")
+            }
+            Error::CorruptedValue { path, len, expected } => {
+                write!(f, "corrupted value in {path}: {len} bytes, expected {expected}")
+            }
+            Error::OutcomeUnknown { path, during } => {
+                write!(f, "outcome unknown for {during} {path}: the reply was lost and the node changed since")
+            }
+            Error::LimitExceeded { path, what, limit } => {
+                write!(f, "limit exceeded under {path}: more than {limit} {what}")
+            }
+            Error::Connect { connect, schemes, tls, code, .. } => {
+                write!(f, "could not connect to {connect}{}: {code}{}", auth_note(schemes), tls_note(*tls, *code))
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    /// The underlying client's error of [`Error::ZooKeeper`] and [`Error::Connect`] (their
+    /// `detail`), unless it would only repeat the code; `None` for every other variant.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::ZooKeeper { code, detail, .. } | Error::Connect { code, detail, .. } if detail.adds_to(*code) => {
+                Some(detail)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -641,10 +719,91 @@ mod tests {
         assert!(e.to_string().contains("/a"), "{e}");
         let bad = Error::zk("/b", Zk::BadArguments(&"ttl is zero"));
         assert_eq!(bad.code(), Some(ErrorCode::BadArguments));
-        assert!(bad.to_string().contains("ttl is zero"), "the detail is kept: {bad}");
+        let cause = std::error::Error::source(&bad).map(|c| c.to_string()).unwrap_or_default();
+        assert!(cause.contains("ttl is zero"), "the detail is kept: {bad} / {cause}");
         assert_eq!(Error::zk("/c", Zk::UnexpectedErrorCode(-999)).code(), Some(ErrorCode::Unknown(-999)));
         assert!(matches!(crate::raw::client_error(&bad), Some(Zk::BadArguments(_))), "the raw error is kept");
         assert!(crate::raw::client_error(&Error::code_on("/d", ErrorCode::NoNode)).is_none());
         assert_eq!(Error::InvalidPath { path: "a".into(), reason: "r" }.code(), None);
+    }
+
+    /// What an `anyhow` report prints: the error, then each `source()` in turn.
+    fn report(error: &dyn std::error::Error) -> Vec<String> {
+        let mut links = vec![error.to_string()];
+        let mut cause = error.source();
+        while let Some(c) = cause {
+            links.push(c.to_string());
+            cause = c.source();
+        }
+        links
+    }
+
+    fn assert_each_cause_once(error: &dyn std::error::Error) {
+        let links = report(error);
+        for (i, outer) in links.iter().enumerate() {
+            for inner in &links[i + 1..] {
+                assert!(!outer.contains(inner.as_str()), "{inner:?} is printed twice in {links:?}");
+            }
+        }
+    }
+
+    /// A client error that prints its cause in its `Display` too, as `zookeeper-client`'s custom
+    /// errors do ("{message}: {source}").
+    #[derive(Debug)]
+    struct Wrapping(std::io::Error);
+
+    impl std::fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "reading from the connection: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn every_variant_prints_each_cause_once() {
+        use zookeeper_client::Error as Zk;
+        let wrapped = || ErrorDetail::of(Wrapping(std::io::Error::other("broken pipe")));
+        let errors = [
+            Error::zk("/a", Zk::NoNode),
+            Error::zk("/a", Zk::BadArguments(&"ttl is zero")),
+            Error::code_on("/a", ErrorCode::SessionExpired),
+            Error::ZooKeeper { path: "/a".into(), code: ErrorCode::ConnectionLoss, detail: wrapped() },
+            Error::Connect {
+                connect: "h:1".into(),
+                schemes: vec!["digest".into()],
+                tls: true,
+                code: ErrorCode::NoHosts,
+                detail: ErrorDetail::of(Zk::NoHosts),
+            },
+            Error::Connect {
+                connect: "h:1".into(),
+                schemes: vec![],
+                tls: false,
+                code: ErrorCode::Other,
+                detail: wrapped(),
+            },
+            Error::Multiple { errors: vec![Error::zk("/a", Zk::NoNode), Error::zk("/b", Zk::NotEmpty)] },
+            Error::TransactionFailed { index: 1, path: "/a".into(), code: ErrorCode::BadVersion },
+            Error::deadline_exceeded("/a", "acquiring", Duration::from_millis(5)),
+            Error::Closed { path: "/a".into() },
+        ];
+        for error in &errors {
+            assert_each_cause_once(error);
+        }
+        // Each layer still says its part once: the path and code here, the client's words below.
+        let links = report(&errors[0]);
+        assert_eq!(links, ["zookeeper error on /a: NoNode", "node not exists"]);
+        assert_eq!(report(&errors[2]), ["zookeeper error on /a: SessionExpired"], "no cause repeating the code");
+        assert_eq!(
+            report(&errors[3]),
+            ["zookeeper error on /a: ConnectionLoss", "reading from the connection: broken pipe"]
+        );
+        let multiple = errors[6].to_string();
+        assert!(multiple.contains("node not exists") && multiple.contains("/b"), "{multiple}");
     }
 }

@@ -117,12 +117,13 @@ pub use framework::SaslOptions;
 pub use framework::TlsOptions;
 pub use framework::{
     is_protected, parse_sequence, strip_protection, validate_path, Acl, AclProvider, BoundedExponentialBackoffRetry,
-    CommitBuilder, ConnectionState, ConnectionStateStream, CreateBuilder, CreateMode, CreatedNode, CuratorClient,
-    CuratorClientBuilder, DefaultAclProvider, DeleteBuilder, DeleteOutcome, EventType, ExistsBuilder,
-    ExistsWatchBuilder, ExponentialBackoffRetry, GetChildrenBuilder, GetChildrenWatchBuilder, GetDataBuilder,
-    GetDataWatchBuilder, Id, OpResult, Permissions, PersistentWatchBuilder, RetryForever, RetryNTimes, RetryOneTime,
-    RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
-    WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
+    CommitBuilder, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream, CreateBuilder, CreateMode,
+    CreatedNode, CuratorClient, CuratorClientBuilder, DefaultAclProvider, DeleteBuilder, DeleteOutcome, EventType,
+    ExistsBuilder, ExistsWatchBuilder, ExponentialBackoffRetry, GetChildrenBuilder, GetChildrenWatchBuilder,
+    GetDataBuilder, GetDataWatchBuilder, Id, OpResult, Permissions, PersistentWatchBuilder, RetryForever, RetryNTimes,
+    RetryOneTime, RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch,
+    WatchStream, WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
+    DEFAULT_SESSION_TIMEOUT, DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
 };
 pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
 pub use inspect::{

@@ -18,7 +18,9 @@ use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipS
 /// The promises are the async latch's: leadership is a [`Hold`] and is reported only while it is
 /// [`HoldState::Held`](crate::HoldState::Held) — connected, on the session that created the node,
 /// the node not deleted; while the connection is suspended
-/// [`has_leadership`](Self::has_leadership) is `false`; a lost leadership is never re-entered (a
+/// [`has_leadership`](Self::has_leadership) is `false` (and under the client's
+/// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+/// leadership is given up, as the async latch's); a lost leadership is never re-entered (a
 /// started latch queues again with a new node); the [`FencingToken`] grows from leader to leader.
 /// The background work (queueing, watching the node) runs on the client's runtime thread, so a
 /// started latch needs no thread of the caller's.

@@ -32,15 +32,18 @@ type Work = dyn Fn(Leadership) + Send + Sync;
 /// [`cancelled_timeout`](Leadership::cancelled_timeout) — Curator's thread interrupt) when
 /// leadership is lost (the session ended or was given up before the server could expire it, or
 /// someone deleted our node), on [`interrupt_leadership`](Self::interrupt_leadership), on
-/// [`close`](Self::close) or drop, and on a suspended connection with
-/// [`cancel_on_suspended`](Self::cancel_on_suspended). The work must then return soon. The lock
-/// node is deleted — and, when we give it up, the next participant can lead — only **after the
-/// work's thread has ended**. A lost session's hold is given up at 0.85 of the session timeout
-/// after the last reply from the server, before the server can expire it and elect someone else:
-/// work that returns within the rest of the session timeout ends before the next leader's work
-/// starts. While the connection is only suspended the work is not cancelled (unless
-/// [`cancel_on_suspended`](Self::cancel_on_suspended)): [`Leadership::is_held`] is `false` then,
-/// and guarded writes fail.
+/// [`close`](Self::close) or drop, and on a suspended connection under the client's
+/// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+/// (Curator's default) or with [`cancel_on_suspended`](Self::cancel_on_suspended). The work must
+/// then return soon. The lock node is deleted — and, when we give it up, the next participant can
+/// lead — only **after the work's thread has ended**. A lost session's hold is given up at 85% (by
+/// default, see
+/// [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent))
+/// of the session timeout after the last reply from the server, before the server can expire it
+/// and elect someone else: work that returns within the rest of the session timeout ends before
+/// the next leader's work starts. Under zk-curator's default policy,
+/// [`Session`](crate::ConnectionStateErrorPolicy::Session), the work is not cancelled while the
+/// connection is only suspended: [`Leadership::is_held`] is `false` then, and guarded writes fail.
 ///
 /// A panic in the work ends the term like a return (it is logged).
 ///
@@ -196,8 +199,10 @@ impl LeaderSelector {
     }
 
     /// Cancel the work as soon as the connection is lost ([`HoldState::Suspended`]), as Curator's
-    /// default listener does, instead of when leadership is lost (the default here; see the
-    /// type's documentation). A cancelled term gives leadership up once the work returned.
+    /// default listener does, instead of when leadership is lost: this selector behaves as under
+    /// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+    /// whatever the client's policy (see the type's documentation). A cancelled term gives
+    /// leadership up once the work returned.
     ///
     /// # Examples
     /// ```no_run

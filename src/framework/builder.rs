@@ -15,6 +15,7 @@ use super::config::{ClientConfig, Credential, SessionConfig};
 use super::limits::{check_data_size, DEFAULT_MAX_DATA_SIZE};
 use super::paths::Namespace;
 use super::retry::{ExponentialBackoffRetry, RetryPolicy};
+use super::state::ConnectionStateErrorPolicy;
 use crate::error::{Error, Result};
 #[cfg(feature = "sasl")]
 use crate::SaslOptions;
@@ -31,10 +32,23 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Curator's default `maxCloseWaitMs`.
 pub const DEFAULT_MAX_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
+/// The default of [`CuratorClientBuilder::simulated_session_expiration_percent`]: a suspended
+/// session is given up (LOST) at most 85% of the session timeout after the last reply from the
+/// server, before the server can expire it (Curator's default is 100, counted from SUSPENDED).
+pub const DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT: f64 = 85.0;
+
 /// Builds a [`CuratorClient`] (Curator's `CuratorFrameworkFactory.builder()`), from
-/// [`CuratorClient::builder`]. Every setting has Curator's default; finish with
-/// [`connect`](Self::connect) (connected first) or [`start`](Self::start) (connects in the
-/// background).
+/// [`CuratorClient::builder`]; finish with [`connect`](Self::connect) (connected first) or
+/// [`start`](Self::start) (connects in the background).
+///
+/// Settings Curator has a default for have Curator's default, except where ours is named:
+/// * [`retry_policy`](Self::retry_policy): Curator has no default (its builder requires one);
+///   ours is `ExponentialBackoffRetry::new(100 ms, 3)`.
+/// * [`simulated_session_expiration_percent`](Self::simulated_session_expiration_percent): 85,
+///   counted from the last reply (Curator: 100, counted from SUSPENDED).
+/// * [`connection_state_error_policy`](Self::connection_state_error_policy):
+///   [`Session`](ConnectionStateErrorPolicy::Session) (Curator:
+///   [`Standard`](ConnectionStateErrorPolicy::Standard)).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -65,6 +79,8 @@ pub struct CuratorClientBuilder {
     can_be_read_only: bool,
     max_close_wait: Duration,
     max_data_size: usize,
+    simulated_session_expiration_percent: f64,
+    error_policy: ConnectionStateErrorPolicy,
     credentials: Vec<Credential>,
     #[cfg(feature = "tls")]
     tls: Option<Tls>,
@@ -89,6 +105,8 @@ impl CuratorClientBuilder {
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
             max_data_size: DEFAULT_MAX_DATA_SIZE,
+            simulated_session_expiration_percent: DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
+            error_policy: ConnectionStateErrorPolicy::default(),
             credentials: Vec::new(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -119,7 +137,9 @@ impl CuratorClientBuilder {
         self
     }
 
-    /// The policy of [`raw::with_retry`](crate::raw::with_retry) and every operation of the client. Default: exponential back-off, 100 ms base, 3 retries.
+    /// The policy of [`raw::with_retry`](crate::raw::with_retry) and every operation of the
+    /// client. Default: `ExponentialBackoffRetry::new(Duration::from_millis(100), 3)` — ours:
+    /// Curator has none (its builder requires a retry policy).
     pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
         self.retry_policy = Arc::new(policy);
         self
@@ -163,6 +183,66 @@ impl CuratorClientBuilder {
         self
     }
 
+    /// How far into the session timeout a suspended connection is given up: the client declares
+    /// the session [`Lost`](crate::ConnectionState::Lost) (every hold on it `Lost`, a selector's
+    /// work cancelled) and opens a new one, at most `percent`% of the negotiated session timeout
+    /// after the last reply it received from the server, even if the server stays unreachable
+    /// (Curator's `simulatedSessionExpirationPercent`). Default
+    /// [`DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT`] (85).
+    ///
+    /// | | Curator | zk-curator |
+    /// |---|---|---|
+    /// | unit | `int` percent, 1 to 100 | percent (`85`, `62.5`), above 0 and at most 100 |
+    /// | counted from | SUSPENDED | the last reply from the server (SUSPENDED comes up to about 23% of the timeout after it) |
+    /// | default | 100: LOST up to ~1.4 × the timeout after the last reply, after the server may have expired the session and another process taken its locks | 85: LOST before the server can expire the session, so a holder hears `Lost` before anyone else can hold |
+    ///
+    /// Ours differs because holds must be given up before the server can expire them: the server
+    /// counts the timeout from the last request it heard, no earlier than our last reply, and the
+    /// 15% left absorbs timers, scheduling and the reply's network hop (docs/failure-semantics.md).
+    /// A smaller percentage gives up sooner (a shorter outage costs the session); below the time
+    /// SUSPENDED itself takes (about 23%), LOST comes with SUSPENDED. Above 85 the margin shrinks,
+    /// and at 100 a holder may learn of the loss only after the server expired the session.
+    ///
+    /// An argument that is not above 0 and at most 100 (NaN included) fails
+    /// [`connect`](Self::connect) / [`start`](Self::start) with [`Error::InvalidArgument`] naming it.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181")
+    ///     .simulated_session_expiration_percent(60) // give a cut-off session up sooner
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn simulated_session_expiration_percent(mut self, percent: impl Into<f64>) -> Self {
+        self.simulated_session_expiration_percent = percent.into();
+        self
+    }
+
+    /// Which connection states the recipes treat as errors (Curator's
+    /// `connectionStateErrorPolicy`): with [`ConnectionStateErrorPolicy::Standard`] leaders give
+    /// leadership up on `SUSPENDED`, as Curator's do by default; with
+    /// [`ConnectionStateErrorPolicy::Session`] (**zk-curator's default**, Curator's
+    /// `SessionConnectionStateErrorPolicy`) they wait a suspended connection out and give up only
+    /// on `LOST`. See [`ConnectionStateErrorPolicy`] for what each recipe does and why the
+    /// defaults differ.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// use zk_curator::ConnectionStateErrorPolicy;
+    ///
+    /// // Curator's default: a leader stops leading as soon as the connection is suspended.
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181")
+    ///     .connection_state_error_policy(ConnectionStateErrorPolicy::Standard)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn connection_state_error_policy(mut self, policy: ConnectionStateErrorPolicy) -> Self {
+        self.error_policy = policy;
+        self
+    }
+
     /// How long [`CuratorClient::close`] waits for pending background deletes. Default 1 s.
     pub fn max_close_wait(mut self, wait: Duration) -> Self {
         self.max_close_wait = wait;
@@ -193,13 +273,39 @@ impl CuratorClientBuilder {
     }
 
     /// Authenticates every session of the client with `scheme` and `auth` (Curator's
-    /// `authorization(scheme, auth)`); may be called several times. The credentials are sent in
-    /// the session's handshake, before any request, on the first session, on every reconnection
-    /// and on every replacement session. For the `digest` scheme `auth` is `b"user:password"`.
+    /// `authorization(scheme, auth)`). The credential is sent in the session's handshake, before
+    /// any request, on the first session, on every reconnection and on every replacement session.
+    /// For the `digest` scheme `auth` is `b"user:password"`.
+    ///
+    /// **Replaces** the credentials set before, as Curator's builder does: a second call keeps only
+    /// the second credential. For several, use [`authorizations`](Self::authorizations).
     ///
     /// The credential is kept for the client's life and never printed (`Debug` shows the scheme).
-    pub fn authorization(mut self, scheme: &str, auth: impl Into<Vec<u8>>) -> Self {
-        self.credentials.push(Credential { scheme: scheme.to_string(), auth: auth.into() });
+    pub fn authorization(self, scheme: &str, auth: impl Into<Vec<u8>>) -> Self {
+        self.authorizations([(scheme, auth)])
+    }
+
+    /// Authenticates every session of the client with each of `credentials`, `(scheme, auth)`
+    /// pairs sent in this order (Curator's `authorization(List<AuthInfo>)`); replaces the
+    /// credentials set before, as [`authorization`](Self::authorization) does. An empty list
+    /// leaves the client without credentials.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> zk_curator::Result<()> {
+    /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181")
+    ///     .authorizations([("digest", "billing:secret"), ("digest", "audit:other-secret")])
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn authorizations<S: AsRef<str>, A: Into<Vec<u8>>>(
+        mut self,
+        credentials: impl IntoIterator<Item = (S, A)>,
+    ) -> Self {
+        self.credentials = credentials
+            .into_iter()
+            .map(|(scheme, auth)| Credential { scheme: scheme.as_ref().to_string(), auth: auth.into() })
+            .collect();
         self
     }
 
@@ -367,6 +473,15 @@ impl CuratorClientBuilder {
         if self.empty_acls {
             return Err(Error::invalid_argument("acls", "[]", "must not be empty"));
         }
+        let percent = self.simulated_session_expiration_percent;
+        // Written so that NaN fails too.
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(Error::invalid_argument(
+                "simulated_session_expiration_percent",
+                percent,
+                "must be above 0 and at most 100 (percent of the session timeout)",
+            ));
+        }
         if self.max_data_size == 0 {
             return Err(Error::invalid_argument("max_data_size", 0, "must be positive"));
         }
@@ -380,6 +495,7 @@ impl CuratorClientBuilder {
             use_containers: self.use_containers,
             max_close_wait: self.max_close_wait,
             max_data_size: self.max_data_size,
+            error_policy: self.error_policy,
             #[cfg(feature = "metrics")]
             metrics_path_label: self.metrics_path_label,
         };
@@ -388,6 +504,7 @@ impl CuratorClientBuilder {
             session_timeout: self.session_timeout,
             connection_timeout: self.connection_timeout,
             can_be_read_only: self.can_be_read_only,
+            lost_fraction: percent / 100.0,
             credentials: self.credentials,
             #[cfg(feature = "tls")]
             tls: self.tls,

@@ -150,6 +150,12 @@ impl CuratorClient {
         waited.unwrap_or(false)
     }
 
+    /// Which connection states the recipes treat as errors (set by
+    /// [`CuratorClientBuilder::connection_state_error_policy`](crate::CuratorClientBuilder::connection_state_error_policy)).
+    pub fn connection_state_error_policy(&self) -> crate::ConnectionStateErrorPolicy {
+        self.inner.config.error_policy
+    }
+
     /// The current connection state.
     pub fn connection_state(&self) -> ConnectionState {
         self.inner.sessions.status_now().state
@@ -177,7 +183,8 @@ impl CuratorClient {
     /// as this client can tell: `Some` while that session's connection is suspended (or served by
     /// a read-only server, which cannot renew it), and after the client gave the session up for
     /// that (LOST), until another session is given up — counted from the latest moment the last
-    /// reply can have arrived, so LOST comes 0.15 of the session timeout before it. `None` while
+    /// reply can have arrived, so LOST comes (100 − [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent))%
+    /// of the session timeout before it (15% by default). `None` while
     /// connected, for other sessions, and once the server ended the session (it may already be
     /// expired). Assumes the server that expires the session heard from us no later than we
     /// heard from it; see docs/failure-semantics.md for when that fails.

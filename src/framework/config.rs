@@ -18,6 +18,7 @@ pub(crate) struct ClientConfig {
     pub use_containers: bool,
     pub max_close_wait: Duration,
     pub max_data_size: usize,
+    pub error_policy: super::state::ConnectionStateErrorPolicy,
     #[cfg(feature = "metrics")]
     pub metrics_path_label: crate::metrics::PathLabel,
 }
@@ -51,6 +52,9 @@ pub(crate) struct SessionConfig {
     pub session_timeout: Duration,
     pub connection_timeout: Duration,
     pub can_be_read_only: bool,
+    /// The fraction of the negotiated session timeout after the last reply at which a suspended
+    /// session is given up (LOST); in (0, 1].
+    pub lost_fraction: f64,
     pub credentials: Vec<Credential>,
     #[cfg(feature = "tls")]
     pub tls: Option<Tls>,

@@ -26,7 +26,10 @@ pub(crate) mod state;
 
 pub use acl::{Acl, Id, Permissions};
 pub use acl_provider::{AclProvider, DefaultAclProvider};
-pub use builder::{CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT};
+pub use builder::{
+    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
+};
 pub use client::CuratorClient;
 pub use guaranteed_delete::DeleteOutcome;
 pub use limits::DEFAULT_MAX_DATA_SIZE;
@@ -47,4 +50,4 @@ pub use security::SaslOptions;
 #[cfg(feature = "tls")]
 pub use security::TlsOptions;
 pub use session::SessionIdentity;
-pub use state::{ConnectionState, ConnectionStateStream};
+pub use state::{ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream};

@@ -21,10 +21,6 @@ use super::config::SessionConfig;
 use super::state::{ConnectionState, ConnectionStateStream};
 use crate::error::{Error, Result};
 
-/// A suspended session is declared LOST at the latest this fraction of the negotiated session
-/// timeout after the last reply the client can have received; see [`lost_after_suspended`].
-pub(crate) const LOST_BY_FRACTION_OF_SESSION: f64 = 0.85;
-
 /// `zookeeper-client`'s connection (and idle) timeout we ask for, as a fraction of the requested
 /// session timeout: short enough to notice silence early and to leave room for several reconnect
 /// attempts before LOST.
@@ -39,10 +35,12 @@ const STATE_BUFFER: usize = 64;
 /// every tick (idle/8). Its idle timeout is the connection timeout we configure (requested session
 /// timeout / 5) unless that exceeds 3/5 of the negotiated timeout, in which case it is 2/5 of it.
 /// So SUSPENDED comes at most `idle + tick` after the last reply, and LOST at most
-/// `LOST_BY_FRACTION_OF_SESSION × negotiated` after it: before the server, which counts from the
-/// last request it received, can expire the session and hand our locks to someone else.
-pub(crate) fn lost_after_suspended(requested: Duration, negotiated: Duration) -> Duration {
-    negotiated.mul_f64(LOST_BY_FRACTION_OF_SESSION).saturating_sub(suspended_within(requested, negotiated))
+/// `lost_fraction × negotiated` after it (by default 0.85, see
+/// [`CuratorClientBuilder::simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)): before the
+/// server, which counts from the last request it received, can expire the session and hand our
+/// locks to someone else. A fraction below the time SUSPENDED can take declares LOST with it.
+pub(crate) fn lost_after_suspended(requested: Duration, negotiated: Duration, lost_fraction: f64) -> Duration {
+    negotiated.mul_f64(lost_fraction).saturating_sub(suspended_within(requested, negotiated))
 }
 
 /// The longest time from the last reply the client received to `zookeeper-client` reporting the
@@ -504,8 +502,9 @@ async fn supervise(sessions: Weak<Sessions>, mut watcher: zk::StateWatcher, read
         // Curator ≥ 3: a connection suspended for (about) the session timeout is LOST, even if the
         // server is unreachable and never says "expired"; we fire early enough that the holder of
         // a lock learns before the server can expire the session (see `lost_after_suspended`).
-        let lost_at =
-            suspended_since.map(|since| since + lost_after_suspended(this.config.session_timeout, negotiated));
+        let lost_at = suspended_since.map(|since| {
+            since + lost_after_suspended(this.config.session_timeout, negotiated, this.config.lost_fraction)
+        });
         let mut status_rx = this.status();
         drop(this);
         let event = tokio::select! {
@@ -707,6 +706,9 @@ async fn replace_session(sessions: &Weak<Sessions>) -> Option<(zk::StateWatcher,
 mod tests {
     use super::*;
 
+    /// The default fraction of the session timeout at which a suspended session is LOST.
+    const LOST_BY_FRACTION_OF_SESSION: f64 = crate::DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT / 100.0;
+
     #[test]
     fn a_read_only_connection_serves_no_hold() {
         let session = SessionIdentity { epoch: 1, id: 7 };
@@ -722,7 +724,7 @@ mod tests {
     fn lost_fires_before_the_server_can_expire_the_session() {
         let s = Duration::from_secs;
         for (requested, negotiated) in [(s(60), s(60)), (s(2), s(2)), (s(60), s(40)), (s(10), s(4)), (s(4), s(20))] {
-            let lost = lost_after_suspended(requested, negotiated);
+            let lost = lost_after_suspended(requested, negotiated, LOST_BY_FRACTION_OF_SESSION);
             // SUSPENDED at most idle + tick after the last reply:
             let configured = requested / 5;
             let idle = if configured > negotiated * 3 / 5 { negotiated * 2 / 5 } else { configured };
@@ -731,11 +733,17 @@ mod tests {
             // ... and LOST is not declared absurdly early either (a blip is not a lost session).
             assert!(lost >= negotiated / 4, "{requested:?}/{negotiated:?}: {lost:?}");
         }
-        assert_eq!(lost_after_suspended(s(60), s(60)), s(60).mul_f64(0.85) - s(12) - Duration::from_millis(1500));
+        assert_eq!(lost_after_suspended(s(60), s(60), 0.85), s(60).mul_f64(0.85) - s(12) - Duration::from_millis(1500));
+        // A smaller fraction gives up sooner; one below the time SUSPENDED takes, with it.
+        for (requested, negotiated) in [(s(60), s(60)), (s(2), s(2)), (s(4), s(20))] {
+            let sooner = lost_after_suspended(requested, negotiated, 0.5);
+            assert!(sooner < lost_after_suspended(requested, negotiated, LOST_BY_FRACTION_OF_SESSION));
+            assert_eq!(lost_after_suspended(requested, negotiated, 0.01), Duration::ZERO);
+        }
         // The expiry bound published at SUSPENDED comes 0.15 of the session timeout after LOST.
         for (requested, negotiated) in [(s(15), s(15)), (s(2), s(2)), (s(60), s(40)), (s(4), s(20))] {
             let bound = negotiated - suspended_within(requested, negotiated);
-            let lost = lost_after_suspended(requested, negotiated);
+            let lost = lost_after_suspended(requested, negotiated, LOST_BY_FRACTION_OF_SESSION);
             let gap = bound - lost;
             assert!(gap.abs_diff(negotiated.mul_f64(0.15)) < Duration::from_millis(1), "{requested:?}: {gap:?}");
         }

@@ -26,9 +26,11 @@ pub enum ConnectionState {
     /// *new* session (see [`CuratorClient::session_id`](crate::CuratorClient::session_id)).
     Reconnected,
     /// The session is gone: the server expired it, or the client gave it up because the
-    /// connection stayed suspended so long that the server could soon expire it — at most 0.85 of
-    /// the negotiated session timeout after the last reply from the server, before the server can
-    /// (Curator ≥ 3 declares this a full session timeout after `Suspended`). Every ephemeral node
+    /// connection stayed suspended so long that the server could soon expire it — at most
+    /// [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)
+    /// (85% by default) of the negotiated session timeout after the last reply from the server,
+    /// before the server can (Curator ≥ 3 declares this a full session timeout after `Suspended`
+    /// by default). Every ephemeral node
     /// of the old session, lock nodes included, is (or soon will be) deleted; the client opens a
     /// new session by itself.
     Lost,
@@ -42,6 +44,63 @@ impl ConnectionState {
     /// True for the states in which requests are served (`Connected`, `Reconnected`, `ReadOnly`).
     pub fn is_connected(self) -> bool {
         matches!(self, ConnectionState::Connected | ConnectionState::Reconnected | ConnectionState::ReadOnly)
+    }
+}
+
+/// Which connection states the recipes treat as errors: the states in which a leader gives its
+/// leadership up (Curator's `ConnectionStateErrorPolicy`); set with
+/// [`CuratorClientBuilder::connection_state_error_policy`](crate::CuratorClientBuilder::connection_state_error_policy).
+///
+/// | | [`Standard`](Self::Standard) | [`Session`](Self::Session) (zk-curator's default) |
+/// |---|---|---|
+/// | error states | `SUSPENDED`, `LOST` | `LOST` |
+/// | Curator | `StandardConnectionStateErrorPolicy`, Curator's default | `SessionConnectionStateErrorPolicy` |
+/// | [`LeaderLatch`](crate::LeaderLatch) on `SUSPENDED` | gives leadership up (`NotLeader`), releases its node and queues again with a new one, as Curator's latch | leadership suspended (`has_leadership()` false — Curator's says true), the same node leads again if the session survives |
+/// | [`LeaderSelector`](crate::LeaderSelector) on `SUSPENDED` | the work is cancelled, as Curator's `LeaderSelectorListenerAdapter` interrupts it | the work goes on and is told ([`Leadership::state`](crate::Leadership::state)) |
+/// | on `LOST` | leadership given up, work cancelled | the same |
+///
+/// A leader reacts to its hold being suspended, so under `Standard` a connection served
+/// read-only (`READ_ONLY`, where no hold is `Held`) ends leadership too; Curator's latch keeps
+/// reporting leadership there.
+///
+/// Locks and the other recipes report `SUSPENDED` through their holds
+/// ([`HoldState::Suspended`](crate::HoldState::Suspended): never `Held` while suspended) under
+/// either policy, as Curator's locks do not react to connection states at all.
+///
+/// **Why zk-curator defaults to `Session`:** its `LOST` comes before the server can expire the
+/// session (see
+/// [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)),
+/// so a leader that waits out `SUSPENDED` can never overlap with the next one — while under
+/// Curator's timing (`LOST` a full session timeout after `SUSPENDED`) it could, which is why
+/// Curator defaults to `Standard`. `Standard` costs a new election (and a storm of node
+/// re-creations on a flapping connection) for every short disconnect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionStateErrorPolicy {
+    /// `SUSPENDED` and `LOST` are errors (Curator's `StandardConnectionStateErrorPolicy`, Curator's
+    /// default): leaders give leadership up as soon as the connection is suspended.
+    Standard,
+    /// Only `LOST` is an error (Curator's `SessionConnectionStateErrorPolicy`): leaders wait a
+    /// suspended connection out. zk-curator's default.
+    #[default]
+    Session,
+}
+
+impl ConnectionStateErrorPolicy {
+    /// True when recipes treat `state` as an error (Curator's `isErrorState`).
+    pub fn is_error_state(self, state: ConnectionState) -> bool {
+        match self {
+            ConnectionStateErrorPolicy::Standard => {
+                matches!(state, ConnectionState::Suspended | ConnectionState::Lost)
+            }
+            ConnectionStateErrorPolicy::Session => state == ConnectionState::Lost,
+        }
+    }
+
+    /// True when a leader gives its leadership up once its hold is suspended (the connection
+    /// `SUSPENDED`, or served read-only).
+    pub(crate) fn gives_up_when_suspended(self) -> bool {
+        self.is_error_state(ConnectionState::Suspended)
     }
 }
 

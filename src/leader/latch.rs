@@ -46,6 +46,14 @@ pub enum LatchState {
 /// the hold is lost (the session ended, or someone deleted the node) the latch reports no
 /// leadership and, while started, queues again with a new node on the client's current session.
 ///
+/// On a suspended connection, it follows the client's
+/// [`ConnectionStateErrorPolicy`](crate::ConnectionStateErrorPolicy): under
+/// [`Session`](crate::ConnectionStateErrorPolicy::Session) (zk-curator's default) leadership is
+/// only suspended — [`LeadershipState::Suspended`], and the same node leads again if the session
+/// survives; under [`Standard`](crate::ConnectionStateErrorPolicy::Standard) (Curator's default)
+/// leadership is given up at once, as Curator's latch does — [`LeadershipState::NotLeader`], our
+/// node released (deleted once the connection is back) and a new one queued.
+///
 /// The leadership's [`FencingToken`] (the node's czxid) strictly increases across successive
 /// leaders of one path.
 ///
@@ -552,8 +560,16 @@ async fn participate(inner: &Arc<Inner>) {
         }
         inner.hold.send_replace(Some(hold.clone()));
         debug!(node = %hold.path(), "leadership granted");
+        let gives_up_when_suspended = inner.mutex.client().connection_state_error_policy().gives_up_when_suspended();
+        let mut given_up = false;
         loop {
             let now = *hold_state.borrow_and_update();
+            if now == HoldState::Suspended && gives_up_when_suspended {
+                // The Standard policy (Curator's latch): leadership ends with the connection; our
+                // node is released (deleted once the connection is back) and we queue again.
+                given_up = true;
+                break;
+            }
             if inner.started() {
                 inner.signal.set(LeadershipState::of_hold(now));
             }
@@ -572,7 +588,7 @@ async fn participate(inner: &Arc<Inner>) {
                 }
             }
         }
-        debug!(node = %hold.path(), "leadership lost; queueing again");
+        debug!(node = %hold.path(), given_up, "leadership lost; queueing again");
         inner.hold.send_if_modified(|current| match current {
             Some(h) if Arc::ptr_eq(h, &hold) => {
                 *current = None;
@@ -580,6 +596,15 @@ async fn participate(inner: &Arc<Inner>) {
             }
             _ => false,
         });
+        if given_up {
+            // Listeners are told before the node can go (as for a lost hold).
+            if inner.started() {
+                inner.signal.set(LeadershipState::NotLeader);
+            }
+            // Ours to delete: the session may survive the suspension. Before queueing again, so
+            // that the old node goes first once the connection is back.
+            hold.release_in_background();
+        }
         // Lost: deleted by someone, or its session ended. Not deleted here: the node (ephemeral)
         // goes with its session, which nothing of ours ends before the last holder of the hold
         // (e.g. `elect` until its command's group is gone) lets go of it — or the server could

@@ -47,13 +47,21 @@ type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 ///   [`close`](Self::close): the work is **cancelled** — its future is dropped at its next
 ///   `.await` (it runs as its own task, aborted). The lock node is deleted, and the next
 ///   participant can lead, only after the work has stopped. (Curator interrupts the thread.)
-/// * **Suspended** (the connection is lost; the session may survive): the work is **told**, not
-///   cancelled — [`Leadership::state`] is `Suspended`, [`Leadership::state_changes`] reports it,
-///   and guarded writes fail — because a suspended hold is given up (and the work cancelled) at
-///   0.85 of the session timeout after the last reply from the server, before the server can
-///   expire the session and elect someone else. Call
-///   [`cancel_on_suspended`](Self::cancel_on_suspended) for Curator's default instead: cancel the
-///   work (and give leadership up) as soon as the connection is lost.
+/// * **Suspended** (the connection is lost; the session may survive): it depends on the client's
+///   [`ConnectionStateErrorPolicy`](crate::ConnectionStateErrorPolicy).
+///   - [`Session`](crate::ConnectionStateErrorPolicy::Session) (zk-curator's default): the work
+///     is **told**, not cancelled — [`Leadership::state`] is `Suspended`,
+///     [`Leadership::state_changes`] reports it, and guarded writes fail — because a suspended
+///     hold is given up (and the work cancelled) at
+///     [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)
+///     (85% by default) of the session timeout after the last reply from the server, before the
+///     server can expire the session and elect someone else.
+///   - [`Standard`](crate::ConnectionStateErrorPolicy::Standard) (**Curator's default**, what its
+///     `LeaderSelectorListenerAdapter` does): the work is **cancelled** and leadership given up
+///     as soon as the connection is suspended.
+///
+///   [`cancel_on_suspended`](Self::cancel_on_suspended) gives one selector the `Standard`
+///   behaviour whatever the client's policy.
 ///
 /// Work that blocks a thread without awaiting cannot be cancelled: keep such work in
 /// `spawn_blocking` and check [`Leadership::is_held`] between steps.
@@ -182,8 +190,10 @@ impl LeaderSelector {
     }
 
     /// Cancel the work as soon as the connection is lost ([`HoldState::Suspended`]), as Curator's
-    /// default listener does, instead of when leadership is lost (the default here; see the type's
-    /// documentation). A cancelled term gives leadership up.
+    /// default listener does, instead of when leadership is lost: this selector behaves as under
+    /// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+    /// whatever the client's policy (see the type's documentation). A cancelled term gives
+    /// leadership up.
     pub fn cancel_on_suspended(&self) {
         self.inner.cancel_on_suspended.store(true, Ordering::SeqCst);
     }
@@ -390,6 +400,13 @@ impl Drop for LeaderSelector {
 impl Inner {
     fn started(&self) -> bool {
         *self.state.borrow() == LatchState::Started
+    }
+
+    /// True when a suspended hold ends the term: [`LeaderSelector::cancel_on_suspended`], or the
+    /// client's policy says so.
+    fn cancels_on_suspended(&self) -> bool {
+        self.cancel_on_suspended.load(Ordering::SeqCst)
+            || self.mutex.client().connection_state_error_policy().gives_up_when_suspended()
     }
 
     fn leading_hold(&self) -> Option<Arc<Hold>> {
@@ -656,9 +673,7 @@ where
         }
         match now {
             HoldState::Lost => break TermEnd::Cancelled("leadership lost"),
-            HoldState::Suspended if inner.cancel_on_suspended.load(Ordering::SeqCst) => {
-                break TermEnd::Cancelled("connection suspended")
-            }
+            HoldState::Suspended if inner.cancels_on_suspended() => break TermEnd::Cancelled("connection suspended"),
             _ => {}
         }
         tokio::select! {

@@ -29,8 +29,9 @@ pub enum HoldState {
     /// anything another holder must not do at the same time, until `Held` again.
     Suspended,
     /// Certainly not held any more: the session ended (or was given up while suspended, at most
-    /// 0.85 of the session timeout after the last reply from the server, before the server can
-    /// expire it), our node was deleted by someone else, the lock was released, or the client was
+    /// [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)
+    /// — 85% by default — of the session timeout after the last reply from the server, before the
+    /// server can expire it), our node was deleted by someone else, the lock was released, or the client was
     /// closed. Final.
     Lost,
 }

@@ -82,8 +82,9 @@ pub enum TestingError {
         message: String,
     },
 
-    /// An I/O operation of the harness itself failed (temp dir, config file, spawning).
-    #[error("{context}: {source}")]
+    /// An I/O operation of the harness itself failed (temp dir, config file, spawning). The I/O
+    /// error is the `source()` only, not repeated in `Display`.
+    #[error("{context}")]
     Io {
         /// What the harness was doing.
         context: String,

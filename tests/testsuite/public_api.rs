@@ -237,10 +237,32 @@ fn options_acls_and_codes_without_a_server() {
     assert_eq!(CreateMode::PersistentWithTtl(Duration::from_secs(5)).ttl(), Some(Duration::from_secs(5)));
 }
 
-/// A server's refusal keeps the client's error underneath as its `source()` (what an `anyhow` or
-/// `eyre` report prints), with `Display` and `code()` as before; so does a failed first connection.
+/// What an `anyhow` or `eyre` report prints: the error (`{}`), then each `source()` in turn.
+fn report(error: &dyn std::error::Error) -> Vec<String> {
+    let mut links = vec![error.to_string()];
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        links.push(c.to_string());
+        cause = c.source();
+    }
+    links
+}
+
+/// Fails when a link of the report repeats the text of a link below it.
+fn assert_each_cause_once(error: &Error) {
+    let links = report(error);
+    for (i, outer) in links.iter().enumerate() {
+        for inner in &links[i + 1..] {
+            assert!(!outer.contains(inner.as_str()), "{inner:?} is printed twice: {links:?}");
+        }
+    }
+}
+
+/// Real failures (a server's refusal, a failed transaction, a failed first connection) printed
+/// as an error report say each cause once: `Display` names the path (or connect string) and the
+/// code, the client's own error is the `source()` underneath.
 #[test]
-fn a_server_error_keeps_the_client_error_as_its_source() {
+fn an_error_report_prints_each_cause_once() {
     use std::error::Error as _;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let server = runtime.block_on(start_server());
@@ -251,9 +273,17 @@ fn a_server_error_keeps_the_client_error_as_its_source() {
         assert_eq!(missing.code(), Some(ErrorCode::NoNode));
         let Error::ZooKeeper { detail, .. } = &missing else { panic!("a server error: {missing:?}") };
         assert!(!detail.is_empty(), "{missing:?}");
-        assert_eq!(missing.to_string(), format!("zookeeper error on {path}: {detail}"), "Display as before");
+        assert!(missing.to_string().contains(&path), "Display names the path: {missing}");
         let source = missing.source().expect("the client's error is the source");
         assert_eq!(source.to_string(), detail.to_string());
+        assert_each_cause_once(&missing);
+
+        let parent = unique("parent");
+        client.create(&format!("{parent}/child")).creating_parents_if_needed().await.expect("create");
+        let not_empty = client.delete(&parent).await.expect_err("a parent with a child");
+        assert_eq!(not_empty.code(), Some(ErrorCode::NotEmpty));
+        assert_each_cause_once(&not_empty);
+        client.delete(&parent).deleting_children_if_needed().await.expect("delete");
         client.close().await;
     });
     drop(server);
@@ -263,8 +293,9 @@ fn a_server_error_keeps_the_client_error_as_its_source() {
         .expect_err("nothing listens on port 1");
     assert!(matches!(unreachable, Error::Connect { .. }), "{unreachable:?}");
     assert!(unreachable.code().is_some(), "{unreachable:?}");
-    let source = unreachable.source().expect("the client's error is the source");
-    assert!(unreachable.to_string().contains(&source.to_string()), "{unreachable} / {source}");
+    assert!(unreachable.to_string().contains("127.0.0.1:1"), "{unreachable}");
+    assert!(unreachable.source().is_some(), "the client's error is the source: {unreachable:?}");
+    assert_each_cause_once(&unreachable);
 }
 
 /// This file stays a user crate's view: it names neither the client crate underneath nor the

@@ -148,7 +148,7 @@ pub(crate) async fn release(held: Box<dyn HeldLock>, path: &str, signals: &mut S
             match released {
                 Ok(Ok(())) => {}
                 // The delete stays queued until the session closes, which removes the node anyway.
-                Ok(Err(e)) => eprintln!("zk-curator: releasing {path}: {e}"),
+                Ok(Err(e)) => eprintln!("zk-curator: releasing {path}: {}", crate::common::Report(&e)),
                 Err(_) => eprintln!(
                     "zk-curator: releasing {path}: no answer from ZooKeeper within {}s; the lock node goes with the session",
                     RELEASE_WAIT.as_secs_f64()
@@ -174,7 +174,7 @@ pub(crate) async fn acquire_interruptibly(
 ) -> Result<Option<Box<dyn HeldLock>>, ExitCode> {
     tokio::select! {
         acquired = acquire(client, path, kind, wait) => acquired.map_err(|e| {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             exit(EXIT_UNAVAILABLE)
         }),
         // Dropping the acquire deletes our node (in the background; `close` waits for it).

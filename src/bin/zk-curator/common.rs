@@ -99,3 +99,19 @@ pub(crate) fn parse_lock_path(text: &str) -> Result<String, String> {
     }
     Ok(text.to_string())
 }
+
+/// An error and each of its causes, joined by ": " (as `anyhow`'s `{:#}`): a library error's
+/// `Display` names only its own layer (the path, the code), its cause comes from `source()`.
+pub(crate) struct Report<'a>(pub &'a dyn std::error::Error);
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}

@@ -131,10 +131,8 @@ impl Resolved {
             .default_data(host_and_pid())
             .namespace(&self.namespace)
             .session_timeout(self.session_timeout)
-            .connection_timeout(connection_timeout);
-        for (scheme, auth) in &self.credentials {
-            builder = builder.authorization(scheme, auth.clone());
-        }
+            .connection_timeout(connection_timeout)
+            .authorizations(self.credentials.iter().map(|(scheme, auth)| (scheme, auth.clone())));
         if let Some(tls) = &self.tls {
             builder = builder.tls(tls.clone());
         }
@@ -197,7 +195,7 @@ pub(crate) async fn start(
         connected = connection.connect(connection_timeout) => match connected {
             Ok(client) => Ok((client, wait, signals)),
             Err(e) => {
-                eprintln!("zk-curator: {e}");
+                eprintln!("zk-curator: {}", crate::common::Report(&e));
                 Err(exit(EXIT_UNAVAILABLE))
             }
         },

@@ -173,3 +173,32 @@ async fn nodes_made_by_recipes_carry_the_acl_providers_answer() {
     lease.release().await.unwrap();
     guard.release().await.unwrap();
 }
+
+/// As Curator's builder: a second `authorization` replaces the first (the client is bob only, and
+/// cannot create under alice's path), while `authorizations` sends every credential given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_authorization_replaces_the_first_as_in_curator() {
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let secure = alice_only_path(&connect, "replaced").await;
+
+    let replaced = CuratorClient::builder(&connect)
+        .authorization("digest", "alice:secret")
+        .authorization("digest", "bob:other-secret")
+        .connect()
+        .await
+        .expect("connect");
+    let err = replaced.create(&format!("{secure}/by-bob")).await.expect_err("alice's credential was replaced");
+    assert_eq!(err.kind(), ErrorKind::NotAuthorized, "{err}");
+    replaced.close().await;
+
+    let both = CuratorClient::builder(&connect)
+        .authorizations([("digest", "bob:other-secret"), ("digest", "alice:secret")])
+        .connect()
+        .await
+        .expect("connect");
+    both.create(&format!("{secure}/by-both")).await.expect("alice's credential is among them");
+    both.delete(&secure).deleting_children_if_needed().await.expect("alice deletes her path");
+    both.close().await;
+}

@@ -101,12 +101,12 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
         let latch = match LeaderLatch::new(client, path, id.as_str()) {
             Ok(latch) => latch,
             Err(e) => {
-                eprintln!("zk-curator: {e}");
+                eprintln!("zk-curator: {}", crate::common::Report(&e));
                 return exit(EXIT_UNAVAILABLE);
             }
         };
         if let Err(e) = latch.start() {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
         let hold = match leadership(&latch, signals).await {
@@ -188,7 +188,7 @@ async fn leadership(latch: &LeaderLatch, signals: &mut Signals) -> Result<Arc<Ho
             }
             led = latch.await_leadership() => {
                 if let Err(e) = led {
-                    eprintln!("zk-curator: {e}");
+                    eprintln!("zk-curator: {}", crate::common::Report(&e));
                     return Err(exit(EXIT_UNAVAILABLE));
                 }
             }
@@ -212,7 +212,7 @@ async fn leave(latch: LeaderLatch, path: &str, signals: &mut Signals) -> Result<
         closed = tokio::time::timeout(RELEASE_WAIT, latch.close()) => {
             match closed {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) if was_leading => eprintln!("zk-curator: releasing leadership of {path}: {e}"),
+                Ok(Err(e)) if was_leading => eprintln!("zk-curator: releasing leadership of {path}: {}", crate::common::Report(&e)),
                 Ok(Err(_)) => {}
                 Err(_) => eprintln!(
                     "zk-curator: releasing leadership of {path}: no answer from ZooKeeper within {}s; the latch node goes with the session",

@@ -42,7 +42,7 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
     let client = match connection.connect(Duration::from_secs(15)).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
     };
@@ -52,7 +52,7 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
     let found = match found {
         Ok(found) => found,
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
     };

@@ -22,7 +22,7 @@ pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
     let client = match connection.connect(Duration::from_secs(15)).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
     };
@@ -36,7 +36,7 @@ pub(crate) async fn run(connection: &Resolved, path: &str) -> ExitCode {
             exit(0)
         }
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             exit(EXIT_UNAVAILABLE)
         }
     }

@@ -61,7 +61,7 @@ pub(crate) async fn run(connection: &Resolved, args: WatchArgs) -> ExitCode {
         connected = connection.connect(args.timeout.max(Duration::from_millis(100))) => match connected {
             Ok(client) => client,
             Err(e) => {
-                eprintln!("zk-curator: {e}");
+                eprintln!("zk-curator: {}", crate::common::Report(&e));
                 return exit(EXIT_UNAVAILABLE);
             }
         },
@@ -80,7 +80,7 @@ async fn watch(client: &CuratorClient, args: &WatchArgs, deadline: Instant, sign
     let mut builder = match CuratorCache::builder(client, &args.path) {
         Ok(builder) => builder,
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
     };
@@ -93,7 +93,7 @@ async fn watch(client: &CuratorClient, args: &WatchArgs, deadline: Instant, sign
     let cache = match builder.start() {
         Ok(cache) => cache,
         Err(e) => {
-            eprintln!("zk-curator: {e}");
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
             return exit(EXIT_UNAVAILABLE);
         }
     };
