@@ -638,7 +638,14 @@ async fn silent_leader_stops_before_the_next_one_starts() {
         support::eventually_queued(&obs, &path, 2, "b queued").await;
         let sampler = Sampler::start(vec![la.clone(), lb.clone()]);
         let records = Records::start(&[la.clone(), lb.clone()]);
-        let a_token = la.fencing_token().unwrap().value();
+        // a's 2 s session can be suspended for a moment on a loaded machine: its token is read
+        // while it leads held.
+        let a_token = loop {
+            if let Some(token) = la.fencing_token() {
+                break token.value();
+            }
+            assert!(la.await_leadership_timeout(WITHIN).await.unwrap(), "trial {trial}: a leads again");
+        };
         let session = a.session_id();
 
         // a has just heard from the server (worst case for its timer); then silence.

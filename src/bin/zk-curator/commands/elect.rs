@@ -175,7 +175,7 @@ async fn leadership(latch: &LeaderLatch, signals: &mut Signals) -> Result<Arc<Ho
     loop {
         tokio::select! {
             Ok(()) = queue_errors.changed() => {
-                let text = queue_errors.borrow_and_update().as_ref().map(|e| e.to_string());
+                let text = queue_errors.borrow_and_update().as_ref().map(|e| crate::common::Report(e).to_string());
                 if let Some(text) = text {
                     let now = std::time::Instant::now();
                     let repeated = said.as_ref().is_some_and(|(s, at)| *s == text && now.duration_since(*at) < WARNING_REPEAT);
