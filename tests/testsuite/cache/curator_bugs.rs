@@ -177,12 +177,23 @@ async fn children_deleted_while_the_load_is_cut_off_are_never_kept() {
     put(&client(&server.connect_string()).await, &root, b"").await;
     let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let paths: Vec<String> = (0..3000).map(|i| format!("{root}/c{i:05}")).collect();
+    // The raw clients' calls are tried again after a connection error (a loaded machine): a
+    // transaction that applied is then `NodeExists`, a delete that applied `NoNode`.
     for chunk in paths.chunks(1000) {
-        let mut creates = zk.new_multi_writer();
-        for path in chunk {
-            creates.add_create(path, b"d", &options).unwrap();
+        loop {
+            let mut creates = zk.new_multi_writer();
+            for path in chunk {
+                creates.add_create(path, b"d", &options).unwrap();
+            }
+            match creates.commit().await {
+                Ok(_)
+                | Err(zookeeper_client::MultiWriteError::OperationFailed {
+                    source: zookeeper_client::Error::NodeExists,
+                    ..
+                }) => break,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
         }
-        creates.commit().await.unwrap();
     }
     let doomed: Vec<String> = paths.iter().step_by(2).cloned().collect();
     let cache = CuratorCache::start(&c, &root).unwrap();
@@ -190,9 +201,13 @@ async fn children_deleted_while_the_load_is_cut_off_are_never_kept() {
     let mut replay = Replay::default();
     let deletes = tokio::spawn(async move {
         for batch in doomed.chunks(50) {
-            let sent: Vec<_> = batch.iter().map(|p| deleter.delete(p, None)).collect();
-            for delete in sent {
-                delete.await.unwrap();
+            let sent: Vec<_> = batch.iter().map(|p| (p, deleter.delete(p, None))).collect();
+            for (path, delete) in sent {
+                let mut deleted = delete.await;
+                while !matches!(deleted, Ok(()) | Err(zookeeper_client::Error::NoNode)) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    deleted = deleter.delete(path, None).await;
+                }
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
