@@ -4,9 +4,10 @@
 //!
 //! Why this order leaves no window: a change made after the watch is armed is reported by it (and
 //! read again after the load, which is never older than the event); a change made before is seen by
-//! the load. zookeeper-client re-sends the watch on a reconnect of the same session, but events of
-//! the gap are not replayed for persistent watches (ZOOKEEPER-4698), and a new session has no
-//! watch at all: hence a full re-read after every gap. Reads on one connection are answered in
+//! the load. Events of a gap are not replayed for persistent watches (ZOOKEEPER-4698), a new
+//! session has no watch at all, and zookeeper-client 0.11.2 does not even set a persistent watch
+//! again when it reconnects the same session (its `SetWatches` carries only one-shot watches):
+//! hence the watch armed again, and the tree re-read, after every gap. Reads on one connection are answered in
 //! order, so applying them in the order they were sent never regresses an entry; the `mzxid`
 //! check in [`Shared::apply`] guards the rest.
 

@@ -1013,9 +1013,15 @@ impl<'a> PersistentWatchBuilder<'a> {
         let (fixed, deadline) = self.op.start()?;
         let mode = if self.recursive { zk::AddWatchMode::PersistentRecursive } else { zk::AddWatchMode::Persistent };
         let f = fixed.as_str();
-        let watcher =
-            self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.watch(f, mode).await }).await?;
-        Ok(WatchStream::new(self.op.client.clone(), watcher))
+        let (watcher, session) = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move {
+                let watcher = zk.watch(f, mode).await?;
+                Ok((watcher, zk.session_id()))
+            })
+            .await?;
+        Ok(WatchStream::new(self.op.client.clone(), watcher, Rearm { fixed, mode, session }))
     }
 }
 
@@ -1030,25 +1036,62 @@ impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
 
 type NextEvent = BoxFuture<'static, Option<(zk::PersistentWatcher, zk::WatchedEvent)>>;
 
+/// What a [`WatchStream`] needs to set its watch again on the server after a reconnect.
+#[derive(Clone)]
+struct Rearm {
+    fixed: String,
+    mode: zk::AddWatchMode,
+    /// The session the watch belongs to: it is set again only on that session.
+    session: zk::SessionId,
+}
+
+impl Rearm {
+    /// Sets the watch again after a reconnect of its session and returns the watcher to follow
+    /// from then on. zookeeper-client 0.11.2 re-registers only one-shot watches when it reconnects
+    /// (its `SetWatches` leaves the persistent ones out), so the server no longer reports anything
+    /// to `watcher`. The new registration shares the client's entry for the path, so dropping the
+    /// old watcher afterwards removes nothing on the server; events after the reconnect reach both.
+    /// On failure (the connection dropped again) the old watcher stays: its next `Reconnected`
+    /// tries again.
+    async fn after_reconnect(&self, client: &CuratorClient, watcher: zk::PersistentWatcher) -> zk::PersistentWatcher {
+        let Ok(zk) = client.raw_client() else { return watcher };
+        if zk.session_id() != self.session {
+            return watcher;
+        }
+        match zk.watch(&self.fixed, self.mode).await {
+            Ok(fresh) => {
+                drop(watcher);
+                fresh
+            }
+            Err(err) => {
+                tracing::debug!(path = self.fixed, %err, "setting a persistent watch again after a reconnect failed");
+                watcher
+            }
+        }
+    }
+}
+
 /// The events of a persistent watch ([`CuratorClient::watch`]), a
 /// [`Stream`](futures_core::Stream) of [`WatchedEvent`]s. It also yields
 /// [`Disconnected`](crate::EventType::Disconnected) and
 /// [`Reconnected`](crate::EventType::Reconnected) (read the data again after them: events
-/// during the gap can be missed), and ends after
+/// during the gap can be missed; the watch is set again on the server before `Reconnected` is
+/// yielded, so every change after it is reported), and ends after
 /// [`SessionEnded`](crate::EventType::SessionEnded): the watch belonged to that session. Set a
 /// new one on the client's next session.
 ///
 /// Dropping it drops the local registration.
 pub struct WatchStream {
     client: CuratorClient,
+    rearm: Rearm,
     watcher: Option<zk::PersistentWatcher>,
     next: Option<NextEvent>,
     ended: bool,
 }
 
 impl WatchStream {
-    fn new(client: CuratorClient, watcher: zk::PersistentWatcher) -> WatchStream {
-        WatchStream { client, watcher: Some(watcher), next: None, ended: false }
+    fn new(client: CuratorClient, watcher: zk::PersistentWatcher, rearm: Rearm) -> WatchStream {
+        WatchStream { client, rearm, watcher: Some(watcher), next: None, ended: false }
     }
 
     /// The next event; `None` after [`SessionEnded`](crate::EventType::SessionEnded).
@@ -1067,8 +1110,15 @@ impl WatchStream {
             let Some(mut watcher) = self.watcher.take() else {
                 return Poll::Ready(None);
             };
+            let (client, rearm) = (self.client.clone(), self.rearm.clone());
             self.next = Some(Box::pin(NoPanic(Box::pin(async move {
                 let event = watcher.changed().await;
+                // `Reconnected` is yielded once the watch is set again: what the caller reads
+                // after it is followed by the events of every later change.
+                if event.event_type == zk::EventType::Session && event.session_state == zk::SessionState::SyncConnected
+                {
+                    watcher = rearm.after_reconnect(&client, watcher).await;
+                }
                 (watcher, event)
             }))));
         }

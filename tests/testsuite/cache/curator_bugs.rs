@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use zk_curator::testing::TestingServer;
+use zk_curator::testing::{Direction, FaultProxy, Latency, ProxyMode, TestingServer};
 use zk_curator::{Acl, CacheState, CreateMode, CuratorCache, Id, Permissions};
 
 use super::{assert_converges, del, put, set, Replay};
 use crate::support::{
-    client, eventually, exists, init_tracing, namespaced_client, observer, server, server_and_clients, server_with,
-    unique_path,
+    client, client_with_timeouts, eventually, exists, init_tracing, namespaced_client, observer, server,
+    server_and_clients, server_with, unique_path,
 };
 
 const WITHIN: Duration = Duration::from_secs(30);
@@ -107,7 +107,14 @@ async fn children_deleted_during_the_load_still_let_the_cache_initialise() {
 /// machine): with the deletes 50 requests at a time, the cache once kept 9 of the 1,500 children
 /// deleted during its load (the server listed 1,500, the cache 1,509) and did not converge within
 /// 30 s; seen once in a full CI run beside the 100,000-children test, never when run alone. The
-/// cache must converge whatever the timing of the deletes.
+/// cache must converge whatever the timing of the deletes. Not reproduced (issue 34): the same
+/// load and deletes with the link cut, blackholed or slowed, the server paused (SIGSTOP) or the
+/// test's whole runtime frozen past the idle timeout, at random points of the load and after it,
+/// all converged (about 80 runs). The symptom (`Synced`, deleted children kept for good) is that of
+/// a cache following a watch the server no longer holds: zookeeper-client does not set persistent
+/// watches again on a reconnect, which the cache covers by arming its watch again after every gap
+/// (`children_deleted_while_the_load_is_cut_off_are_never_kept` shows the same symptom without
+/// that); or of the server's ZOOKEEPER-4466 (docs/failure-semantics.md).
 #[tokio::test]
 #[ignore = "known defect: children deleted during the load in fast bursts can stay cached (seen under load)"]
 async fn children_deleted_in_bursts_during_the_load_are_never_kept() {
@@ -145,6 +152,74 @@ async fn cache_loads_while_every_other_child_goes(in_flight: usize) {
     // A hang bound: one delete at a time, sharing this test's thread with the cache, the whole
     // test took up to 95 s in a full CI run (under nextest's 300 s limit).
     crate::support::join("the deletes", Duration::from_secs(240), deletes).await;
+    assert_converges(&cache, &mut events, &mut replay, &server.connect_string(), WITHIN).await;
+    assert_eq!(cache.size(), 1 + 1500);
+    cache.close().await;
+}
+
+/// The cache's link is cut while it loads (replies are slowed so that the load spans the cut)
+/// and children go meanwhile, 50 deletes at a time, before, during and after the cut: the load
+/// fails or ends across the gap, the watch is armed again (zookeeper-client does not set a
+/// persistent watch again when it reconnects a session), and the cache converges on what is left.
+#[tokio::test]
+async fn children_deleted_while_the_load_is_cut_off_are_never_kept() {
+    init_tracing();
+    let server = server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+    proxy.set_direction_latency(
+        Direction::ToClient,
+        Latency::uniform(Duration::from_millis(30), Duration::from_millis(90)),
+    );
+    let c = client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
+    let root = unique_path("cache-load-cut");
+    let zk = observer(&server.connect_string()).await;
+    let deleter = observer(&server.connect_string()).await;
+    put(&client(&server.connect_string()).await, &root, b"").await;
+    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let paths: Vec<String> = (0..3000).map(|i| format!("{root}/c{i:05}")).collect();
+    // The raw clients' calls are tried again after a connection error (a loaded machine): a
+    // transaction that applied is then `NodeExists`, a delete that applied `NoNode`.
+    for chunk in paths.chunks(1000) {
+        loop {
+            let mut creates = zk.new_multi_writer();
+            for path in chunk {
+                creates.add_create(path, b"d", &options).unwrap();
+            }
+            match creates.commit().await {
+                Ok(_)
+                | Err(zookeeper_client::MultiWriteError::OperationFailed {
+                    source: zookeeper_client::Error::NodeExists,
+                    ..
+                }) => break,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+    let doomed: Vec<String> = paths.iter().step_by(2).cloned().collect();
+    let cache = CuratorCache::start(&c, &root).unwrap();
+    let mut events = cache.events();
+    let mut replay = Replay::default();
+    let deletes = tokio::spawn(async move {
+        for batch in doomed.chunks(50) {
+            let sent: Vec<_> = batch.iter().map(|p| (p, deleter.delete(p, None))).collect();
+            for (path, delete) in sent {
+                let mut deleted = delete.await;
+                while !matches!(deleted, Ok(()) | Err(zookeeper_client::Error::NoNode)) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    deleted = deleter.delete(path, None).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!cache.is_initialized(), "the cut comes while the cache loads");
+    proxy.set_mode(ProxyMode::Cut);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    proxy.set_direction_latency(Direction::ToClient, Latency::NONE);
+    cache.wait_initialized(WITHIN).await.expect("initialised after the cut");
+    crate::support::join("the deletes", Duration::from_secs(120), deletes).await;
     assert_converges(&cache, &mut events, &mut replay, &server.connect_string(), WITHIN).await;
     assert_eq!(cache.size(), 1 + 1500);
     cache.close().await;

@@ -514,6 +514,55 @@ async fn watches_end_with_the_session_and_streams_end_without_panicking() {
     client.close().await;
 }
 
+/// zookeeper-client 0.11.2 leaves persistent watches out of what it sets again when it reconnects
+/// a session: without setting the watch again itself, a stream heard nothing after its first
+/// `Reconnected`, ever.
+#[tokio::test]
+async fn a_persistent_watch_reports_changes_after_a_reconnect_of_its_session() {
+    support::init_tracing();
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.unwrap();
+    let client =
+        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(10), Duration::from_secs(2)).await;
+    let writer = support::client(&server.connect_string()).await;
+    let base = support::unique_path("watch-reconnect");
+    let watched = format!("{base}/node");
+    writer.create(&watched).creating_parents_if_needed().await.unwrap();
+    // Two paths: a 3.8 server keeps one watch mode per path and session (ZOOKEEPER-4466).
+    let mut recursive = client.watch(&base).recursive().await.unwrap();
+    let mut node = client.watch(&watched).await.unwrap();
+    let session = client.session_id();
+
+    proxy.set_mode(ProxyMode::Cut);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    for stream in [&mut recursive, &mut node] {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("the reconnect is reported")
+                .expect("the stream goes on");
+            assert!(matches!(event.event_type, EventType::Disconnected | EventType::Reconnected), "{event:?}");
+            if event.event_type == EventType::Reconnected {
+                break;
+            }
+        }
+    }
+    assert_eq!(client.session_id(), session, "the same session, reconnected");
+
+    let child = format!("{base}/after");
+    writer.create(&child).await.unwrap();
+    writer.set_data(&watched, b"after".to_vec()).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), recursive.next()).await;
+    let event = event.expect("the recursive watch reports a creation after the reconnect").unwrap();
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeCreated, child.as_str()));
+    let event = tokio::time::timeout(Duration::from_secs(5), node.next()).await;
+    let event = event.expect("the node's watch reports a change after the reconnect").unwrap();
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeDataChanged, watched.as_str()));
+    writer.delete(&base).deleting_children_if_needed().await.unwrap();
+    client.close().await;
+}
+
 async fn futures_util_next(s: &mut zk_curator::WatchStream) -> Option<zk_curator::WatchedEvent> {
     use futures_core::Stream;
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await
