@@ -115,6 +115,10 @@ async fn children_deleted_during_the_load_still_let_the_cache_initialise() {
 /// watches again on a reconnect, which the cache covers by arming its watch again after every gap
 /// (`children_deleted_while_the_load_is_cut_off_are_never_kept` shows the same symptom without
 /// that); or of the server's ZOOKEEPER-4466 (docs/failure-semantics.md).
+/// A clue from that run's report: the cache's own stat of the parent (re-read after each batch of
+/// child events) was exactly 9 child changes behind the server's (cversion 4,491 vs 4,500, pzxid
+/// 4,783 vs 4,792), so the cache stopped hearing or applying events after the 1,491st change of the
+/// parent; the loaded tree and the queued events were merged right.
 #[tokio::test]
 #[ignore = "known defect: children deleted during the load in fast bursts can stay cached (seen under load)"]
 async fn children_deleted_in_bursts_during_the_load_are_never_kept() {
