@@ -110,6 +110,7 @@ pub use atomic::{
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
 pub use cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache, CuratorCacheBuilder};
 pub use claims::{Claim, ClaimState, Reclaimed, WorkClaims};
+pub use deadline::Deadline;
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;

@@ -320,7 +320,9 @@ impl IdempotencyKeys {
         self.begin_until(key, None).await
     }
 
-    /// [`begin`](Self::begin) within `timeout`: past it, [`Error::DeadlineExceeded`] and no claim.
+    /// [`begin`](Self::begin) within `timeout` (a [`Duration`] or an instant, see
+    /// [`Deadline`](crate::Deadline)): an operation, so past it [`Error::DeadlineExceeded`] naming
+    /// the key's path and the timeout, and no claim.
     ///
     /// # Errors
     /// As [`begin`](Self::begin), and [`Error::DeadlineExceeded`].
@@ -333,13 +335,28 @@ impl IdempotencyKeys {
     /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
-    /// let begun = keys.begin_for("form-7f3a", Duration::from_millis(500)).await?;
+    /// let begun = keys.begin_within("form-7f3a", Duration::from_millis(500)).await?;
     /// # drop(begun);
     /// # Ok(()) }
     /// ```
-    pub async fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+    pub async fn begin_within(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Begin> {
+        let timeout = timeout.into().remaining();
         let begin = self.begin_until(key, Some(crate::deadline::deadline_after(timeout)));
         crate::deadline::naming_timeout(Some(timeout), begin).await
+    }
+
+    /// The old name of [`begin_within`](Self::begin_within).
+    ///
+    /// # Errors
+    /// As [`begin_within`](Self::begin_within).
+    ///
+    /// # Cancel safety
+    /// As [`begin_within`](Self::begin_within).
+    #[deprecated(
+        note = "use `begin_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub async fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+        self.begin_within(key, timeout).await
     }
 
     async fn begin_until(&self, key: &str, deadline: Option<Instant>) -> Result<Begin> {
@@ -472,7 +489,8 @@ impl IdempotencyKeys {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_done(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
+    pub async fn wait_done(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<Vec<u8>>> {
+        let timeout = timeout.into().remaining();
         let path = self.key_path(key)?;
         let deadline = crate::deadline::deadline_after(timeout);
         let started = Instant::now();
@@ -749,7 +767,8 @@ impl IdempotencyClaim {
         self.complete_until(result.into(), None).await
     }
 
-    /// [`complete`](Self::complete) within `timeout`. Past it, [`Error::DeadlineExceeded`] when
+    /// [`complete`](Self::complete) within `timeout` (a [`Duration`] or an instant, see
+    /// [`Deadline`](crate::Deadline)): an operation, so past it [`Error::DeadlineExceeded`] when
     /// no commit was in flight (nothing recorded), or [`Error::OutcomeUnknown`] when one was: it
     /// may have been applied (every duplicate then gets `result`) or not (the claim is abandoned
     /// in the background, and the key is free again).
@@ -765,12 +784,27 @@ impl IdempotencyClaim {
     /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
-    /// claim.complete_for(b"ok".to_vec(), Duration::from_secs(2)).await?;
+    /// claim.complete_within(b"ok".to_vec(), Duration::from_secs(2)).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
+    pub async fn complete_within(self, result: impl Into<Vec<u8>>, timeout: impl Into<crate::Deadline>) -> Result<()> {
+        let timeout = timeout.into().remaining();
         let complete = self.complete_until(result.into(), Some(crate::deadline::deadline_after(timeout)));
         crate::deadline::naming_timeout(Some(timeout), complete).await
+    }
+
+    /// The old name of [`complete_within`](Self::complete_within).
+    ///
+    /// # Errors
+    /// As [`complete_within`](Self::complete_within).
+    ///
+    /// # Cancel safety
+    /// As [`complete_within`](Self::complete_within).
+    #[deprecated(
+        note = "use `complete_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub async fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
+        self.complete_within(result, timeout).await
     }
 
     async fn complete_until(mut self, result: Vec<u8>, deadline: Option<Instant>) -> Result<()> {
