@@ -125,7 +125,7 @@ pub use framework::{
     RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch, WatchStream,
     WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
 };
-pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, Settled, MAX_IDEMPOTENCY_KEY_LEN};
 pub use inspect::{
     inspect, inspect_barrier, inspect_lock, inspect_with, BarrierInfo, BarrierMember, BarrierReady, InspectOptions,
     Inspection, LockHolder, LockInfo, LockKind,

@@ -111,12 +111,26 @@ impl IdempotencyKeys {
         self.begin_within(key, timeout)
     }
 
-    /// As [`crate::IdempotencyKeys::wait_done`].
+    /// As [`crate::IdempotencyKeys::wait_done_timeout`]: `Some` once the key settled, `None` when
+    /// the time ran out first.
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::wait_done_timeout`].
+    pub fn wait_done_timeout(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<crate::Settled>> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.wait_done_timeout(key, timeout))?
+    }
+
+    /// As [`crate::IdempotencyKeys::wait_done`]: a time-out as
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded).
     ///
     /// # Errors
     /// As [`crate::IdempotencyKeys::wait_done`].
-    pub fn wait_done(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<Vec<u8>>> {
-        let timeout = timeout.into().remaining();
+    #[deprecated(
+        note = "use `wait_done_timeout`, which returns `Ok(None)` on time-out (the crate's one rule for waits) and `Settled::Free` for a free key"
+    )]
+    pub fn wait_done(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        #[allow(deprecated)]
         self.core.block_on(self.inner.wait_done(key, timeout))?
     }
 
