@@ -44,6 +44,14 @@
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
 //! it is held, and every hold carries a fencing token.
 //!
+//! Time limits follow one rule, in every recipe, async and blocking (docs/failure-semantics.md,
+//! "Time limits", has it with a table of every timed call): a wait for a state that another
+//! party or the cluster decides (a lock, a lease, leadership, a barrier, a first create, a
+//! connection, a cache's load) returns whether it got there — `Ok(false)` / `Ok(None)` on
+//! time-out, as Curator's `boolean` / `null`; an operation that runs out of time (a data request,
+//! a counter update, `begin_within`) fails with [`Error::DeadlineExceeded`] naming the path and the
+//! timeout. Every timed call takes a [`Deadline`]: a `Duration`, or an `Instant` for chained waits.
+//!
 //! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
 //! `testing`, [`driver`] (for writing a lock driver; its helper functions are only there) and
 //! [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside the semver
