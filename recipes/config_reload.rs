@@ -224,7 +224,9 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
     } else {
         // The config node and its parts, kept current by one watch.
         let cache = CuratorCache::builder(&client, &config_path(base))?.mode(CacheMode::Children).start()?;
-        cache.wait_initialized(Duration::from_secs(30)).await?;
+        if !cache.wait_initialized_timeout(Duration::from_secs(30)).await? {
+            return Err("the config cache did not load within 30 s".into());
+        }
         // The config node's latest entry (its version): no polling, only `changed()`.
         let mut version = cache.latest();
         loop {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention};
+use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention, Settled};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -43,9 +43,10 @@ impl Endpoint {
             }
             Begin::InProgress { holder } => {
                 println!("  {key}: in progress at {holder}; waiting for its result");
-                match self.keys.wait_done(key, Duration::from_secs(10)).await? {
-                    Some(result) => Ok(String::from_utf8_lossy(&result).into_owned()),
-                    None => Err(format!("{key}: abandoned by its first request; retry").into()),
+                match self.keys.wait_done_timeout(key, Duration::from_secs(10)).await? {
+                    Some(Settled::Done { result }) => Ok(String::from_utf8_lossy(&result).into_owned()),
+                    Some(Settled::Free) => Err(format!("{key}: abandoned by its first request; retry").into()),
+                    None => Err(format!("{key}: still in progress after 10 s; retry later").into()),
                 }
             }
             Begin::Done { result } => Ok(String::from_utf8_lossy(&result).into_owned()),

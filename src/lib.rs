@@ -44,6 +44,14 @@
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
 //! it is held, and every hold carries a fencing token.
 //!
+//! Time limits follow one rule, in every recipe, async and blocking (docs/failure-semantics.md,
+//! "Time limits", has it with a table of every timed call): a wait for a state that another
+//! party or the cluster decides (a lock, a lease, leadership, a barrier, a first create, a
+//! connection, a cache's load) returns whether it got there — `Ok(false)` / `Ok(None)` on
+//! time-out, as Curator's `boolean` / `null`; an operation that runs out of time (a data request,
+//! a counter update, `begin_within`) fails with [`Error::DeadlineExceeded`] naming the path and the
+//! timeout. Every timed call takes a [`Deadline`]: a `Duration`, or an `Instant` for chained waits.
+//!
 //! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
 //! `testing`, [`driver`] (for writing a lock driver; its helper functions are only there) and
 //! [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside the semver
@@ -110,6 +118,7 @@ pub use atomic::{
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
 pub use cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache, CuratorCacheBuilder};
 pub use claims::{Claim, ClaimState, Reclaimed, WorkClaims};
+pub use deadline::Deadline;
 pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;
@@ -125,7 +134,7 @@ pub use framework::{
     WatchStream, WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
     DEFAULT_SESSION_TIMEOUT, DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
 };
-pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
+pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, Settled, MAX_IDEMPOTENCY_KEY_LEN};
 pub use inspect::{
     inspect, inspect_barrier, inspect_lock, inspect_with, BarrierInfo, BarrierMember, BarrierReady, InspectOptions,
     Inspection, LockHolder, LockInfo, LockKind,

@@ -57,7 +57,9 @@ pub(crate) async fn cache_events(report: &Report, connect: &str, n: usize) -> Be
     let notify = Arc::new(Notify::new());
     let cache = CuratorCache::start(&reader, &path)?;
     let mut events = cache.events();
-    cache.wait_initialized(Duration::from_secs(60)).await?;
+    if !cache.wait_initialized_timeout(Duration::from_secs(60)).await? {
+        return Err("the cache did not load within 60 s".into());
+    }
     let children = children_mode();
     let listener = {
         let (seen, notify, path) = (seen.clone(), notify.clone(), path.clone());

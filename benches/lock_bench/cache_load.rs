@@ -59,7 +59,9 @@ pub(crate) async fn cache_load(report: &Report, connect: &str, n: usize) -> Benc
     let rss_before_kb = proc_status_kb("VmRSS");
     let t0 = Instant::now();
     let cache = CuratorCache::start(&client, &parent)?;
-    cache.wait_initialized(INIT_LIMIT).await?;
+    if !cache.wait_initialized_timeout(INIT_LIMIT).await? {
+        return Err(format!("the cache did not load within {INIT_LIMIT:?}").into());
+    }
     let init = t0.elapsed();
     let nodes = cache.size();
     let peak_rss_kb = proc_status_kb("VmHWM");

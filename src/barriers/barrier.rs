@@ -1,7 +1,7 @@
 //! [`DistributedBarrier`] (Curator's `DistributedBarrier`): while the barrier node exists,
 //! waiters wait; removing it lets them all through.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{wake_up, Woken};
 use crate::deadline::deadline_after;
@@ -156,7 +156,8 @@ impl DistributedBarrier {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_on_barrier_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn wait_on_barrier_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         match tokio::time::timeout_at(deadline.into(), self.wait_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),

@@ -201,7 +201,8 @@ impl DistributedDoubleBarrier {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn enter_timeout(&mut self, timeout: Duration) -> Result<bool> {
+    pub async fn enter_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         match tokio::time::timeout_at(deadline.into(), self.enter_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),
@@ -258,7 +259,8 @@ impl DistributedDoubleBarrier {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn leave_timeout(&mut self, timeout: Duration) -> Result<bool> {
+    pub async fn leave_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         match tokio::time::timeout_at(deadline.into(), self.leave_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),

@@ -1,7 +1,6 @@
 //! [`DistributedBarrier`] and [`DistributedDoubleBarrier`], blocking.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
@@ -77,7 +76,8 @@ impl DistributedBarrier {
     ///
     /// # Errors
     /// As [`set_barrier`](Self::set_barrier).
-    pub fn wait_on_barrier_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_on_barrier_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.wait_on_barrier_timeout(timeout))?
     }
 }
@@ -134,7 +134,8 @@ impl DistributedDoubleBarrier {
     ///
     /// # Errors
     /// As [`enter`](Self::enter).
-    pub fn enter_timeout(&mut self, timeout: Duration) -> Result<bool> {
+    pub fn enter_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.enter_timeout(timeout))?
     }
 
@@ -151,7 +152,8 @@ impl DistributedDoubleBarrier {
     ///
     /// # Errors
     /// As [`enter`](Self::enter).
-    pub fn leave_timeout(&mut self, timeout: Duration) -> Result<bool> {
+    pub fn leave_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.leave_timeout(timeout))?
     }
 

@@ -12,8 +12,8 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 
 /// A blocking [`CuratorCache`](crate::CuratorCache): the same cache (one persistent recursive
 /// watch, re-armed then re-read after every gap, so that it always converges to the server), its
-/// task on the client's runtime thread. Reads never wait; [`wait_initialized`](Self::wait_initialized),
-/// [`wait_synced`](Self::wait_synced), [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
+/// task on the client's runtime thread. Reads never wait; [`wait_initialized_timeout`](Self::wait_initialized_timeout),
+/// [`wait_synced_timeout`](Self::wait_synced_timeout), [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
 ///
 /// Dropping it — on any thread — stops its task.
 ///
@@ -26,7 +26,9 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 /// fn services() -> zk_curator::Result<()> {
 ///     let client = CuratorClient::connect("127.0.0.1:2181")?;
 ///     let cache = CuratorCache::start(&client, "/services", CacheMode::Children)?;
-///     cache.wait_initialized(Duration::from_secs(10))?;
+///     if !cache.wait_initialized_timeout(Duration::from_secs(10))? {
+///         return Ok(()); // not loaded yet
+///     }
 ///     println!("services: {:?}", cache.children("/services"));
 ///     for event in cache.events() {
 ///         println!("{event:?}");
@@ -110,22 +112,55 @@ impl CuratorCache {
         self.inner.latest()
     }
 
-    /// Waits on the calling thread until the first full load is in, at most `timeout`.
+    /// Waits on the calling thread until the first full load is in, at most `timeout` (a
+    /// [`Duration`] or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
+    /// `Ok(false)` when the time ran out first.
     ///
     /// # Errors
-    /// As [`CuratorCache::wait_initialized`](crate::CuratorCache::wait_initialized);
+    /// As [`CuratorCache::wait_initialized_timeout`](crate::CuratorCache::wait_initialized_timeout);
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_initialized_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.wait_initialized_timeout(timeout))?
+    }
+
+    /// Waits on the calling thread until the first full load is in, at most `timeout`; past it,
+    /// [`Error::DeadlineExceeded`].
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`], and as
+    /// [`wait_initialized_timeout`](Self::wait_initialized_timeout).
+    #[deprecated(
+        note = "use `wait_initialized_timeout`, which returns `Ok(false)` on time-out (the crate's one rule for waits)"
+    )]
     pub fn wait_initialized(&self, timeout: Duration) -> Result<()> {
+        #[allow(deprecated)]
         self.core.block_on(self.inner.wait_initialized(timeout))?
     }
 
     /// Waits on the calling thread until the cache is [`Synced`](CacheState::Synced) (at once when
-    /// it is; after a gap it noticed, once it has re-read the tree), at most `timeout`.
+    /// it is; after a gap it noticed, once it has re-read the tree), at most `timeout` (a
+    /// [`Duration`] or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
+    /// `Ok(false)` when the time ran out first.
     ///
     /// # Errors
-    /// As [`CuratorCache::wait_synced`](crate::CuratorCache::wait_synced);
+    /// As [`CuratorCache::wait_synced_timeout`](crate::CuratorCache::wait_synced_timeout);
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
+    pub fn wait_synced_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.wait_synced_timeout(timeout))?
+    }
+
+    /// Waits on the calling thread until the cache is synced, at most `timeout`; past it,
+    /// [`Error::DeadlineExceeded`].
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`], and as [`wait_synced_timeout`](Self::wait_synced_timeout).
+    #[deprecated(
+        note = "use `wait_synced_timeout`, which returns `Ok(false)` on time-out (the crate's one rule for waits)"
+    )]
     pub fn wait_synced(&self, timeout: Duration) -> Result<()> {
+        #[allow(deprecated)]
         self.core.block_on(self.inner.wait_synced(timeout))?
     }
 
@@ -181,7 +216,8 @@ impl CacheEvents {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<CacheEvent>> {
+    pub fn next_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<Option<CacheEvent>> {
+        let timeout = timeout.into().remaining();
         self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for an event of the cache of")
     }
 

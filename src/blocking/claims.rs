@@ -120,7 +120,8 @@ impl WorkClaims {
     ///
     /// # Errors
     /// As [`add`](Self::add).
-    pub fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_for_work(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.wait_for_work(timeout))?
     }
 
@@ -183,7 +184,8 @@ impl WorkClaims {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn lost_timeout(&self, claim: &Claim, timeout: Duration) -> Result<bool> {
+    pub fn lost_timeout(&self, claim: &Claim, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         // The timer is made inside the future: it needs the runtime entered by `block_on`.
         let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), claim.lost()).await })?;

@@ -2,7 +2,6 @@
 
 use std::future::IntoFuture;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::Core;
 use crate::error::Result;
@@ -82,10 +81,12 @@ impl CuratorClient {
         self.core.client()
     }
 
-    /// Waits until the client is connected (Curator's `blockUntilConnected`): `Ok(true)` once it
-    /// is, `Ok(false)` if `timeout` passed first or the client was closed.
+    /// Waits until the client is connected (Curator's `blockUntilConnected`), at most `timeout` (a
+    /// [`Duration`] or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
+    /// `Ok(false)` if the time ran out first.
     ///
     /// # Errors
+    /// [`Error::Closed`](crate::Error::Closed) once the client is closed;
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
     ///
@@ -97,8 +98,9 @@ impl CuratorClient {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn block_until_connected(&self, timeout: Duration) -> Result<bool> {
-        self.core.block_on(self.core.client().block_until_connected(timeout))
+    pub fn block_until_connected(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into();
+        self.core.block_on(self.core.client().block_until_connected(timeout))?
     }
 
     /// Waits for a future of the async API on the calling thread — for what this facade does not

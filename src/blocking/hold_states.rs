@@ -62,7 +62,8 @@ impl HoldStateChanges {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<HoldState>> {
+    pub fn next_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<Option<HoldState>> {
+        let timeout = timeout.into().remaining();
         self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a state change of the hold of")
     }
 

@@ -90,20 +90,47 @@ impl IdempotencyKeys {
         Ok(self.wrap(begun))
     }
 
-    /// As [`crate::IdempotencyKeys::begin_for`]: returns within `timeout`.
+    /// As [`crate::IdempotencyKeys::begin_within`]: returns within `timeout`.
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::begin_for`].
-    pub fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
-        let begun = self.core.block_on(self.inner.begin_for(key, timeout))??;
+    /// As [`crate::IdempotencyKeys::begin_within`].
+    pub fn begin_within(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Begin> {
+        let timeout = timeout.into();
+        let begun = self.core.block_on(self.inner.begin_within(key, timeout))??;
         Ok(self.wrap(begun))
     }
 
-    /// As [`crate::IdempotencyKeys::wait_done`].
+    /// The old name of [`begin_within`](Self::begin_within).
+    ///
+    /// # Errors
+    /// As [`begin_within`](Self::begin_within).
+    #[deprecated(
+        note = "use `begin_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+        self.begin_within(key, timeout)
+    }
+
+    /// As [`crate::IdempotencyKeys::wait_done_timeout`]: `Some` once the key settled, `None` when
+    /// the time ran out first.
+    ///
+    /// # Errors
+    /// As [`crate::IdempotencyKeys::wait_done_timeout`].
+    pub fn wait_done_timeout(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<crate::Settled>> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.wait_done_timeout(key, timeout))?
+    }
+
+    /// As [`crate::IdempotencyKeys::wait_done`]: a time-out as
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded).
     ///
     /// # Errors
     /// As [`crate::IdempotencyKeys::wait_done`].
+    #[deprecated(
+        note = "use `wait_done_timeout`, which returns `Ok(None)` on time-out (the crate's one rule for waits) and `Settled::Free` for a free key"
+    )]
     pub fn wait_done(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        #[allow(deprecated)]
         self.core.block_on(self.inner.wait_done(key, timeout))?
     }
 
@@ -190,7 +217,8 @@ impl IdempotencyClaim {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn lost_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn lost_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), self.inner.lost()).await })?;
         Ok(lost.is_ok())
@@ -204,12 +232,24 @@ impl IdempotencyClaim {
         self.core.block_on(self.inner.complete(result))?
     }
 
-    /// As [`crate::IdempotencyClaim::complete_for`]: returns within `timeout`.
+    /// As [`crate::IdempotencyClaim::complete_within`]: returns within `timeout`.
     ///
     /// # Errors
-    /// As [`crate::IdempotencyClaim::complete_for`].
+    /// As [`crate::IdempotencyClaim::complete_within`].
+    pub fn complete_within(self, result: impl Into<Vec<u8>>, timeout: impl Into<crate::Deadline>) -> Result<()> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.complete_within(result, timeout))?
+    }
+
+    /// The old name of [`complete_within`](Self::complete_within).
+    ///
+    /// # Errors
+    /// As [`complete_within`](Self::complete_within).
+    #[deprecated(
+        note = "use `complete_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
     pub fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
-        self.core.block_on(self.inner.complete_for(result, timeout))?
+        self.complete_within(result, timeout)
     }
 
     /// As [`crate::IdempotencyClaim::abandon`].

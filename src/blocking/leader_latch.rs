@@ -372,7 +372,8 @@ impl LeaderLatch {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn await_leadership_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn await_leadership_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.await_leadership_timeout(timeout))?
     }
 
@@ -410,7 +411,8 @@ impl LeaderLatch {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn lost_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn lost_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         // The timer is made inside the future: it needs the runtime entered by `block_on`.
         let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), self.inner.lost()).await })?;
@@ -512,7 +514,8 @@ impl LeadershipChanges {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<LeadershipState>> {
+    pub fn next_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<Option<LeadershipState>> {
+        let timeout = timeout.into().remaining();
         self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a leadership change of")
     }
 

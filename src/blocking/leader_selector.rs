@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::watch;
 use tracing::warn;
@@ -699,7 +699,8 @@ impl Leadership {
     /// }
     /// # }
     /// ```
-    pub fn cancelled_timeout(&self, timeout: Duration) -> bool {
+    pub fn cancelled_timeout(&self, timeout: impl Into<crate::Deadline>) -> bool {
+        let timeout = timeout.into().remaining();
         self.cancel.wait(Some(deadline_after(timeout)))
     }
 

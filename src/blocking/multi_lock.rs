@@ -1,7 +1,6 @@
 //! [`InterProcessMultiLock`], blocking.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
@@ -117,7 +116,8 @@ impl InterProcessMultiLock {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.acquire_timeout(timeout))?
     }
 

@@ -151,7 +151,8 @@ impl InterProcessMutex {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+    pub fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<MutexGuard>> {
+        let timeout = timeout.into().remaining();
         let guard = self.core.block_on(self.inner.try_lock_for(timeout))??;
         Ok(guard.map(|guard| MutexGuard::new(guard, &self.core)))
     }
@@ -214,7 +215,8 @@ impl InterProcessMutex {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.acquire_timeout(timeout))?
     }
 
@@ -328,11 +330,23 @@ impl InterProcessMutex {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let mutex = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?;
-    /// let nodes = mutex.participant_nodes_timeout(std::time::Duration::from_secs(1))?;
+    /// let nodes = mutex.participant_nodes_within(std::time::Duration::from_secs(1))?;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
+    pub fn participant_nodes_within(&self, timeout: impl Into<crate::Deadline>) -> Result<Vec<String>> {
+        let timeout = timeout.into();
+        self.core.block_on(self.inner.participant_nodes_within(timeout))?
+    }
+
+    /// The old name of [`participant_nodes_within`](Self::participant_nodes_within).
+    ///
+    /// # Errors
+    /// As [`participant_nodes_within`](Self::participant_nodes_within).
+    #[deprecated(
+        note = "use `participant_nodes_within`: a `_timeout` name is a wait that returns `Ok(false)`/`Ok(None)` on time-out; an operation that runs out of time fails, within a `_within` name"
+    )]
     pub fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
-        self.core.block_on(self.inner.participant_nodes_timeout(timeout))?
+        self.participant_nodes_within(timeout)
     }
 }
 

@@ -93,7 +93,8 @@ impl PersistentNode {
     /// # Errors
     /// As [`PersistentNode::wait_for_initial_create`](crate::PersistentNode::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
-    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
 
@@ -166,7 +167,8 @@ impl PersistentTtlNode {
     /// # Errors
     /// As [`PersistentTtlNode::wait_for_initial_create`](crate::PersistentTtlNode::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
-    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
 
@@ -249,7 +251,8 @@ impl GroupMember {
     /// # Errors
     /// As [`GroupMember::wait_for_initial_create`](crate::GroupMember::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
-    pub fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.wait_for_initial_create(timeout))?
     }
 
@@ -295,7 +298,8 @@ impl MembershipChanges {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<MembershipEvent>> {
+    pub fn next_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<Option<MembershipEvent>> {
+        let timeout = timeout.into().remaining();
         self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a membership change of")
     }
 

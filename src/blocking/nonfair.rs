@@ -86,7 +86,8 @@ impl InterProcessNonFairMutex {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+    pub fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<MutexGuard>> {
+        let timeout = timeout.into().remaining();
         let guard = self.core.block_on(self.inner.try_lock_for(timeout))??;
         Ok(guard.map(|guard| MutexGuard::new(guard, &self.core)))
     }
@@ -142,7 +143,8 @@ impl InterProcessNonFairMutex {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.acquire_timeout(timeout))?
     }
 

@@ -196,7 +196,8 @@ macro_rules! half_methods {
         /// }
         /// # Ok::<(), zk_curator::Error>(())
         /// ```
-        pub fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+            let timeout = timeout.into().remaining();
             self.core.block_on(self.inner.acquire_timeout(timeout))?
         }
 
@@ -235,7 +236,8 @@ macro_rules! half_methods {
         /// }
         /// # Ok::<(), zk_curator::Error>(())
         /// ```
-        pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<$guard>> {
+        pub fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<$guard>> {
+            let timeout = timeout.into().remaining();
             let guard = self.core.block_on(self.inner.try_lock_for(timeout))??;
             Ok(guard.map(|guard| MutexGuard::new(guard, &self.core)))
         }

@@ -1,7 +1,6 @@
 //! [`InterProcessSemaphoreV2`] with its [`Lease`]s, and [`InterProcessSemaphoreMutex`], blocking.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::mutex::hold_state;
 use super::{Core, CuratorClient};
@@ -163,7 +162,8 @@ impl InterProcessSemaphoreV2 {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
+    pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<Lease>> {
+        let timeout = timeout.into().remaining();
         let lease = self.core.block_on(self.inner.acquire_timeout(timeout))??;
         Ok(lease.map(|lease| Lease::new(lease, &self.core)))
     }
@@ -204,7 +204,8 @@ impl InterProcessSemaphoreV2 {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<Lease>>> {
+    pub fn acquire_many_timeout(&self, n: usize, timeout: impl Into<crate::Deadline>) -> Result<Option<Vec<Lease>>> {
+        let timeout = timeout.into().remaining();
         let leases = self.core.block_on(self.inner.acquire_many_timeout(n, timeout))??;
         Ok(leases.map(|leases| leases.into_iter().map(|lease| Lease::new(lease, &self.core)).collect()))
     }
@@ -470,7 +471,8 @@ impl InterProcessSemaphoreMutex {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.core.block_on(self.inner.acquire_timeout(timeout))?
     }
 

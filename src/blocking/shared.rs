@@ -378,7 +378,8 @@ impl<T> SharedValueChanges<T> {
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<VersionedValue<T>>> {
+    pub fn next_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<Option<VersionedValue<T>>> {
+        let timeout = timeout.into().remaining();
         self.core.feed_next_timeout(self.inner.next(), timeout, &self.path, "waiting for a new value of")
     }
 }

@@ -19,7 +19,6 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
 use crate::framework::paths::validate_path;
 use crate::framework::{CuratorClient, Stat};
@@ -530,27 +529,49 @@ impl CuratorCache {
         self.shared.latest()
     }
 
-    /// Waits until the first full load is in, at most `timeout`.
+    /// Waits until the first full load is in, at most `timeout` (a [`Duration`] or an instant,
+    /// see [`Deadline`](crate::Deadline)): `Ok(true)` once it is, `Ok(false)` when the time ran
+    /// out first — the call returns then, whatever the connection does.
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
     ///
     /// # Errors
-    /// [`Error::DeadlineExceeded`] when `timeout` passes first (the call returns then, whatever the
-    /// connection does); the cache's error if it failed; [`Error::Closed`] if it was closed.
+    /// The cache's error if it failed; [`Error::Closed`] if it was closed.
     ///
     /// ```no_run
     /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
-    /// cache.wait_initialized(std::time::Duration::from_secs(5)).await?;
-    /// println!("{} nodes", cache.size());
+    /// if cache.wait_initialized_timeout(std::time::Duration::from_secs(5)).await? {
+    ///     println!("{} nodes", cache.size());
+    /// }
     /// # Ok(()) }
     /// ```
+    pub async fn wait_initialized_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let deadline = timeout.into().instant_from(std::time::Instant::now());
+        self.wait_until(deadline, |_| self.shared.is_initialized()).await
+    }
+
+    /// Waits until the first full load is in, at most `timeout`; past it,
+    /// [`Error::DeadlineExceeded`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] when `timeout` passes first; the cache's error if it failed;
+    /// [`Error::Closed`] if it was closed.
+    #[deprecated(
+        note = "use `wait_initialized_timeout`, which returns `Ok(false)` on time-out (the crate's one rule for waits)"
+    )]
     pub async fn wait_initialized(&self, timeout: Duration) -> Result<()> {
-        self.wait_until(timeout, "waiting for the first load of the cache of", |_| self.shared.is_initialized()).await
+        let during = "waiting for the first load of the cache of";
+        self.deadline_error_if_not(timeout, during, self.wait_initialized_timeout(timeout)).await
     }
 
     /// Waits until the cache is [`Synced`](CacheState::Synced): its watch armed and its last load
-    /// in, at most `timeout`. It returns at once when the cache is synced now; after a gap
+    /// in, at most `timeout` (a [`Duration`] or an instant, see [`Deadline`](crate::Deadline)):
+    /// `Ok(true)` once it is, `Ok(false)` when the time ran out first — the call returns then,
+    /// whatever the connection does. It returns at once when the cache is synced now; after a gap
     /// (disconnect, new session, server restart) that the cache has noticed, only once it has
     /// re-armed its watch and re-read the tree — then it holds every write made before the gap
     /// ended.
@@ -559,34 +580,65 @@ impl CuratorCache {
     /// Cancel safe: it only waits.
     ///
     /// # Errors
-    /// [`Error::DeadlineExceeded`] when `timeout` passes first (the call returns then, whatever the
-    /// connection does); the cache's error if it failed; [`Error::Closed`] if it was closed.
+    /// The cache's error if it failed; [`Error::Closed`] if it was closed.
     ///
     /// ```no_run
     /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
     /// // Serve from the cache only while it follows the server.
-    /// cache.wait_synced(std::time::Duration::from_secs(5)).await?;
-    /// let flag = cache.entry("/config/feature-x");
+    /// if cache.wait_synced_timeout(std::time::Duration::from_secs(5)).await? {
+    ///     let flag = cache.entry("/config/feature-x");
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_synced(&self, timeout: Duration) -> Result<()> {
-        self.wait_until(timeout, "waiting for a synced cache of", |state| state == CacheState::Synced).await
+    pub async fn wait_synced_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let deadline = timeout.into().instant_from(std::time::Instant::now());
+        self.wait_until(deadline, |state| state == CacheState::Synced).await
     }
 
-    /// Waits until `done` holds (checked on every state), or the cache ends, or `timeout` passes.
-    async fn wait_until(
+    /// Waits until the cache is [`Synced`](CacheState::Synced), at most `timeout`; past it,
+    /// [`Error::DeadlineExceeded`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    /// [`Error::DeadlineExceeded`] when `timeout` passes first; the cache's error if it failed;
+    /// [`Error::Closed`] if it was closed.
+    #[deprecated(
+        note = "use `wait_synced_timeout`, which returns `Ok(false)` on time-out (the crate's one rule for waits)"
+    )]
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<()> {
+        let during = "waiting for a synced cache of";
+        self.deadline_error_if_not(timeout, during, self.wait_synced_timeout(timeout)).await
+    }
+
+    /// The old shape of the waits: a time-out as [`Error::DeadlineExceeded`].
+    async fn deadline_error_if_not(
         &self,
         timeout: Duration,
         during: &'static str,
-        done: impl Fn(CacheState) -> bool,
+        wait: impl std::future::Future<Output = Result<bool>>,
     ) -> Result<()> {
-        let deadline = deadline_after(timeout);
-        let start = tokio::time::Instant::now();
+        let start = std::time::Instant::now();
+        if wait.await? {
+            return Ok(());
+        }
+        Err(Error::DeadlineExceeded {
+            path: self.path().to_string(),
+            during,
+            waited: start.elapsed(),
+            timeout: Some(timeout),
+        })
+    }
+
+    /// Waits until `done` holds (checked on every state): true; or the cache ends (its error); or
+    /// `deadline` passes: false.
+    async fn wait_until(&self, deadline: std::time::Instant, done: impl Fn(CacheState) -> bool) -> Result<bool> {
         let mut states = self.shared.states();
         loop {
             let state = *states.borrow_and_update();
             if done(state) {
-                return Ok(());
+                return Ok(true);
             }
             if state == CacheState::Failed {
                 return Err(self.shared.error().unwrap_or(Error::Closed { path: self.path().to_string() }));
@@ -597,14 +649,7 @@ impl CuratorCache {
             match tokio::time::timeout_at(deadline.into(), states.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(Error::Closed { path: self.path().to_string() }),
-                Err(_) => {
-                    return Err(Error::DeadlineExceeded {
-                        path: self.path().to_string(),
-                        during,
-                        waited: start.elapsed(),
-                        timeout: Some(timeout),
-                    })
-                }
+                Err(_) => return Ok(false),
             }
         }
     }

@@ -1368,7 +1368,8 @@ impl WorkClaims {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
+    pub async fn wait_for_work(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = crate::deadline::deadline_after(timeout);
         match tokio::time::timeout_at(deadline.into(), self.wait_until_work(deadline)).await {
             Ok(Err(e)) if e.kind() == ErrorKind::DeadlineExceeded => Ok(false),

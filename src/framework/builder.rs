@@ -433,7 +433,7 @@ impl CuratorClientBuilder {
     /// use std::time::Duration;
     ///
     /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181").start()?; // returns at once
-    /// if !client.block_until_connected(Duration::from_secs(10)).await {
+    /// if !client.block_until_connected(Duration::from_secs(10)).await? {
     ///     eprintln!("ZooKeeper is not reachable yet; lock calls wait for it within their deadlines");
     /// }
     /// # Ok(()) }

@@ -121,8 +121,13 @@ impl CuratorClient {
         CuratorClient { inner }
     }
 
-    /// Waits until the client is connected (Curator's `blockUntilConnected`): true once it is,
-    /// false if `timeout` passed first or the client was closed.
+    /// Waits until the client is connected (Curator's `blockUntilConnected`), at most `timeout` (a
+    /// [`Duration`] or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
+    /// `Ok(false)` if the time ran out first — as Curator's `boolean`.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the client is closed (before or while waiting): it never connects
+    /// again.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -135,19 +140,25 @@ impl CuratorClient {
     ///
     /// // Starts even if ZooKeeper is down; connects when it comes up.
     /// let client = CuratorClient::builder("127.0.0.1:2181").start()?;
-    /// if !client.block_until_connected(Duration::from_secs(5)).await {
+    /// if !client.block_until_connected(Duration::from_secs(5)).await? {
     ///     eprintln!("ZooKeeper not reachable yet; requests will wait for it");
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn block_until_connected(&self, timeout: Duration) -> bool {
+    pub async fn block_until_connected(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let deadline = timeout.into().instant_from(std::time::Instant::now());
         let mut status = self.inner.sessions.status();
-        let waited = tokio::time::timeout(timeout, async {
-            status.wait_for(|s| s.connected || s.closed).await.map(|s| s.connected && !s.closed).unwrap_or(false)
+        let waited = tokio::time::timeout_at(deadline.into(), async {
+            // A dropped sender: the client is gone, as closed.
+            status.wait_for(|s| s.connected || s.closed).await.map(|s| !s.closed).unwrap_or(false)
         })
         .await;
-        waited.unwrap_or(false)
+        match waited {
+            Ok(true) => Ok(true),
+            Ok(false) => Err(Error::Closed { path: String::new() }),
+            Err(_) => Ok(false),
+        }
     }
 
     /// Which connection states the recipes treat as errors (set by

@@ -68,6 +68,19 @@ impl Retention {
     }
 }
 
+/// How a key in progress settled, as [`IdempotencyKeys::wait_done_timeout`] saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// The request was processed: its recorded result.
+    Done {
+        /// The bytes given to [`complete`](IdempotencyClaim::complete).
+        result: Vec<u8>,
+    },
+    /// The key is free: its claimant abandoned it or died; the caller may
+    /// [`begin`](IdempotencyKeys::begin) it.
+    Free,
+}
+
 /// What [`IdempotencyKeys::begin`] found for a key.
 #[derive(Debug)]
 #[must_use = "a Started claim must be completed or abandoned"]
@@ -320,7 +333,9 @@ impl IdempotencyKeys {
         self.begin_until(key, None).await
     }
 
-    /// [`begin`](Self::begin) within `timeout`: past it, [`Error::DeadlineExceeded`] and no claim.
+    /// [`begin`](Self::begin) within `timeout` (a [`Duration`] or an instant, see
+    /// [`Deadline`](crate::Deadline)): an operation, so past it [`Error::DeadlineExceeded`] naming
+    /// the key's path and the timeout, and no claim.
     ///
     /// # Errors
     /// As [`begin`](Self::begin), and [`Error::DeadlineExceeded`].
@@ -333,13 +348,28 @@ impl IdempotencyKeys {
     /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
-    /// let begun = keys.begin_for("form-7f3a", Duration::from_millis(500)).await?;
+    /// let begun = keys.begin_within("form-7f3a", Duration::from_millis(500)).await?;
     /// # drop(begun);
     /// # Ok(()) }
     /// ```
-    pub async fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+    pub async fn begin_within(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Begin> {
+        let timeout = timeout.into().remaining();
         let begin = self.begin_until(key, Some(crate::deadline::deadline_after(timeout)));
         crate::deadline::naming_timeout(Some(timeout), begin).await
+    }
+
+    /// The old name of [`begin_within`](Self::begin_within).
+    ///
+    /// # Errors
+    /// As [`begin_within`](Self::begin_within).
+    ///
+    /// # Cancel safety
+    /// As [`begin_within`](Self::begin_within).
+    #[deprecated(
+        note = "use `begin_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub async fn begin_for(&self, key: &str, timeout: Duration) -> Result<Begin> {
+        self.begin_within(key, timeout).await
     }
 
     async fn begin_until(&self, key: &str, deadline: Option<Instant>) -> Result<Begin> {
@@ -447,14 +477,17 @@ impl IdempotencyKeys {
         }
     }
 
-    /// Waits until `key` is done, for a duplicate that wants the in-progress request's result:
-    /// `Some(result)` once it is recorded, `None` when the key is (or becomes) free — its claimant
-    /// abandoned it or died, and the caller may [`begin`](Self::begin) it. Waits on a watch, never
-    /// by polling; returns within `timeout`.
+    /// Waits until `key` is settled, for a duplicate that wants the in-progress request's result,
+    /// at most `timeout` (a [`Duration`] or an instant, see [`Deadline`](crate::Deadline)):
+    /// `Some(Settled::Done { result })` once the result is recorded, `Some(Settled::Free)` when
+    /// the key is (or becomes) free — its claimant abandoned it or died, and the caller may
+    /// [`begin`](Self::begin) it — and `None` when the time ran out first (the key still in
+    /// progress, or the connection down: the call returns then, whatever the connection does).
+    /// Waits on a watch, never by polling.
     ///
     /// # Errors
-    /// As [`begin`](Self::begin), and [`Error::DeadlineExceeded`] when the key is still in
-    /// progress at the deadline.
+    /// As [`begin`](Self::begin) (a bad key, foreign data, server errors, [`Error::Closed`]); a
+    /// time-out is `Ok(None)`, not an error.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -463,16 +496,43 @@ impl IdempotencyKeys {
     /// ```no_run
     /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
     /// use std::time::Duration;
-    /// use zk_curator::Begin;
+    /// use zk_curator::{Begin, Settled};
     ///
     /// if let Begin::InProgress { .. } = keys.begin("order-1234").await? {
-    ///     if let Some(result) = keys.wait_done("order-1234", Duration::from_secs(10)).await? {
-    ///         println!("{}", String::from_utf8_lossy(&result));
+    ///     match keys.wait_done_timeout("order-1234", Duration::from_secs(10)).await? {
+    ///         Some(Settled::Done { result }) => println!("{}", String::from_utf8_lossy(&result)),
+    ///         Some(Settled::Free) => println!("abandoned: begin it again"),
+    ///         None => println!("still in progress"),
     ///     }
     /// }
     /// # Ok(()) }
     /// ```
+    pub async fn wait_done_timeout(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<Settled>> {
+        match self.wait_settled(key, timeout.into().remaining()).await {
+            Ok(Some(result)) => Ok(Some(Settled::Done { result })),
+            Ok(None) => Ok(Some(Settled::Free)),
+            Err(Error::DeadlineExceeded { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits until `key` is done: `Some(result)` once it is recorded, `None` when the key is (or
+    /// becomes) free; [`Error::DeadlineExceeded`] when it is still in progress at the deadline.
+    ///
+    /// # Errors
+    /// As [`wait_done_timeout`](Self::wait_done_timeout), and [`Error::DeadlineExceeded`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    #[deprecated(
+        note = "use `wait_done_timeout`, which returns `Ok(None)` on time-out (the crate's one rule for waits) and `Settled::Free` for a free key"
+    )]
     pub async fn wait_done(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.wait_settled(key, timeout).await
+    }
+
+    /// The result recorded at `key` (`None`: the key is free), or a deadline error.
+    async fn wait_settled(&self, key: &str, timeout: Duration) -> Result<Option<Vec<u8>>> {
         let path = self.key_path(key)?;
         let deadline = crate::deadline::deadline_after(timeout);
         let started = Instant::now();
@@ -749,7 +809,8 @@ impl IdempotencyClaim {
         self.complete_until(result.into(), None).await
     }
 
-    /// [`complete`](Self::complete) within `timeout`. Past it, [`Error::DeadlineExceeded`] when
+    /// [`complete`](Self::complete) within `timeout` (a [`Duration`] or an instant, see
+    /// [`Deadline`](crate::Deadline)): an operation, so past it [`Error::DeadlineExceeded`] when
     /// no commit was in flight (nothing recorded), or [`Error::OutcomeUnknown`] when one was: it
     /// may have been applied (every duplicate then gets `result`) or not (the claim is abandoned
     /// in the background, and the key is free again).
@@ -765,12 +826,27 @@ impl IdempotencyClaim {
     /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
-    /// claim.complete_for(b"ok".to_vec(), Duration::from_secs(2)).await?;
+    /// claim.complete_within(b"ok".to_vec(), Duration::from_secs(2)).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
+    pub async fn complete_within(self, result: impl Into<Vec<u8>>, timeout: impl Into<crate::Deadline>) -> Result<()> {
+        let timeout = timeout.into().remaining();
         let complete = self.complete_until(result.into(), Some(crate::deadline::deadline_after(timeout)));
         crate::deadline::naming_timeout(Some(timeout), complete).await
+    }
+
+    /// The old name of [`complete_within`](Self::complete_within).
+    ///
+    /// # Errors
+    /// As [`complete_within`](Self::complete_within).
+    ///
+    /// # Cancel safety
+    /// As [`complete_within`](Self::complete_within).
+    #[deprecated(
+        note = "use `complete_within`: `_for` names a wait that returns `Ok(None)` on time-out (`try_lock_for`); an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub async fn complete_for(self, result: impl Into<Vec<u8>>, timeout: Duration) -> Result<()> {
+        self.complete_within(result, timeout).await
     }
 
     async fn complete_until(mut self, result: Vec<u8>, deadline: Option<Instant>) -> Result<()> {

@@ -357,7 +357,8 @@ impl LeaderLatch {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn await_leadership_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.wait(Some(deadline_after(timeout))).await
     }
 

@@ -168,7 +168,8 @@ impl InterProcessMultiLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         if timeout.is_zero() {
             // One attempt at each lock, as each part's own zero timeout means.
             return self.acquire_until(Deadline::OneAttempt).await;

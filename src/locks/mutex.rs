@@ -309,7 +309,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.acquire_reentrant(Wait::from_timeout(timeout), Basis::None).await.map(|hold| hold.is_some())
     }
 
@@ -461,7 +462,9 @@ impl<D: LockDriver> InterProcessMutex<D> {
         self.shared.internals.participant_nodes(None).await
     }
 
-    /// [`participant_nodes`](Self::participant_nodes) within `timeout`, whatever the connection does.
+    /// [`participant_nodes`](Self::participant_nodes) within `timeout` (a [`Duration`] or an
+    /// instant, see [`Deadline`](crate::Deadline)), whatever the connection does: an operation, so
+    /// running out of time is an error.
     ///
     /// # Errors
     /// [`Error::DeadlineExceeded`] naming the path when `timeout` passed first; server errors after
@@ -474,13 +477,28 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
-    /// let nodes = mutex.participant_nodes_timeout(Duration::from_secs(2)).await?;
+    /// let nodes = mutex.participant_nodes_within(Duration::from_secs(2)).await?;
     /// println!("{} contenders on {}", nodes.len(), mutex.path());
     /// # Ok(()) }
     /// ```
-    pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
+    pub async fn participant_nodes_within(&self, timeout: impl Into<crate::Deadline>) -> Result<Vec<String>> {
+        let timeout = timeout.into().remaining();
         let listed = self.shared.internals.participant_nodes(Some(deadline_after(timeout)));
         crate::deadline::naming_timeout(Some(timeout), listed).await
+    }
+
+    /// The old name of [`participant_nodes_within`](Self::participant_nodes_within).
+    ///
+    /// # Errors
+    /// As [`participant_nodes_within`](Self::participant_nodes_within).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    #[deprecated(
+        note = "use `participant_nodes_within`: a `_timeout` name is a wait that returns `Ok(false)`/`Ok(None)` on time-out; an operation that runs out of time fails, within a `_within` name"
+    )]
+    pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
+        self.participant_nodes_within(timeout).await
     }
 
     /// Waits for the lock and returns a guard that owns the hold.
@@ -538,7 +556,8 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard<D>>> {
+    pub async fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<MutexGuard<D>>> {
+        let timeout = timeout.into().remaining();
         Ok(self.attempt_guarded(Wait::from_timeout(timeout)).await?.map(|hold| self.guard(hold)))
     }
 

@@ -142,7 +142,8 @@ impl InterProcessNonFairMutex {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+    pub async fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<MutexGuard>> {
+        let timeout = timeout.into().remaining();
         self.inner.try_lock_for(timeout).await
     }
 
@@ -209,7 +210,8 @@ impl InterProcessNonFairMutex {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.inner.acquire_timeout(timeout).await
     }
 

@@ -323,13 +323,25 @@ macro_rules! half_methods {
         /// # use std::time::Duration;
         /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
         #[doc = concat!("let half = lock.", $name, "_lock();")]
-        /// let nodes = half.participant_nodes_timeout(Duration::from_secs(2)).await?;
+        /// let nodes = half.participant_nodes_within(Duration::from_secs(2)).await?;
         /// println!("{} on {}", nodes.len(), half.path());
         /// # Ok(()) }
         /// ```
-        pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
-            let all = self.mutex.participant_nodes_timeout(timeout).await?;
+        pub async fn participant_nodes_within(&self, timeout: impl Into<crate::Deadline>) -> Result<Vec<String>> {
+            let all = self.mutex.participant_nodes_within(timeout).await?;
             Ok(self.own_kind(all))
+        }
+
+        /// The old name of [`participant_nodes_within`](Self::participant_nodes_within).
+        ///
+        /// # Errors
+        /// As [`participant_nodes_within`](Self::participant_nodes_within).
+        ///
+        /// # Cancel safety
+        /// Cancel safe (read only).
+        #[deprecated(note = "use `participant_nodes_within`: a `_timeout` name is a wait that returns `Ok(false)`/`Ok(None)` on time-out; an operation that runs out of time fails, within a `_within` name")]
+        pub async fn participant_nodes_timeout(&self, timeout: Duration) -> Result<Vec<String>> {
+            self.participant_nodes_within(timeout).await
         }
 
         fn own_kind(&self, all: Vec<String>) -> Vec<String> {
@@ -395,7 +407,8 @@ impl ReadLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.acquire_wait(Wait::from_timeout(timeout)).await
     }
 
@@ -440,7 +453,8 @@ impl ReadLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<ReadLockGuard>> {
+    pub async fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<ReadLockGuard>> {
+        let timeout = timeout.into().remaining();
         self.mutex.try_lock_for(timeout).await
     }
 
@@ -562,7 +576,8 @@ impl WriteLock {
     /// lock.write_lock().release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.refuse_upgrade()?;
         self.mutex.acquire_timeout(timeout).await
     }
@@ -608,7 +623,8 @@ impl WriteLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<WriteLockGuard>> {
+    pub async fn try_lock_for(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<WriteLockGuard>> {
+        let timeout = timeout.into().remaining();
         self.refuse_upgrade()?;
         self.mutex.try_lock_for(timeout).await
     }

@@ -225,7 +225,8 @@ impl InterProcessSemaphoreV2 {
     /// lease.release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<Lease>> {
+        let timeout = timeout.into().remaining();
         self.acquire_one(Wait::from_timeout(timeout)).await
     }
 
@@ -282,7 +283,12 @@ impl InterProcessSemaphoreV2 {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_many_timeout(&self, n: usize, timeout: Duration) -> Result<Option<Vec<Lease>>> {
+    pub async fn acquire_many_timeout(
+        &self,
+        n: usize,
+        timeout: impl Into<crate::Deadline>,
+    ) -> Result<Option<Vec<Lease>>> {
+        let timeout = timeout.into().remaining();
         self.acquire_many_wait(n, Wait::from_timeout(timeout)).await
     }
 
@@ -635,7 +641,8 @@ impl InterProcessSemaphoreMutex {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+    pub async fn acquire_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let Some(lease) = self.semaphore.acquire_timeout(timeout).await? else {
             return Ok(false);
         };

@@ -165,7 +165,8 @@ impl GroupMember {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub async fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         if !self.node.wait_for_initial_create(timeout).await? {
             return Ok(false);

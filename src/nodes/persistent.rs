@@ -303,7 +303,8 @@ impl PersistentNode {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub async fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         self.inner.wait_created(deadline_after(timeout), |_| true).await
     }
 

@@ -145,7 +145,8 @@ impl PersistentTtlNode {
     /// assert!(node.wait_for_initial_create(Duration::from_secs(5)).await?);
     /// # Ok(()) }
     /// ```
-    pub async fn wait_for_initial_create(&self, timeout: Duration) -> Result<bool> {
+    pub async fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
         let mut touched = self.touched.subscribe();
         let mut errors = self.touch_error.subscribe();

@@ -32,3 +32,4 @@ mod public_api;
 mod recipe_programs;
 mod security;
 mod siblings;
+mod time_limits;

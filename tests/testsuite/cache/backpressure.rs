@@ -36,7 +36,7 @@ async fn a_slow_subscriber_of_a_busy_tree_is_told_how_many_events_it_missed_then
     let root = unique_path("cache-slow-subscriber");
     put(c, &root, b"r").await;
     let cache = CuratorCache::builder(c, &root).unwrap().max_buffered_events(BOUND).start().unwrap();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     let mut events = cache.events();
     let mut replay = Replay::default();
 
@@ -76,7 +76,7 @@ async fn cache_events_drain_as_a_stream_with_stream_combinators() {
     put(c, &format!("{root}/a"), b"1").await;
     put(c, &format!("{root}/b"), b"1").await;
     let cache = CuratorCache::start(c, &root).unwrap();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     let mut events = cache.events();
 
     let primed = events

@@ -16,8 +16,8 @@ fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {
     let root = crate::support::unique_path("cache-blocking");
     client.create(&format!("{root}/a"), b"1".to_vec(), zk_curator::CreateMode::Persistent).unwrap();
     let cache = CuratorCache::start(&client, &root, CacheMode::Children).unwrap();
-    cache.wait_initialized(Duration::from_secs(20)).unwrap();
-    cache.wait_synced(Duration::from_secs(20)).unwrap();
+    assert!(cache.wait_initialized_timeout(Duration::from_secs(20)).unwrap());
+    assert!(cache.wait_synced_timeout(Duration::from_secs(20)).unwrap());
     assert_eq!(cache.children(&root), vec!["a".to_string()]);
     let mut events = cache.events();
     let mut seen_initialized = false;
@@ -30,11 +30,11 @@ fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {
     assert!(matches!(&event, CacheEvent::Changed { new, .. } if new.data() == b"2"), "{event:?}");
 
     // Inside a runtime a waiting call is a typed error, not a panic or a stalled runtime.
-    let err = rt.block_on(async { cache.wait_initialized(Duration::from_secs(1)) }).unwrap_err();
+    let err = rt.block_on(async { cache.wait_initialized_timeout(Duration::from_secs(1)) }).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadArgument, "{err:?}");
     cache.close().unwrap();
     assert!(events.next().is_none(), "the iterator ends with the cache");
-    let err = cache.wait_synced(Duration::from_secs(20)).unwrap_err();
+    let err = cache.wait_synced_timeout(Duration::from_secs(20)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Closed, "{err:?}");
     client.close().unwrap();
     drop(server);

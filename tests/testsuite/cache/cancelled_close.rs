@@ -15,7 +15,7 @@ async fn a_close_cancelled_at_its_first_await_still_stops_the_cache() {
     let root = unique_path("cache-cancelled-close");
     put(c, &root, b"1").await;
     let cache = CuratorCache::start(c, &root).unwrap();
-    cache.wait_initialized(Duration::from_secs(20)).await.unwrap();
+    assert!(cache.wait_initialized_timeout(Duration::from_secs(20)).await.unwrap());
     let mut events = cache.events();
     let _ = tokio::time::timeout(Duration::ZERO, cache.close()).await;
     eventually(Duration::from_secs(20), "the cache ends", || async { cache.state() == CacheState::Closed }).await;

@@ -64,7 +64,7 @@ where
     let cache = CuratorCache::start(cache_client, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(CONVERGE_WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(CONVERGE_WITHIN).await.unwrap());
     let mut states = cache.states();
     let mut recorder = cache.states();
     let seen = tokio::spawn(async move {

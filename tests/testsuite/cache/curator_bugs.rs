@@ -26,7 +26,7 @@ async fn a_namespaced_client_caches_its_own_paths_without_the_namespace() {
     let cache = CuratorCache::start(&c, "/cfg").unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     assert_eq!(cache.entry("/cfg/a").unwrap().data(), b"1");
     put(&c, "/cfg/b", b"2").await;
     set(&c, "/cfg/a", b"3").await;
@@ -37,7 +37,7 @@ async fn a_namespaced_client_caches_its_own_paths_without_the_namespace() {
 
     // The namespace's root itself.
     let whole = CuratorCache::start(&c, "/").unwrap();
-    whole.wait_initialized(WITHIN).await.unwrap();
+    assert!(whole.wait_initialized_timeout(WITHIN).await.unwrap());
     assert_eq!(whole.children("/"), vec!["cfg".to_string()]);
     assert_eq!(whole.entry("/cfg/b").unwrap().data(), b"2");
     whole.close().await;
@@ -53,7 +53,7 @@ async fn a_missing_root_is_never_created_fills_when_it_appears_and_empties_when_
     let cache = CuratorCache::start(c, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     assert_eq!(cache.size(), 0);
     assert_eq!(cache.state(), CacheState::Synced);
     let zk = observer(&server.connect_string()).await;
@@ -84,7 +84,7 @@ async fn a_reaped_container_root_empties_the_cache_which_follows_its_successor()
     let cache = CuratorCache::start(&c, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     assert_eq!(cache.size(), 2);
     del(&c, &format!("{root}/only")).await;
     let zk = observer(&server.connect_string()).await;
@@ -152,7 +152,7 @@ async fn cache_loads_while_every_other_child_goes(in_flight: usize) {
     let cache = CuratorCache::start(c, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.expect("initialised although children went (CURATOR-476)");
+    assert!(cache.wait_initialized_timeout(WITHIN).await.expect("initialised although children went (CURATOR-476)"));
     // A hang bound: one delete at a time, sharing this test's thread with the cache, the whole
     // test took up to 95 s in a full CI run (under nextest's 300 s limit).
     crate::support::join("the deletes", Duration::from_secs(240), deletes).await;
@@ -251,7 +251,10 @@ async fn a_hundred_thousand_children_load_past_the_one_mib_listing_and_stay_curr
     }
     let cache = CuratorCache::start(c, &root).unwrap();
     let loading = std::time::Instant::now();
-    cache.wait_initialized(Duration::from_secs(120)).await.expect("100,000 children load (CURATOR-690)");
+    assert!(cache
+        .wait_initialized_timeout(Duration::from_secs(120))
+        .await
+        .expect("100,000 children load (CURATOR-690)"));
     println!("loaded {N} children in {:?}", loading.elapsed());
     assert_eq!(cache.size(), N + 1);
     assert_eq!(cache.children(&root).len(), N);
@@ -278,7 +281,7 @@ async fn a_node_it_may_not_read_is_reported_and_the_rest_is_cached() {
     let no_read = vec![Acl::new(Permissions::WRITE | Permissions::DELETE | Permissions::ADMIN, Id::anyone())];
     c.create(&format!("{root}/secret")).data(b"s".to_vec()).with_acl(no_read).await.unwrap();
     let cache = CuratorCache::start(c, &root).unwrap();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     assert_eq!(cache.state(), CacheState::Synced);
     assert_eq!(cache.unreadable(), vec![format!("{root}/secret")]);
     assert!(cache.entry(&format!("{root}/open")).is_some());

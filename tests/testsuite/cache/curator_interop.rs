@@ -26,7 +26,7 @@ async fn curator_writes_protected_sequential_and_ttl_nodes_included_are_seen_lik
     let cache = CuratorCache::start(c, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
 
     let mut peer = CuratorPeer::start(&server.connect_string()).await;
     let plain = created(&peer.cmd(&format!("cwrite persistent {root}/java/plain p")).await);
@@ -76,7 +76,7 @@ async fn a_curator_cache_and_ours_end_with_the_same_state() {
     let mut peer = CuratorPeer::start(&server.connect_string()).await;
     peer.cmd(&format!("cache theirs {root}")).await;
     let cache = CuratorCache::start(c, &root).unwrap();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     for i in 0..20 {
         match i % 4 {
             0 => put(c, &format!("{root}/r{i}/x"), format!("{i}").as_bytes()).await,

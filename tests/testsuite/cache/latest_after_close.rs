@@ -19,7 +19,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_cache_closes() {
     let root = unique_path("cache-latest-close");
     put(c, &root, b"v1").await;
     let cache = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
-    cache.wait_initialized(HANG).await.unwrap();
+    assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
     let waiter = tokio::spawn(async move {
         let woke = latest.wait_for(|e| e.as_ref().is_some_and(|e| e.data() != b"v1")).await.map(|_| ());
@@ -47,7 +47,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_client_closes() {
     let root = unique_path("cache-latest-client-close");
     put(c, &root, b"v1").await;
     let cache = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
-    cache.wait_initialized(HANG).await.unwrap();
+    assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
     let waiter = tokio::spawn(async move { latest.changed().await });
     c.close().await;

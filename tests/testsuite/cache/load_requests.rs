@@ -58,7 +58,7 @@ async fn a_cache_load_reads_many_nodes_per_request_also_among_large_nodes() {
     let before = packets_received(server.port()).await;
     let cache = CuratorCache::start(&c, &root).unwrap();
     let mut events = cache.events();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     let requests = packets_received(server.port()).await - before;
     assert_eq!(cache.size(), nodes);
     let mut replay = Replay::default();

@@ -24,7 +24,7 @@ fn a_cache_whose_runtime_shut_down_is_closed_and_its_streams_end() {
         let client = support::client(&connect).await;
         put(&client, &root, b"1").await;
         let cache = CuratorCache::start(&client, &root).unwrap();
-        cache.wait_initialized(Duration::from_secs(30)).await.unwrap();
+        assert!(cache.wait_initialized_timeout(Duration::from_secs(30)).await.unwrap());
         (client, cache)
     });
     assert_eq!(cache.state(), CacheState::Synced);

@@ -80,7 +80,7 @@ async fn a_cached_parents_stat_follows_its_children_in_every_mode_without_an_eve
     }
     let mut streams = Vec::new();
     for cache in &caches {
-        cache.wait_initialized(WITHIN).await.unwrap();
+        assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
         let mut events = cache.events();
         buffered(&mut events);
         streams.push(events);
@@ -122,7 +122,7 @@ async fn a_reconnect_announces_only_the_nodes_written_meanwhile_and_whether_thei
     let cache = CuratorCache::start(&cache_client, &root).unwrap();
     let mut events = cache.events();
     let mut replay = Replay::default();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     // Children created while the cache follows: the root's stat moves (3 children).
     for i in 0..3 {
         put(&writer, &format!("{root}/c{i}"), b"same").await;
@@ -135,7 +135,7 @@ async fn a_reconnect_announces_only_the_nodes_written_meanwhile_and_whether_thei
     proxy.set_mode(ProxyMode::Cut);
     tokio::time::timeout(WITHIN, states.wait_for(|s| *s != CacheState::Synced)).await.unwrap().unwrap();
     proxy.set_mode(ProxyMode::Pass);
-    cache.wait_synced(WITHIN).await.unwrap();
+    assert!(cache.wait_synced_timeout(WITHIN).await.unwrap());
     let after_blip = buffered(&mut events);
     assert!(after_blip.is_empty(), "nothing was written during the blip, yet: {after_blip:?}");
 
@@ -147,7 +147,7 @@ async fn a_reconnect_announces_only_the_nodes_written_meanwhile_and_whether_thei
     set(&writer, &format!("{root}/c1"), b"other").await;
     put(&writer, &format!("{root}/c3"), b"new").await;
     proxy.set_mode(ProxyMode::Pass);
-    cache.wait_synced(WITHIN).await.unwrap();
+    assert!(cache.wait_synced_timeout(WITHIN).await.unwrap());
     let after_gap = buffered(&mut events);
     let changes: Vec<(&str, bool)> = after_gap
         .iter()
@@ -189,7 +189,7 @@ async fn a_changed_event_says_whether_the_data_changed() {
     put(&c, &root, b"v1").await;
     let cache = CuratorCache::builder(&c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
     let mut events = cache.events();
-    cache.wait_initialized(WITHIN).await.unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     buffered(&mut events);
     set(&c, &root, b"v1").await;
     let (old, new, data_changed) = next_change(&mut events).await;

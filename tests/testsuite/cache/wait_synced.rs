@@ -23,8 +23,8 @@ async fn wait_synced_returns_only_once_the_cache_has_re_read_the_tree_after_a_cu
     let root = unique_path("cache-wait-synced");
     put(&writer, &root, b"before").await;
     let cache = CuratorCache::start(&cache_client, &root).unwrap();
-    cache.wait_initialized(WITHIN).await.unwrap();
-    cache.wait_synced(WITHIN).await.expect("synced after the first load");
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
+    assert!(cache.wait_synced_timeout(WITHIN).await.expect("synced after the first load"));
 
     let mut states = cache.states();
     proxy.set_mode(ProxyMode::Cut);
@@ -33,17 +33,16 @@ async fn wait_synced_returns_only_once_the_cache_has_re_read_the_tree_after_a_cu
     // The link stays down: the wait ends at its timeout (the upper bound is a hang bound).
     let timeout = Duration::from_millis(300);
     let start = Instant::now();
-    let err = cache.wait_synced(timeout).await.expect_err("not synced while the link is down");
-    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded, "{err:?}");
-    assert!(err.to_string().contains(&root), "{err}");
+    let synced = cache.wait_synced_timeout(timeout).await.expect("a time-out is not an error");
+    assert!(!synced, "not synced while the link is down");
     assert!(start.elapsed() < timeout + Duration::from_secs(1), "returned after {:?}", start.elapsed());
 
     proxy.set_mode(ProxyMode::Pass);
-    cache.wait_synced(WITHIN).await.expect("synced again after the cut");
+    assert!(cache.wait_synced_timeout(WITHIN).await.expect("synced again after the cut"));
     // Synced again means re-read: the write made during the cut is in.
     assert_eq!(cache.entry(&root).expect("cached").data(), b"during the cut");
 
     cache.close().await;
-    let err = cache.wait_synced(WITHIN).await.expect_err("a closed cache is never synced again");
+    let err = cache.wait_synced_timeout(WITHIN).await.expect_err("a closed cache is never synced again");
     assert_eq!(err.kind(), ErrorKind::Closed, "{err:?}");
 }

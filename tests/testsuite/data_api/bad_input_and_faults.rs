@@ -431,7 +431,7 @@ async fn untimed_commit_and_reads_return_while_blackholed() {
     assert!(matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost), "honest kind: {e:?}");
     println!("get_data on a silent link: {e} after {took:?}");
     proxy.set_mode(ProxyMode::Pass);
-    assert!(client.block_until_connected(Duration::from_secs(10)).await);
+    assert!(client.block_until_connected(Duration::from_secs(10)).await.unwrap());
     client.delete(&base).deleting_children_if_needed().quietly().await.unwrap();
     client.close().await;
 }

@@ -28,7 +28,7 @@ async fn a_timed_calls_deadline_error_names_the_timeout_its_caller_set() {
     let (read, increment, begin) = tokio::join!(
         client.get_data(&path).timeout(timeout).into_future(),
         timed_counter.increment(),
-        keys.begin_for("req", timeout),
+        keys.begin_within("req", timeout),
     );
     proxy.set_mode(ProxyMode::Pass);
 

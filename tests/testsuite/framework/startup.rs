@@ -23,7 +23,7 @@ async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {
     assert_eq!(client.connection_state(), ConnectionState::Latent);
     let mut states = client.connection_states();
     assert_eq!(states.next().await, Some(ConnectionState::Latent));
-    assert!(!client.block_until_connected(Duration::from_millis(300)).await, "connected to a stopped server");
+    assert!(!client.block_until_connected(Duration::from_millis(300)).await.unwrap(), "connected to a stopped server");
 
     // A timed call keeps its deadline without a session; an untimed one waits for the session.
     let mutex = InterProcessMutex::new(&client, &support::unique_path("startup")).unwrap();
@@ -45,13 +45,15 @@ async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {
     server.restart().await.expect("start the server");
     let guard =
         support::join("the pending lock", Duration::from_secs(30), pending).await.expect("lock once the server is up");
-    assert!(client.block_until_connected(Duration::from_secs(1)).await);
+    assert!(client.block_until_connected(Duration::from_secs(1)).await.unwrap());
     assert_eq!(states.next().await, Some(ConnectionState::Connected), "the first session is CONNECTED");
     assert_eq!(guard.hold().session(), client.session());
     assert_ne!(client.session_id(), 0);
     guard.release().await.unwrap();
     client.close().await;
-    assert!(!client.block_until_connected(Duration::from_millis(100)).await, "closed");
+    // A closed client never connects again: an error, not a time-out (`Ok(false)`).
+    let err = client.block_until_connected(Duration::from_millis(100)).await.expect_err("closed");
+    assert_eq!(err.kind(), zk_curator::ErrorKind::Closed, "{err:?}");
 }
 
 /// Closing a client that never connected ends its background connecting, promptly.

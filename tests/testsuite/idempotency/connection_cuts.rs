@@ -54,7 +54,7 @@ async fn a_timed_begin_during_a_cut_ends_at_its_own_deadline_and_leaves_no_claim
 
     cut_off(&proxy, &client).await;
     let started_at = Instant::now();
-    let begun = tokio::time::timeout(HANG, ours.begin_for("req", timeout)).await.expect("begin_for hangs");
+    let begun = tokio::time::timeout(HANG, ours.begin_within("req", timeout)).await.expect("begin_for hangs");
     let took = started_at.elapsed();
     proxy.set_mode(ProxyMode::Pass);
     // Not given up with a connection error after the connection timeout: the caller's deadline
@@ -69,7 +69,7 @@ async fn a_timed_begin_during_a_cut_ends_at_its_own_deadline_and_leaves_no_claim
     // Strict: a margin for scheduling only (the failure this guards against is a wait for the cut).
     assert!(took < timeout + Duration::from_millis(500), "begin_for returned after {took:?}");
 
-    assert!(client.block_until_connected(HANG).await, "reconnects");
+    assert!(client.block_until_connected(HANG).await.unwrap(), "reconnects");
     let zk = support::observer(&server.connect_string()).await;
     let path = ours.key_path("req").expect("key");
     assert!(!support::exists(&zk, &path).await, "a timed-out begin left its claim behind");

@@ -21,7 +21,10 @@ async fn bad_keys_are_refused_with_a_typed_error_naming_the_key_and_nothing_is_c
             }
             other => panic!("key {bad:?}: expected InvalidArgument, got {other:?}"),
         }
-        assert!(matches!(keys.wait_done(bad, Duration::from_millis(10)).await, Err(Error::InvalidArgument { .. })));
+        assert!(matches!(
+            keys.wait_done_timeout(bad, Duration::from_millis(10)).await,
+            Err(Error::InvalidArgument { .. })
+        ));
     }
     // A character ZooKeeper refuses in a name: the path error.
     assert!(matches!(keys.begin("a\u{0}b").await, Err(Error::InvalidPath { .. })));
@@ -98,10 +101,10 @@ async fn cancelled_begins_and_completes_leave_no_claim_behind() {
         }
     }
     // A timed begin past its deadline: DeadlineExceeded, nothing held.
-    let timed = keys.begin_for("timed", Duration::ZERO).await;
+    let timed = keys.begin_within("timed", Duration::ZERO).await;
     assert!(timed.as_ref().is_err_and(|e| e.kind() == ErrorKind::DeadlineExceeded), "{:?}", timed.map(|b| kind(&b)));
     let claim = started(keys.begin("timed-complete").await.expect("begin"), "timed-complete");
-    let timed = claim.complete_for(b"late".to_vec(), Duration::ZERO).await;
+    let timed = claim.complete_within(b"late".to_vec(), Duration::ZERO).await;
     assert!(timed.as_ref().is_err_and(|e| e.kind() == ErrorKind::DeadlineExceeded), "{timed:?}");
     let base = keys.base().to_string();
     eventually(Duration::from_secs(20), "no claim outlives its cancelled call", || async {

@@ -67,7 +67,7 @@ async fn a_timed_complete_whose_commit_applied_is_never_reported_as_not_recorded
     let path = claim.path().to_string();
     // The commit reaches the server; its reply does not reach us before the deadline.
     proxy.set_mode(ProxyMode::DropReplies);
-    let completed = tokio::time::timeout(HANG, claim.complete_for(b"paid".to_vec(), Duration::from_millis(500)))
+    let completed = tokio::time::timeout(HANG, claim.complete_within(b"paid".to_vec(), Duration::from_millis(500)))
         .await
         .expect("complete_for returns by its deadline");
     proxy.set_mode(ProxyMode::Pass);

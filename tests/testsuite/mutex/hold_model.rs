@@ -320,7 +320,7 @@ async fn timed_calls_keep_their_deadline_with_the_server_down() {
     assert!(none.is_none());
     assert!(!timed("acquire_timeout(300 ms)", PROMPT, m.acquire_timeout(ms300)).await.unwrap());
     assert!(timed("try_lock() without a connection", PROMPT, m.try_lock()).await.unwrap().is_none());
-    let listed = timed("participant_nodes_timeout(300 ms)", PROMPT, m.participant_nodes_timeout(ms300)).await;
+    let listed = timed("participant_nodes_within(300 ms)", PROMPT, m.participant_nodes_within(ms300)).await;
     assert_eq!(listed.map_err(|e| e.kind()), Err(ErrorKind::DeadlineExceeded));
     // A release waits at most the connection timeout (2 s here), then leaves the delete queued.
     let released = timed("release while down", Duration::from_secs(6), held.release()).await;

@@ -169,7 +169,7 @@ async fn duration_max_everywhere() {
     assert!(rw.write_lock().acquire_timeout(Duration::MAX).await.unwrap());
     // A downgrade with an absurd timeout.
     assert!(rw.read_lock().acquire_timeout(Duration::MAX).await.unwrap());
-    assert_eq!(rw.read_lock().participant_nodes_timeout(Duration::MAX).await.unwrap().len(), 1);
+    assert_eq!(rw.read_lock().participant_nodes_within(Duration::MAX).await.unwrap().len(), 1);
     rw.write_lock().release().await.unwrap();
     rw.read_lock().release().await.unwrap();
     let guard = rw.write_lock().try_lock_for(Duration::MAX).await.unwrap().expect("free");
