@@ -407,7 +407,9 @@ impl Drop for EndOnDrop {
 /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
 /// let cache = CuratorCache::start(&client, "/config")?;
 /// let mut events = cache.events();
-/// cache.wait_initialized(Duration::from_secs(10)).await?;
+/// if !cache.wait_initialized_timeout(Duration::from_secs(10)).await? {
+///     eprintln!("/config is still loading; reading what the cache has so far");
+/// }
 /// if let Some(flag) = cache.entry("/config/feature-x") {
 ///     println!("feature-x = {:?}", flag.data());
 /// }

@@ -222,7 +222,7 @@ async fn children_deleted_while_the_load_is_cut_off_are_never_kept() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.set_mode(ProxyMode::Pass);
     proxy.set_direction_latency(Direction::ToClient, Latency::NONE);
-    cache.wait_initialized(WITHIN).await.expect("initialised after the cut");
+    assert!(cache.wait_initialized_timeout(WITHIN).await.expect("a cache after the cut"), "initialised after the cut");
     crate::support::join("the deletes", Duration::from_secs(120), deletes).await;
     assert_converges(&cache, &mut events, &mut replay, &server.connect_string(), WITHIN).await;
     assert_eq!(cache.size(), 1 + 1500);

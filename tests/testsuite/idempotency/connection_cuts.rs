@@ -1,6 +1,6 @@
 //! Idempotency keys across a connection cut: `begin` rides out a cut longer than the connection
 //! timeout under the client's retry policy (as every data call does), on the same session, while a
-//! timed `begin_for` still ends at its own deadline.
+//! timed `begin_within` still ends at its own deadline.
 
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ async fn a_timed_begin_during_a_cut_ends_at_its_own_deadline_and_leaves_no_claim
 
     cut_off(&proxy, &client).await;
     let started_at = Instant::now();
-    let begun = tokio::time::timeout(HANG, ours.begin_within("req", timeout)).await.expect("begin_for hangs");
+    let begun = tokio::time::timeout(HANG, ours.begin_within("req", timeout)).await.expect("begin_within hangs");
     let took = started_at.elapsed();
     proxy.set_mode(ProxyMode::Pass);
     // Not given up with a connection error after the connection timeout: the caller's deadline
@@ -64,10 +64,10 @@ async fn a_timed_begin_during_a_cut_ends_at_its_own_deadline_and_leaves_no_claim
             assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
             assert!(e.to_string().starts_with(&format!("deadline of {timeout:?} exceeded")), "{e}");
         }
-        Ok(begun) => panic!("begin_for answered {} through a cut", kind(&begun)),
+        Ok(begun) => panic!("begin_within answered {} through a cut", kind(&begun)),
     }
     // Strict: a margin for scheduling only (the failure this guards against is a wait for the cut).
-    assert!(took < timeout + Duration::from_millis(500), "begin_for returned after {took:?}");
+    assert!(took < timeout + Duration::from_millis(500), "begin_within returned after {took:?}");
 
     assert!(client.block_until_connected(HANG).await.unwrap(), "reconnects");
     let zk = support::observer(&server.connect_string()).await;

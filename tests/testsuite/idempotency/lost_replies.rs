@@ -69,7 +69,7 @@ async fn a_timed_complete_whose_commit_applied_is_never_reported_as_not_recorded
     proxy.set_mode(ProxyMode::DropReplies);
     let completed = tokio::time::timeout(HANG, claim.complete_within(b"paid".to_vec(), Duration::from_millis(500)))
         .await
-        .expect("complete_for returns by its deadline");
+        .expect("complete_within returns by its deadline");
     proxy.set_mode(ProxyMode::Pass);
     eventually(HANG, "the outcome recorded", || async {
         support::stat(&zk, &path).await.is_some_and(|s| s.ephemeral_owner == 0)
