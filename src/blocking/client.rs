@@ -82,7 +82,7 @@ impl CuratorClient {
     }
 
     /// Waits until the client is connected (Curator's `blockUntilConnected`), at most `timeout` (a
-    /// [`Duration`] or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
+    /// [`Duration`](std::time::Duration) or an instant, see [`Deadline`](crate::Deadline)): `Ok(true)` once it is,
     /// `Ok(false)` if the time ran out first.
     ///
     /// # Errors
