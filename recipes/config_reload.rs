@@ -223,7 +223,7 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
         }
     } else {
         // The config node and its parts, kept current by one watch.
-        let cache = CuratorCache::builder(&client, &config_path(base))?.mode(CacheMode::Children).start()?;
+        let cache = CuratorCache::builder(&client, &config_path(base)).mode(CacheMode::Children).start()?;
         cache.wait_initialized(Duration::from_secs(30)).await?;
         // The config node's latest entry (its version): no polling, only `changed()`.
         let mut version = cache.latest();
