@@ -17,7 +17,7 @@ use crate::{CreateMode, MembershipEvent, NodeState, Protection};
 /// ```no_run
 /// use std::time::Duration;
 /// use zk_curator::blocking::{CuratorClient, PersistentNode};
-/// use zk_curator::CreateMode;
+/// use zk_curator::{CreateMode, Protection};
 ///
 /// fn register() -> zk_curator::Result<()> {
 ///     let client = CuratorClient::connect("127.0.0.1:2181")?;

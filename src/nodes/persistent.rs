@@ -312,7 +312,7 @@ impl PersistentNode {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// use zk_curator::{CreateMode, PersistentNode};
+    /// use zk_curator::{CreateMode, PersistentNode, Protection};
     ///
     /// let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, Protection::Unprotected, b"10.0.0.7:8080".to_vec())?;
     /// node.start()?;
