@@ -223,7 +223,7 @@ async fn worker(w: &[String]) -> AnyResult<ExitCode> {
         }
     } else {
         // The config node and its parts, kept current by one watch.
-        let cache = CuratorCache::builder(&client, &config_path(base))?.mode(CacheMode::Children).start()?;
+        let cache = CuratorCache::builder(&client, &config_path(base)).mode(CacheMode::Children).start()?;
         if !cache.wait_initialized_timeout(Duration::from_secs(30)).await? {
             return Err("the config cache did not load within 30 s".into());
         }

@@ -152,7 +152,8 @@ pub use locks::{
     SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
 pub use nodes::{
-    GroupMember, MembershipEvent, MembershipStream, NodeState, PersistentNode, PersistentTtlNode, TTL_TOUCH_NODE_NAME,
+    GroupMember, MembershipEvent, MembershipStream, NodeState, PersistentNode, PersistentTtlNode, Protection,
+    TTL_TOUCH_NODE_NAME,
 };
 pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
 

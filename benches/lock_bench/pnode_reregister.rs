@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use zk_curator::testing::expire_session;
-use zk_curator::{ConnectionState, CreateMode, PersistentNode};
+use zk_curator::{ConnectionState, CreateMode, PersistentNode, Protection};
 use zookeeper_client as zk;
 
 use crate::report::{mean, pct, sorted, Report};
@@ -22,7 +22,7 @@ pub(crate) async fn pnode_reregister(report: &Report, connect: &str, n: usize) -
     let observer = zk::Client::connector().with_session_timeout(BENCH_SESSION_TIMEOUT).connect(connect).await?;
     let parent = unique_path("pnode-reregister");
     let path = format!("{parent}/member");
-    let node = PersistentNode::new(&client, &path, CreateMode::Ephemeral, false, b"bench".to_vec())?;
+    let node = PersistentNode::new(&client, &path, CreateMode::Ephemeral, Protection::Unprotected, b"bench".to_vec())?;
     node.start()?;
     if !node.wait_for_initial_create(Duration::from_secs(30)).await? {
         return Err("the node was not created within 30 s".into());

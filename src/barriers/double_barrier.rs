@@ -78,6 +78,9 @@ struct Member {
 /// [`SessionLost`](crate::ErrorKind::SessionLost) error
 /// ([`ErrorCode::SessionExpired`](crate::ErrorCode::SessionExpired), naming the node), and the
 /// others go on without it.
+///
+/// Not `Clone`: it is one member's place in the barrier (`enter`/`leave` take `&mut self`, and
+/// a clone would be a second member counted once). Share it behind a `tokio::sync::Mutex`.
 #[derive(Debug)]
 pub struct DistributedDoubleBarrier {
     client: CuratorClient,

@@ -37,6 +37,10 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 ///     cache.close()
 /// }
 /// ```
+///
+/// A cheap [`Clone`] shares one cache, as the async [`CuratorCache`](crate::CuratorCache) does:
+/// closing through any clone closes it for all, and dropping the last clone stops it.
+#[derive(Clone)]
 pub struct CuratorCache {
     inner: crate::CuratorCache,
     core: Arc<Core>,
@@ -58,7 +62,7 @@ impl CuratorCache {
     /// naming `path`, [`Error::Closed`].
     pub fn start(client: &CuratorClient, path: &str, mode: CacheMode) -> Result<CuratorCache> {
         let core = client.core().clone();
-        let inner = core.enter(|| crate::CuratorCache::builder(core.client(), path)?.mode(mode).start())?;
+        let inner = core.enter(|| crate::CuratorCache::builder(core.client(), path).mode(mode).start())?;
         Ok(CuratorCache { inner, core })
     }
 

@@ -48,6 +48,10 @@ use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipS
 ///     latch.close()
 /// }
 /// ```
+///
+/// A cheap [`Clone`] shares one participant, as the async [`LeaderLatch`](crate::LeaderLatch)
+/// does: closing through any clone closes it for all, and dropping the last clone stops it.
+#[derive(Clone)]
 pub struct LeaderLatch {
     // Dropped before `core`: its drop hands the node to the client's background deletes.
     inner: crate::LeaderLatch,

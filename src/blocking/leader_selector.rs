@@ -74,11 +74,24 @@ type Work = dyn Fn(Leadership) + Send + Sync;
 ///     selector.close()
 /// }
 /// ```
+///
+/// A cheap [`Clone`] shares one participant, as the async
+/// [`LeaderSelector`](crate::LeaderSelector) does: closing through any clone closes it for all,
+/// and dropping the last clone closes it in the background.
+#[derive(Clone)]
 pub struct LeaderSelector {
     inner: Arc<crate::LeaderSelector>,
     work: Arc<WorkThreads>,
-    /// Drives the election (and runs nothing else).
-    runtime: RuntimeThread,
+    /// Drives the election (and runs nothing else); shared by the clones, it closes the selector
+    /// when the last one is dropped.
+    runtime: Arc<SelectorRuntime>,
+    core: Arc<Core>,
+}
+
+/// The selector's runtime thread, and what it closes when the last clone of the handle is dropped.
+struct SelectorRuntime {
+    thread: RuntimeThread,
+    selector: Arc<crate::LeaderSelector>,
     core: Arc<Core>,
 }
 
@@ -141,8 +154,10 @@ impl LeaderSelector {
             }
         };
         let inner = crate::LeaderSelector::new(client.core().client(), path, id, term)?;
-        let runtime = RuntimeThread::start("zk-curator-selector")?;
-        Ok(Self { inner: Arc::new(inner), work: threads, runtime, core })
+        let inner = Arc::new(inner);
+        let thread = RuntimeThread::start("zk-curator-selector")?;
+        let runtime = Arc::new(SelectorRuntime { thread, selector: inner.clone(), core: core.clone() });
+        Ok(Self { inner, work: threads, runtime, core })
     }
 
     /// The election path.
@@ -215,17 +230,27 @@ impl LeaderSelector {
         self.inner.cancel_on_suspended()
     }
 
-    /// What [`close`](Self::close) tells leadership listeners (default [`CloseMode::Silent`]).
+    /// The same selector, closing with `mode` (what [`close`](Self::close) and the last drop tell
+    /// leadership listeners; default [`CloseMode::Silent`]), as
+    /// [`LeaderLatch::with_close_mode`](super::LeaderLatch::with_close_mode).
     ///
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let selector = zk_curator::blocking::LeaderSelector::new(&client, "/election/a", "host-a", |_| {})?;
-    /// selector.set_close_mode(zk_curator::CloseMode::NotifyLeader);
+    /// let selector = zk_curator::blocking::LeaderSelector::new(&client, "/election/a", "host-a", |_| {})?
+    ///     .with_close_mode(zk_curator::CloseMode::NotifyLeader);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
+    pub fn with_close_mode(self, mode: CloseMode) -> Self {
+        // The mode is the shared participant's: setting it through a clone sets it for all.
+        drop(crate::LeaderSelector::clone(&self.inner).with_close_mode(mode));
+        self
+    }
+
+    /// What [`close`](Self::close) tells leadership listeners (default [`CloseMode::Silent`]).
+    #[deprecated(note = "use the consuming `with_close_mode`, as on `LeaderLatch`")]
     pub fn set_close_mode(&self, mode: CloseMode) {
-        self.inner.set_close_mode(mode)
+        drop(crate::LeaderSelector::clone(&self.inner).with_close_mode(mode));
     }
 
     /// Starts taking part: queues for leadership in the background, on the selector's runtime
@@ -243,7 +268,7 @@ impl LeaderSelector {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn start(&self) -> Result<()> {
-        let _entered = self.runtime.handle.enter();
+        let _entered = self.runtime.thread.handle.enter();
         self.inner.start()
     }
 
@@ -424,14 +449,14 @@ impl LeaderSelector {
     }
 }
 
-impl Drop for LeaderSelector {
+impl Drop for SelectorRuntime {
     /// Closes the selector in the background, on its runtime thread: the work is cancelled, its
     /// thread awaited, the node deleted; then the runtime thread stops. The client stays open
     /// until then. Never blocks, needs no runtime.
     fn drop(&mut self) {
-        let selector = self.inner.clone();
+        let selector = self.selector.clone();
         let core = self.core.clone();
-        self.runtime.stop(Some(Box::pin(async move {
+        self.thread.stop(Some(Box::pin(async move {
             if let Err(e) = selector.close().await {
                 warn!(path = %selector.path(), %e, "closing a dropped leader selector failed; its node is deleted in the background");
             }

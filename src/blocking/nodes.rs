@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{CreateMode, MembershipEvent, NodeState};
+use crate::{CreateMode, MembershipEvent, NodeState, Protection};
 
 /// A blocking [`PersistentNode`](crate::PersistentNode): the same node (Curator's
 /// `PersistentNode`), its background work on the client's runtime thread, waited for on the
@@ -17,18 +17,20 @@ use crate::{CreateMode, MembershipEvent, NodeState};
 /// ```no_run
 /// use std::time::Duration;
 /// use zk_curator::blocking::{CuratorClient, PersistentNode};
-/// use zk_curator::CreateMode;
+/// use zk_curator::{CreateMode, Protection};
 ///
 /// fn register() -> zk_curator::Result<()> {
 ///     let client = CuratorClient::connect("127.0.0.1:2181")?;
-///     let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, false, b"10.0.0.7:8080".to_vec())?;
+///     let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, Protection::Unprotected, b"10.0.0.7:8080".to_vec())?;
 ///     node.start()?;
 ///     node.wait_for_initial_create(Duration::from_secs(5))?;
 ///     // ... serve ...
 ///     node.close()
 /// }
 /// ```
-#[derive(Debug)]
+///
+/// A cheap [`Clone`] shares one instance, as the async [`PersistentNode`](crate::PersistentNode) does.
+#[derive(Clone, Debug)]
 pub struct PersistentNode {
     // Dropped before `core`: its drop hands the node to the client's background deletes.
     inner: crate::PersistentNode,
@@ -44,10 +46,10 @@ impl PersistentNode {
         client: &CuratorClient,
         path: &str,
         mode: CreateMode,
-        protected: bool,
+        protection: Protection,
         data: impl Into<Vec<u8>>,
     ) -> Result<Self> {
-        let inner = crate::PersistentNode::new(client.core().client(), path, mode, protected, data)?;
+        let inner = crate::PersistentNode::new(client.core().client(), path, mode, protection, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -125,7 +127,9 @@ impl PersistentNode {
 ///     node.close()
 /// }
 /// ```
-#[derive(Debug)]
+///
+/// A cheap [`Clone`] shares one instance, as the async [`PersistentTtlNode`](crate::PersistentTtlNode) does.
+#[derive(Clone, Debug)]
 pub struct PersistentTtlNode {
     inner: crate::PersistentTtlNode,
     core: Arc<Core>,
@@ -199,7 +203,9 @@ impl PersistentTtlNode {
 ///     member.close()
 /// }
 /// ```
-#[derive(Debug)]
+///
+/// A cheap [`Clone`] shares one instance, as the async [`GroupMember`](crate::GroupMember) does.
+#[derive(Clone, Debug)]
 pub struct GroupMember {
     inner: crate::GroupMember,
     core: Arc<Core>,

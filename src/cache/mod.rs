@@ -308,7 +308,7 @@ impl CuratorCacheBuilder {
     ///
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let cache = zk_curator::CuratorCache::builder(&client, "/jobs")?.max_buffered_events(1_000).start()?;
+    /// let cache = zk_curator::CuratorCache::builder(&client, "/jobs").max_buffered_events(1_000).start()?;
     /// # Ok(()) }
     /// ```
     pub fn max_buffered_events(mut self, events: usize) -> Self {
@@ -322,6 +322,7 @@ impl CuratorCacheBuilder {
     /// Must be called within the client's tokio runtime (it spawns the cache's task there).
     ///
     /// # Errors
+    /// [`Error::InvalidPath`] naming the path if it is not a valid ZooKeeper path;
     /// [`Error::InvalidArgument`] for `max_nodes(0)` or `max_buffered_events(0)`;
     /// [`Error::Closed`] when the client is closed.
     /// Failures while running (e.g. a server older than 3.6, which has no persistent watches:
@@ -332,10 +333,11 @@ impl CuratorCacheBuilder {
     /// use zk_curator::{CacheMode, CuratorCache, CuratorClient};
     ///
     /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
-    /// let services = CuratorCache::builder(&client, "/services")?.mode(CacheMode::Children).max_nodes(10_000).start()?;
+    /// let services = CuratorCache::builder(&client, "/services").mode(CacheMode::Children).max_nodes(10_000).start()?;
     /// # Ok(()) }
     /// ```
     pub fn start(self) -> Result<CuratorCache> {
+        validate_path(&self.path)?;
         if self.client.is_closed() {
             return Err(Error::Closed { path: self.path });
         }
@@ -358,7 +360,8 @@ impl CuratorCacheBuilder {
             let _ends = ends;
             run.await;
         });
-        Ok(CuratorCache { shared, stop, task: Mutex::new(Some(task)) })
+        let running = Arc::new(Running { shared: shared.clone(), stop, task: Mutex::new(Some(task)) });
+        Ok(CuratorCache { shared, running })
     }
 }
 
@@ -398,7 +401,9 @@ impl Drop for EndOnDrop {
 ///   server reaps a container); the cache never creates or deletes anything. A node the client may
 ///   not read is listed by [`unreadable`](Self::unreadable), not fatal.
 ///
-/// Dropping the cache stops its task (like [`close`](Self::close), without waiting).
+/// A cheap [`Clone`] shares one cache (one watch, one tree): closing through any clone closes it
+/// for all; dropping the last clone stops its task (like [`close`](Self::close), without
+/// waiting).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -420,7 +425,15 @@ impl Drop for EndOnDrop {
 /// }
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct CuratorCache {
+    shared: Arc<Shared>,
+    /// Shared by the clones: dropping the last one stops the cache.
+    running: Arc<Running>,
+}
+
+/// The cache's task, stopped (and the cache closed) when the last clone of the handle is dropped.
+struct Running {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -428,20 +441,18 @@ pub struct CuratorCache {
 
 impl CuratorCache {
     /// Options for a cache of `path` (a tree cache unless [`mode`](CuratorCacheBuilder::mode) says
-    /// otherwise).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] naming `path`.
-    pub fn builder(client: &CuratorClient, path: &str) -> Result<CuratorCacheBuilder> {
-        validate_path(path)?;
-        Ok(CuratorCacheBuilder {
+    /// otherwise), as [`CuratorClient::builder`] is: infallible, every option checked by
+    /// [`start`](CuratorCacheBuilder::start) (a bad `path` is an [`Error::InvalidPath`] naming it
+    /// there).
+    pub fn builder(client: &CuratorClient, path: &str) -> CuratorCacheBuilder {
+        CuratorCacheBuilder {
             client: client.clone(),
             path: path.to_string(),
             mode: CacheMode::Tree,
             max_depth: None,
             max_nodes: None,
             max_buffered_events: DEFAULT_MAX_BUFFERED_EVENTS,
-        })
+        }
     }
 
     /// Starts a tree cache of `path` with the default options.
@@ -449,7 +460,7 @@ impl CuratorCache {
     /// # Errors
     /// As [`builder`](Self::builder) and [`CuratorCacheBuilder::start`].
     pub fn start(client: &CuratorClient, path: &str) -> Result<CuratorCache> {
-        Self::builder(client, path)?.start()
+        Self::builder(client, path).start()
     }
 
     /// The cached path (without the namespace).
@@ -670,8 +681,8 @@ impl CuratorCache {
     /// # }
     /// ```
     pub async fn close(&self) {
-        self.stop.send_replace(true);
-        let task = self.task.lock().take();
+        self.running.stop.send_replace(true);
+        let task = self.running.task.lock().take();
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -679,7 +690,7 @@ impl CuratorCache {
     }
 }
 
-impl Drop for CuratorCache {
+impl Drop for Running {
     fn drop(&mut self) {
         self.stop.send_replace(true);
         // Aborting needs no runtime context and never panics; the task's future (and the watch it

@@ -4,7 +4,7 @@
 //! (typed errors naming the path), retried under the client's policy where a retry is safe, and
 //! bounded by [`timeout`](CreateBuilder::timeout) when one is given.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -19,6 +19,33 @@ use super::paths;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A request started at its builder's first poll: the builder owns a clone of the client and its
+/// arguments, so it is a `'static` future (spawnable as it is, as reqwest's requests are).
+type Running<T> = Option<BoxFuture<'static, Result<T>>>;
+
+/// Makes a request builder its own future: at the first poll its arguments move into the running
+/// request (`take`), bounded by the builder's timeout (the field path given after `timeout`).
+macro_rules! request_future {
+    ($builder:ident, $output:ty, timeout: $($timeout:ident).+) => {
+        impl Future for $builder {
+            type Output = Result<$output>;
+
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+                let this = &mut *self;
+                let running = match this.running.take() {
+                    Some(running) => running,
+                    None => {
+                        let builder = this.take();
+                        let timeout = builder.$($timeout).+;
+                        Box::pin(crate::deadline::naming_timeout(timeout, builder.run()))
+                    }
+                };
+                this.running.insert(running).as_mut().poll(cx)
+            }
+        }
+    };
+}
 
 /// Largest number of rounds a recursive delete makes when children keep appearing.
 pub(super) const DELETE_CHILDREN_ROUNDS: u32 = 10;
@@ -47,9 +74,9 @@ impl CuratorClient {
     /// assert!(job.starts_with("/jobs/job-"));
     /// # Ok(()) }
     /// ```
-    pub fn create(&self, path: &str) -> CreateBuilder<'_> {
+    pub fn create(&self, path: &str) -> CreateBuilder {
         CreateBuilder {
-            client: self,
+            client: self.clone(),
             path: path.to_string(),
             data: Vec::new(),
             mode: CreateMode::Persistent,
@@ -57,6 +84,7 @@ impl CuratorClient {
             protected: false,
             acls: None,
             timeout: None,
+            running: None,
         }
     }
 
@@ -75,8 +103,8 @@ impl CuratorClient {
     /// println!("{:?} on {}", event.event_type, event.path);
     /// # Ok(()) }
     /// ```
-    pub fn get_data(&self, path: &str) -> GetDataBuilder<'_> {
-        GetDataBuilder { op: Op::new(self, path) }
+    pub fn get_data(&self, path: &str) -> GetDataBuilder {
+        GetDataBuilder { op: Op::new(self, path), running: None }
     }
 
     /// Starts a write of `path`'s data (Curator's `setData()`); `.version(v)` makes it
@@ -96,8 +124,8 @@ impl CuratorClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn set_data(&self, path: &str, data: impl Into<Vec<u8>>) -> SetDataBuilder<'_> {
-        SetDataBuilder { op: Op::new(self, path), data: data.into(), version: None }
+    pub fn set_data(&self, path: &str, data: impl Into<Vec<u8>>) -> SetDataBuilder {
+        SetDataBuilder { op: Op::new(self, path), data: data.into(), version: None, running: None }
     }
 
     /// Starts an existence check of `path` (Curator's `checkExists()`): its [`Stat`], or `None`;
@@ -112,8 +140,8 @@ impl CuratorClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn exists(&self, path: &str) -> ExistsBuilder<'_> {
-        ExistsBuilder { op: Op::new(self, path) }
+    pub fn exists(&self, path: &str) -> ExistsBuilder {
+        ExistsBuilder { op: Op::new(self, path), running: None }
     }
 
     /// Starts a listing of `path`'s children (Curator's `getChildren()`), names only, in the
@@ -127,8 +155,8 @@ impl CuratorClient {
     /// changed.await;
     /// # Ok(()) }
     /// ```
-    pub fn get_children(&self, path: &str) -> GetChildrenBuilder<'_> {
-        GetChildrenBuilder { op: Op::new(self, path) }
+    pub fn get_children(&self, path: &str) -> GetChildrenBuilder {
+        GetChildrenBuilder { op: Op::new(self, path), running: None }
     }
 
     /// Starts a delete of `path` (Curator's `delete()`): `.version(v)`, `.deleting_children_if_needed()`,
@@ -141,8 +169,15 @@ impl CuratorClient {
     /// client.delete("/jobs").deleting_children_if_needed().guaranteed().quietly().await?;
     /// # Ok(()) }
     /// ```
-    pub fn delete(&self, path: &str) -> DeleteBuilder<'_> {
-        DeleteBuilder { op: Op::new(self, path), version: None, children: false, guaranteed: false, quietly: false }
+    pub fn delete(&self, path: &str) -> DeleteBuilder {
+        DeleteBuilder {
+            op: Op::new(self, path),
+            version: None,
+            children: false,
+            guaranteed: false,
+            quietly: false,
+            running: None,
+        }
     }
 
     /// Starts a persistent watch on `path` (ZooKeeper 3.6's `addWatch`): a [`WatchStream`] of
@@ -160,8 +195,8 @@ impl CuratorClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn watch(&self, path: &str) -> PersistentWatchBuilder<'_> {
-        PersistentWatchBuilder { op: Op::new(self, path), recursive: false }
+    pub fn watch(&self, path: &str) -> PersistentWatchBuilder {
+        PersistentWatchBuilder { op: Op::new(self, path), recursive: false, running: None }
     }
 
     /// Commits `transaction` atomically (Curator's `transaction().forOperations(...)`): all its
@@ -203,8 +238,8 @@ impl CuratorClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn commit(&self, transaction: Transaction) -> CommitBuilder<'_> {
-        CommitBuilder { client: self, transaction, timeout: None }
+    pub fn commit(&self, transaction: Transaction) -> CommitBuilder {
+        CommitBuilder { client: self.clone(), transaction, timeout: None, running: None }
     }
 
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
@@ -266,13 +301,14 @@ impl CuratorClient {
 
 /// A commit of a [`Transaction`]: [`CuratorClient::commit`]. Await it for the results.
 #[must_use = "a builder does nothing until awaited"]
-pub struct CommitBuilder<'a> {
-    client: &'a CuratorClient,
+pub struct CommitBuilder {
+    client: CuratorClient,
     transaction: Transaction,
     timeout: Option<Duration>,
+    running: Running<Vec<OpResult>>,
 }
 
-impl<'a> CommitBuilder<'a> {
+impl CommitBuilder {
     /// Bounds the whole call: past `timeout` it fails with [`Error::DeadlineExceeded`].
     /// Default: waiting for a connection is bounded by the connection timeout, the reply by the
     /// session's own failure detection.
@@ -281,8 +317,17 @@ impl<'a> CommitBuilder<'a> {
         self
     }
 
+    fn take(&mut self) -> Self {
+        CommitBuilder {
+            client: self.client.clone(),
+            transaction: std::mem::take(&mut self.transaction),
+            timeout: self.timeout,
+            running: None,
+        }
+    }
+
     async fn run(self) -> Result<Vec<OpResult>> {
-        let (client, transaction) = (self.client, self.transaction);
+        let (client, transaction) = (&self.client, self.transaction);
         let prepared = transaction.prepare(client)?;
         let path = transaction.first_path();
         let deadline = deadline_of(self.timeout);
@@ -316,25 +361,23 @@ impl<'a> CommitBuilder<'a> {
     }
 }
 
-impl<'a> IntoFuture for CommitBuilder<'a> {
-    type Output = Result<Vec<OpResult>>;
-    type IntoFuture = BoxFuture<'a, Result<Vec<OpResult>>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
-    }
-}
+request_future!(CommitBuilder, Vec<OpResult>, timeout: timeout);
 
 /// What all single-node builders share: the client, the path and the timeout.
-struct Op<'a> {
-    client: &'a CuratorClient,
+struct Op {
+    client: CuratorClient,
     path: String,
     timeout: Option<Duration>,
 }
 
-impl<'a> Op<'a> {
-    fn new(client: &'a CuratorClient, path: &str) -> Self {
-        Op { client, path: path.to_string(), timeout: None }
+impl Op {
+    fn new(client: &CuratorClient, path: &str) -> Self {
+        Op { client: client.clone(), path: path.to_string(), timeout: None }
+    }
+
+    /// This op's arguments, moved out for the running request.
+    fn take(&mut self) -> Self {
+        Op { client: self.client.clone(), path: std::mem::take(&mut self.path), timeout: self.timeout }
     }
 
     /// Validates the path and returns it namespace-fixed, with the call's deadline.
@@ -389,8 +432,8 @@ enum Parents {
 /// [`Error::DeadlineExceeded`] after its request was sent (e.g. while the server was slow), may
 /// still create the node. Use [`with_protection`](Self::with_protection) when that matters.
 #[must_use = "a builder does nothing until awaited"]
-pub struct CreateBuilder<'a> {
-    client: &'a CuratorClient,
+pub struct CreateBuilder {
+    client: CuratorClient,
     path: String,
     data: Vec<u8>,
     mode: CreateMode,
@@ -398,9 +441,10 @@ pub struct CreateBuilder<'a> {
     protected: bool,
     acls: Option<Vec<Acl>>,
     timeout: Option<Duration>,
+    running: Running<String>,
 }
 
-impl<'a> CreateBuilder<'a> {
+impl CreateBuilder {
     /// The node's data. Default: empty (Curator's `forPath(path)` writes the client's default
     /// data; pass [`CuratorClient::default_data`] for that).
     pub fn data(mut self, data: impl Into<Vec<u8>>) -> Self {
@@ -450,8 +494,22 @@ impl<'a> CreateBuilder<'a> {
         self
     }
 
+    fn take(&mut self) -> Self {
+        CreateBuilder {
+            client: self.client.clone(),
+            path: std::mem::take(&mut self.path),
+            data: std::mem::take(&mut self.data),
+            mode: self.mode,
+            parents: self.parents,
+            protected: self.protected,
+            acls: self.acls.take(),
+            timeout: self.timeout,
+            running: None,
+        }
+    }
+
     async fn run(self) -> Result<String> {
-        let client = self.client;
+        let client = &self.client;
         paths::validate_path(&self.path)?;
         self.mode.validate()?;
         if self.path == "/" {
@@ -527,14 +585,7 @@ impl<'a> CreateBuilder<'a> {
     }
 }
 
-impl<'a> IntoFuture for CreateBuilder<'a> {
-    type Output = Result<String>;
-    type IntoFuture = BoxFuture<'a, Result<String>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(crate::deadline::naming_timeout(self.timeout, self.run()))
-    }
-}
+request_future!(CreateBuilder, String, timeout: timeout);
 
 /// A one-time watch (ZooKeeper's watcher): a future that resolves with the first event on the
 /// watched node — or [`EventType::SessionEnded`](crate::EventType::SessionEnded) when the
@@ -611,16 +662,21 @@ macro_rules! read_builder {
         /// # Cancel safety
         /// Cancel safe (a read).
         #[must_use = "a builder does nothing until awaited"]
-        pub struct $builder<'a> {
-            op: Op<'a>,
+        pub struct $builder {
+            op: Op,
+            running: Running<$output>,
         }
 
-        impl<'a> $builder<'a> {
+        impl $builder {
             timeout_method!();
 
             /// Also sets a one-time watch, returned as a [`Watch`] future.
-            pub fn watch(self) -> $watched<'a> {
-                $watched { op: self.op }
+            pub fn watch(self) -> $watched {
+                $watched { op: self.op, running: None }
+            }
+
+            fn take(&mut self) -> Self {
+                $builder { op: self.op.take(), running: None }
             }
         }
 
@@ -633,31 +689,21 @@ macro_rules! read_builder {
         /// Cancel safe (a read; a dropped call may leave a server-side watch that fires
         /// unobserved).
         #[must_use = "a builder does nothing until awaited"]
-        pub struct $watched<'a> {
-            op: Op<'a>,
+        pub struct $watched {
+            op: Op,
+            running: Running<$watched_output>,
         }
 
-        impl<'a> $watched<'a> {
+        impl $watched {
             timeout_method!();
-        }
 
-        impl<'a> IntoFuture for $builder<'a> {
-            type Output = Result<$output>;
-            type IntoFuture = BoxFuture<'a, Result<$output>>;
-
-            fn into_future(self) -> Self::IntoFuture {
-                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
+            fn take(&mut self) -> Self {
+                $watched { op: self.op.take(), running: None }
             }
         }
 
-        impl<'a> IntoFuture for $watched<'a> {
-            type Output = Result<$watched_output>;
-            type IntoFuture = BoxFuture<'a, Result<$watched_output>>;
-
-            fn into_future(self) -> Self::IntoFuture {
-                Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
-            }
-        }
+        request_future!($builder, $output, timeout: op.timeout);
+        request_future!($watched, $watched_output, timeout: op.timeout);
     };
 }
 
@@ -683,7 +729,7 @@ read_builder!(
     "A listing of a node's children: [`CuratorClient::get_children`]."
 );
 
-impl GetDataBuilder<'_> {
+impl GetDataBuilder {
     async fn run(self) -> Result<(Vec<u8>, Stat)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -693,7 +739,7 @@ impl GetDataBuilder<'_> {
     }
 }
 
-impl GetDataWatchBuilder<'_> {
+impl GetDataWatchBuilder {
     async fn run(self) -> Result<(Vec<u8>, Stat, Watch)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -702,11 +748,11 @@ impl GetDataWatchBuilder<'_> {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.get_and_watch_data(f).await })
             .await?;
-        Ok((data, stat.into(), Watch::new(self.op.client, watcher)))
+        Ok((data, stat.into(), Watch::new(&self.op.client, watcher)))
     }
 }
 
-impl ExistsBuilder<'_> {
+impl ExistsBuilder {
     async fn run(self) -> Result<Option<Stat>> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -716,7 +762,7 @@ impl ExistsBuilder<'_> {
     }
 }
 
-impl ExistsWatchBuilder<'_> {
+impl ExistsWatchBuilder {
     async fn run(self) -> Result<(Option<Stat>, Watch)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -725,11 +771,11 @@ impl ExistsWatchBuilder<'_> {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await })
             .await?;
-        Ok((stat.map(Stat::from), Watch::new(self.op.client, watcher)))
+        Ok((stat.map(Stat::from), Watch::new(&self.op.client, watcher)))
     }
 }
 
-impl GetChildrenBuilder<'_> {
+impl GetChildrenBuilder {
     async fn run(self) -> Result<Vec<String>> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -737,7 +783,7 @@ impl GetChildrenBuilder<'_> {
     }
 }
 
-impl GetChildrenWatchBuilder<'_> {
+impl GetChildrenWatchBuilder {
     async fn run(self) -> Result<(Vec<String>, Watch)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -746,7 +792,7 @@ impl GetChildrenWatchBuilder<'_> {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.list_and_watch_children(f).await })
             .await?;
-        Ok((children, Watch::new(self.op.client, watcher)))
+        Ok((children, Watch::new(&self.op.client, watcher)))
     }
 }
 
@@ -764,13 +810,14 @@ impl GetChildrenWatchBuilder<'_> {
 /// # Cancel safety
 /// Not cancel safe: a dropped call may still write.
 #[must_use = "a builder does nothing until awaited"]
-pub struct SetDataBuilder<'a> {
-    op: Op<'a>,
+pub struct SetDataBuilder {
+    op: Op,
     data: Vec<u8>,
     version: Option<i32>,
+    running: Running<Stat>,
 }
 
-impl<'a> SetDataBuilder<'a> {
+impl SetDataBuilder {
     /// Writes only if the node's data version is `version` (Curator's `withVersion`).
     pub fn version(mut self, version: i32) -> Self {
         self.version = Some(version);
@@ -778,6 +825,15 @@ impl<'a> SetDataBuilder<'a> {
     }
 
     timeout_method!();
+
+    fn take(&mut self) -> Self {
+        SetDataBuilder {
+            op: self.op.take(),
+            data: std::mem::take(&mut self.data),
+            version: self.version,
+            running: None,
+        }
+    }
 
     async fn run(self) -> Result<Stat> {
         let (fixed, deadline) = self.op.start()?;
@@ -792,14 +848,7 @@ impl<'a> SetDataBuilder<'a> {
     }
 }
 
-impl<'a> IntoFuture for SetDataBuilder<'a> {
-    type Output = Result<Stat>;
-    type IntoFuture = BoxFuture<'a, Result<Stat>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
-    }
-}
+request_future!(SetDataBuilder, Stat, timeout: op.timeout);
 
 /// A delete: [`CuratorClient::delete`].
 ///
@@ -825,15 +874,16 @@ impl<'a> IntoFuture for SetDataBuilder<'a> {
 /// With `guaranteed()`, cancel safe (a dropped call is queued in the background); otherwise a
 /// dropped call may or may not have deleted.
 #[must_use = "a builder does nothing until awaited"]
-pub struct DeleteBuilder<'a> {
-    op: Op<'a>,
+pub struct DeleteBuilder {
+    op: Op,
     version: Option<i32>,
     children: bool,
     guaranteed: bool,
     quietly: bool,
+    running: Running<()>,
 }
 
-impl<'a> DeleteBuilder<'a> {
+impl DeleteBuilder {
     /// Deletes only if the node's data version is `version`.
     pub fn version(mut self, version: i32) -> Self {
         self.version = Some(version);
@@ -862,9 +912,20 @@ impl<'a> DeleteBuilder<'a> {
 
     timeout_method!();
 
+    fn take(&mut self) -> Self {
+        DeleteBuilder {
+            op: self.op.take(),
+            version: self.version,
+            children: self.children,
+            guaranteed: self.guaranteed,
+            quietly: self.quietly,
+            running: None,
+        }
+    }
+
     async fn run(self) -> Result<()> {
         let (fixed, deadline) = self.op.start()?;
-        let client = self.op.client;
+        let client = &self.op.client;
         let path = self.op.path.as_str();
         if path == "/" {
             return Err(Error::InvalidPath { path: path.to_string(), reason: "the root node cannot be deleted" });
@@ -975,14 +1036,7 @@ fn hands_over(e: &Error) -> bool {
     matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost | ErrorKind::Closed | ErrorKind::DeadlineExceeded)
 }
 
-impl<'a> IntoFuture for DeleteBuilder<'a> {
-    type Output = Result<()>;
-    type IntoFuture = BoxFuture<'a, Result<()>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
-    }
-}
+request_future!(DeleteBuilder, (), timeout: op.timeout);
 
 /// A persistent watch: [`CuratorClient::watch`]. Await it for the [`WatchStream`].
 ///
@@ -994,12 +1048,13 @@ impl<'a> IntoFuture for DeleteBuilder<'a> {
 /// # Cancel safety
 /// Cancel safe.
 #[must_use = "a builder does nothing until awaited"]
-pub struct PersistentWatchBuilder<'a> {
-    op: Op<'a>,
+pub struct PersistentWatchBuilder {
+    op: Op,
     recursive: bool,
+    running: Running<WatchStream>,
 }
 
-impl<'a> PersistentWatchBuilder<'a> {
+impl PersistentWatchBuilder {
     /// Watches the whole subtree (`AddWatchMode.PERSISTENT_RECURSIVE`): data changes,
     /// creations and deletions of every descendant; child-list changes are not reported.
     pub fn recursive(mut self) -> Self {
@@ -1008,6 +1063,10 @@ impl<'a> PersistentWatchBuilder<'a> {
     }
 
     timeout_method!();
+
+    fn take(&mut self) -> Self {
+        PersistentWatchBuilder { op: self.op.take(), recursive: self.recursive, running: None }
+    }
 
     async fn run(self) -> Result<WatchStream> {
         let (fixed, deadline) = self.op.start()?;
@@ -1025,14 +1084,7 @@ impl<'a> PersistentWatchBuilder<'a> {
     }
 }
 
-impl<'a> IntoFuture for PersistentWatchBuilder<'a> {
-    type Output = Result<WatchStream>;
-    type IntoFuture = BoxFuture<'a, Result<WatchStream>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(crate::deadline::naming_timeout(self.op.timeout, self.run()))
-    }
-}
+request_future!(PersistentWatchBuilder, WatchStream, timeout: op.timeout);
 
 type NextEvent = BoxFuture<'static, Option<(zk::PersistentWatcher, zk::WatchedEvent)>>;
 

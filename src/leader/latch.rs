@@ -57,10 +57,14 @@ pub enum LatchState {
 /// The leadership's [`FencingToken`] (the node's czxid) strictly increases across successive
 /// leaders of one path.
 ///
-/// Dropping a started latch stops it: its node is deleted in the background. Prefer
-/// [`close`](Self::close), which waits for the delete.
+/// A cheap [`Clone`] shares one participant: every clone sees the same leadership, and closing
+/// through any clone closes it for all. Dropping the last clone of a started latch stops it: its
+/// node is deleted in the background. Prefer [`close`](Self::close), which waits for the delete.
+#[derive(Clone)]
 pub struct LeaderLatch {
     inner: Arc<Inner>,
+    /// Shared by the clones: dropping the last one stops the latch.
+    _last: Arc<StopOnLastDrop>,
 }
 
 struct Inner {
@@ -120,11 +124,13 @@ impl LeaderLatch {
             queue_error: watch::Sender::new(None),
             close_mode: parking_lot::Mutex::new(CloseMode::Silent),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        let inner = Arc::new(inner);
+        Ok(Self { _last: Arc::new(StopOnLastDrop(inner.clone())), inner })
     }
 
     /// The same latch, closing with `mode` by default (Curator's constructor argument; the
-    /// default is [`CloseMode::Silent`]). See [`close_with`](Self::close_with).
+    /// default is [`CloseMode::Silent`]). See [`close_with`](Self::close_with). The mode is the
+    /// participant's: every clone closes with it.
     pub fn with_close_mode(self, mode: CloseMode) -> Self {
         // Started or not: the background task shares the inner part.
         *self.inner.close_mode.lock() = mode;
@@ -475,14 +481,18 @@ impl Inner {
     }
 }
 
-impl Drop for LeaderLatch {
+/// Stops the latch when the last clone of the handle is dropped (the background task holds
+/// `Inner` too, so `Inner`'s own drop would come too late).
+struct StopOnLastDrop(Arc<Inner>);
+
+impl Drop for StopOnLastDrop {
     fn drop(&mut self) {
-        self.inner.state.send_replace(LatchState::Closed);
-        let mode = *self.inner.close_mode.lock();
-        self.inner.signal.end(mode == CloseMode::NotifyLeader);
+        self.0.state.send_replace(LatchState::Closed);
+        let mode = *self.0.close_mode.lock();
+        self.0.signal.end(mode == CloseMode::NotifyLeader);
         // The task sees the state and deletes our node in the background (a grant it was making
         // meanwhile included); without a runtime the task is gone already, and `Finished` did it.
-        drop(self.inner.task.lock().take());
+        drop(self.0.task.lock().take());
     }
 }
 

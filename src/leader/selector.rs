@@ -68,8 +68,10 @@ type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 ///
 /// A panic in the work ends the term like a return (it is logged).
 ///
-/// Dropping a started selector closes it in the background: the work is cancelled, then the node
-/// deleted. Prefer [`close`](Self::close), which waits for both.
+/// A cheap [`Clone`] shares one participant: every clone sees the same leadership, and closing
+/// through any clone closes it for all. Dropping the last clone of a started selector closes it in
+/// the background: the work is cancelled, then the node deleted. Prefer [`close`](Self::close),
+/// which waits for both.
 ///
 /// # Examples
 /// ```no_run
@@ -88,8 +90,11 @@ type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 /// selector.close().await?;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct LeaderSelector {
     inner: Arc<Inner>,
+    /// Shared by the clones: dropping the last one closes the selector.
+    _last: Arc<CloseOnLastDrop>,
 }
 
 struct Inner {
@@ -165,7 +170,8 @@ impl LeaderSelector {
             task: parking_lot::Mutex::new(None),
             finished: watch::Sender::new(true),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        let inner = Arc::new(inner);
+        Ok(Self { _last: Arc::new(CloseOnLastDrop(inner.clone())), inner })
     }
 
     /// The election path.
@@ -198,7 +204,26 @@ impl LeaderSelector {
         self.inner.cancel_on_suspended.store(true, Ordering::SeqCst);
     }
 
+    /// The same selector, closing with `mode` (what [`close`](Self::close) and the last drop tell
+    /// leadership listeners; default [`CloseMode::Silent`]), as
+    /// [`LeaderLatch::with_close_mode`](crate::LeaderLatch::with_close_mode). The mode is the
+    /// participant's: every clone closes with it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::{CloseMode, LeaderSelector};
+    /// let selector = LeaderSelector::new(&client, "/election/a", "host-a", |_| async {})?
+    ///     .with_close_mode(CloseMode::NotifyLeader);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_close_mode(self, mode: CloseMode) -> Self {
+        *self.inner.close_mode.lock() = mode;
+        self
+    }
+
     /// What [`close`](Self::close) tells leadership listeners (default [`CloseMode::Silent`]).
+    #[deprecated(note = "use the consuming `with_close_mode`, as on `LeaderLatch`")]
     pub fn set_close_mode(&self, mode: CloseMode) {
         *self.inner.close_mode.lock() = mode;
     }
@@ -386,14 +411,18 @@ impl LeaderSelector {
     }
 }
 
-impl Drop for LeaderSelector {
+/// Closes the selector when the last clone of the handle is dropped (the background task holds
+/// `Inner` too, so `Inner`'s own drop would come too late).
+struct CloseOnLastDrop(Arc<Inner>);
+
+impl Drop for CloseOnLastDrop {
     fn drop(&mut self) {
         // The task cancels the work and deletes the node once the work has stopped — also when a
         // cancelled `close` took it. Without a runtime it is gone already, and the `TermNode` of a
         // term it left behind deleted the node once the work was gone too.
-        let mode = *self.inner.close_mode.lock();
-        self.inner.stop(mode);
-        drop(self.inner.task.lock().take());
+        let mode = *self.0.close_mode.lock();
+        self.0.stop(mode);
+        drop(self.0.task.lock().take());
     }
 }
 

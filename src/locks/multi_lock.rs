@@ -37,6 +37,9 @@ use crate::CuratorClient;
 /// both.release().await?;
 /// # Ok(()) }
 /// ```
+///
+/// Not `Clone`: it owns its component locks (boxed trait objects). Clone the component locks
+/// (cheap, sharing one instance each) to build another multi-lock over the same paths.
 pub struct InterProcessMultiLock {
     locks: Vec<Box<dyn InterProcessLock>>,
     path: String,

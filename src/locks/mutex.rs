@@ -679,7 +679,8 @@ async fn release_hold(hold: &Hold, labels: &LockLabels) -> Result<()> {
 }
 
 /// An exclusive hold of an [`InterProcessMutex`], owned: `Send + 'static`, movable between tasks
-/// (the hold moves with it), never shared and never re-entered.
+/// (the hold moves with it), never shared and never re-entered. Not `Clone`, as
+/// `tokio::sync::MutexGuard` is not: an exclusive hold moves with its one guard.
 ///
 /// Release it with [`release`](Self::release) to learn whether the delete worked; if dropped, it
 /// is released in the background (never panics, with or without a runtime).

@@ -454,7 +454,7 @@ async fn return_all_by(leases: Vec<Lease>, deadline: Option<std::time::Instant>)
 
 /// One lease of an [`InterProcessSemaphoreV2`]: owned, `Send + 'static`, released by
 /// [`release`](Self::release) or, if dropped, in the background (never panics, with or without a
-/// runtime).
+/// runtime). Not `Clone`: a lease is released once, by its one owner (as a guard).
 #[must_use = "dropping a lease releases it"]
 #[derive(Debug)]
 pub struct Lease {

@@ -56,15 +56,17 @@ pub enum MembershipEvent {
 /// with its own data, as Curator does), [`changes`](Self::changes) a stream of joins, leaves and
 /// data changes.
 ///
-/// Dropping a started member leaves the group: its node is deleted in the background. Prefer
+/// A cheap [`Clone`] shares one member: closing through any clone closes it for all. Dropping the
+/// last clone of a started member leaves the group: its node is deleted in the background. Prefer
 /// [`close`](Self::close), which waits for the delete.
+#[derive(Clone)]
 pub struct GroupMember {
     node: PersistentNode,
     id: String,
     path: String,
     client: CuratorClient,
     members: Arc<watch::Sender<Members>>,
-    follower: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    follower: Arc<super::HelperTask>,
 }
 
 impl std::fmt::Debug for GroupMember {
@@ -92,7 +94,7 @@ impl GroupMember {
             path: path.to_string(),
             client: client.clone(),
             members: Arc::new(watch::Sender::new(Members::new())),
-            follower: parking_lot::Mutex::new(None),
+            follower: Arc::default(),
         })
     }
 
@@ -213,14 +215,6 @@ impl GroupMember {
         // delete goes on in the background).
         self.members.send_if_modified(|members| members.remove(&self.id).is_some());
         closed
-    }
-}
-
-impl Drop for GroupMember {
-    fn drop(&mut self) {
-        if let Some(follower) = self.follower.lock().take() {
-            follower.abort();
-        }
     }
 }
 

@@ -35,6 +35,18 @@ pub enum NodeState {
     Closed,
 }
 
+/// Whether a [`PersistentNode`]'s name is protected (Curator's `useProtection` constructor
+/// argument).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protection {
+    /// The node is named as asked (for a sequential mode, with the sequence appended).
+    #[default]
+    Unprotected,
+    /// Curator's protected name `_c_<uuid>-<name>`: a create whose reply was lost finds its node
+    /// instead of making a second one. Advised for sequential modes.
+    Protected,
+}
+
 /// Our node as created: the path, the zxid that created it, the session that created it.
 #[derive(Clone, Debug)]
 pub(crate) struct OurNode {
@@ -91,10 +103,15 @@ pub(crate) struct OurNode {
 /// creates go without a marker, and a node whose create reply was lost is treated as found
 /// (adopted).
 ///
-/// Dropping a started node stops it: its node is deleted in the background (on the client's
-/// runtime). Prefer [`close`](Self::close), which waits for the delete.
+/// A cheap [`Clone`] shares one node: every clone sees the same node and data, and closing through
+/// any clone closes it for all. Dropping the last clone of a started node stops it: its node is
+/// deleted in the background (on the client's runtime). Prefer [`close`](Self::close), which
+/// waits for the delete.
+#[derive(Clone)]
 pub struct PersistentNode {
     inner: Arc<Inner>,
+    /// Shared by the clones: dropping the last one stops the node.
+    _last: Arc<StopOnLastDrop>,
 }
 
 pub(crate) struct Inner {
@@ -139,8 +156,8 @@ impl std::fmt::Debug for PersistentNode {
 }
 
 impl PersistentNode {
-    /// A node at `path` of `mode` (protected names when `protected`), holding `data`. Not started:
-    /// see [`start`](Self::start).
+    /// A node at `path` of `mode` (with Curator's protected name when `protection` is
+    /// [`Protection::Protected`]), holding `data`. Not started: see [`start`](Self::start).
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming `path` if it is not a valid ZooKeeper path (or is `/`);
@@ -151,7 +168,7 @@ impl PersistentNode {
         client: &CuratorClient,
         path: &str,
         mode: CreateMode,
-        protected: bool,
+        protection: Protection,
         data: impl Into<Vec<u8>>,
     ) -> Result<Self> {
         if mode == CreateMode::Container {
@@ -161,7 +178,7 @@ impl PersistentNode {
                 "a persistent node is not a container (the server deletes those)",
             ));
         }
-        Self::build(client, path, mode, protected, data.into(), true)
+        Self::build(client, path, mode, protection == Protection::Protected, data.into(), true)
     }
 
     pub(crate) fn build(
@@ -201,7 +218,8 @@ impl PersistentNode {
             marker_deletable,
             finished: watch::Sender::new(true),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        let inner = Arc::new(inner);
+        Ok(Self { _last: Arc::new(StopOnLastDrop(inner.clone())), inner })
     }
 
     /// The path asked for (an [`actual_path`](Self::actual_path) may differ: protection,
@@ -294,9 +312,9 @@ impl PersistentNode {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// use zk_curator::{CreateMode, PersistentNode};
+    /// use zk_curator::{CreateMode, PersistentNode, Protection};
     ///
-    /// let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, false, b"10.0.0.7:8080".to_vec())?;
+    /// let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, Protection::Unprotected, b"10.0.0.7:8080".to_vec())?;
     /// node.start()?;
     /// if !node.wait_for_initial_create(Duration::from_secs(5)).await? {
     ///     eprintln!("not registered yet; it will be when ZooKeeper answers");
@@ -454,9 +472,13 @@ impl Inner {
     }
 }
 
-impl Drop for PersistentNode {
+/// Stops the node when the last clone of the handle is dropped (the background task holds
+/// `Inner` too, so `Inner`'s own drop would come too late).
+struct StopOnLastDrop(Arc<Inner>);
+
+impl Drop for StopOnLastDrop {
     fn drop(&mut self) {
-        self.inner.stop_in_background();
+        self.0.stop_in_background();
     }
 }
 

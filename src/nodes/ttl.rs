@@ -31,6 +31,10 @@ pub const TTL_TOUCH_NODE_NAME: &str = "touch";
 /// flag `-Dzookeeper.extendedTypesEnabled=true`; the [`testing`](crate::testing) server sets
 /// both). Elsewhere [`wait_for_initial_create`](Self::wait_for_initial_create) fails with
 /// [`Error::InvalidArgument`] naming `ttl`.
+///
+/// A cheap [`Clone`] shares one node: closing through any clone closes it for all; the last clone
+/// dropped stops touching and stops the node.
+#[derive(Clone)]
 pub struct PersistentTtlNode {
     node: PersistentNode,
     ttl: Duration,
@@ -38,7 +42,7 @@ pub struct PersistentTtlNode {
     touched: watch::Sender<Option<i64>>,
     /// Why the last touch failed; `None` once one succeeded.
     touch_error: watch::Sender<Option<Error>>,
-    touch_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    touch_task: Arc<super::HelperTask>,
 }
 
 impl std::fmt::Debug for PersistentTtlNode {
@@ -74,7 +78,7 @@ impl PersistentTtlNode {
             ttl,
             touched: watch::Sender::new(None),
             touch_error: watch::Sender::new(None),
-            touch_task: parking_lot::Mutex::new(None),
+            touch_task: Arc::default(),
         })
     }
 
@@ -202,14 +206,6 @@ impl PersistentTtlNode {
             task.abort();
         }
         self.node.close().await
-    }
-}
-
-impl Drop for PersistentTtlNode {
-    fn drop(&mut self) {
-        if let Some(task) = self.touch_task.lock().take() {
-            task.abort();
-        }
     }
 }
 

@@ -35,7 +35,7 @@ async fn a_slow_subscriber_of_a_busy_tree_is_told_how_many_events_it_missed_then
     let connect = server.connect_string();
     let root = unique_path("cache-slow-subscriber");
     put(c, &root, b"r").await;
-    let cache = CuratorCache::builder(c, &root).unwrap().max_buffered_events(BOUND).start().unwrap();
+    let cache = CuratorCache::builder(c, &root).max_buffered_events(BOUND).start().unwrap();
     assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     let mut events = cache.events();
     let mut replay = Replay::default();

@@ -18,7 +18,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_cache_closes() {
     let c = &clients[0];
     let root = unique_path("cache-latest-close");
     put(c, &root, b"v1").await;
-    let cache = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
+    let cache = CuratorCache::builder(c, &root).mode(CacheMode::Node).start().unwrap();
     assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
     let waiter = tokio::spawn(async move {
@@ -46,7 +46,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_client_closes() {
     let c = &clients[0];
     let root = unique_path("cache-latest-client-close");
     put(c, &root, b"v1").await;
-    let cache = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
+    let cache = CuratorCache::builder(c, &root).mode(CacheMode::Node).start().unwrap();
     assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
     let waiter = tokio::spawn(async move { latest.changed().await });

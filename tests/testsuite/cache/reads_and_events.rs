@@ -89,7 +89,7 @@ async fn the_node_mode_caches_only_the_node_and_its_latest_value_follows_it() {
     let (_server, clients) = server_and_clients(1).await;
     let c = &clients[0];
     let root = unique_path("cache-node");
-    let cache = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
+    let cache = CuratorCache::builder(c, &root).mode(CacheMode::Node).start().unwrap();
     let mut latest = cache.latest();
     assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     assert!(latest.borrow_and_update().is_none(), "no node yet");
@@ -118,8 +118,8 @@ async fn the_children_mode_and_max_depth_leave_deeper_nodes_out() {
     let c = &clients[0];
     let root = unique_path("cache-depth");
     put(c, &format!("{root}/a/b/c"), &[]).await;
-    let children = CuratorCache::builder(c, &root).unwrap().mode(CacheMode::Children).start().unwrap();
-    let depth2 = CuratorCache::builder(c, &root).unwrap().max_depth(2).start().unwrap();
+    let children = CuratorCache::builder(c, &root).mode(CacheMode::Children).start().unwrap();
+    let depth2 = CuratorCache::builder(c, &root).max_depth(2).start().unwrap();
     assert!(children.wait_initialized_timeout(WITHIN).await.unwrap());
     assert!(depth2.wait_initialized_timeout(WITHIN).await.unwrap());
     put(c, &format!("{root}/d"), &[]).await;
@@ -143,14 +143,14 @@ async fn more_nodes_than_max_nodes_fail_the_cache_with_a_typed_error_naming_the_
     for i in 0..5 {
         put(c, &format!("{root}/n{i}"), &[]).await;
     }
-    let too_small = CuratorCache::builder(c, &root).unwrap().max_nodes(3).start().unwrap();
+    let too_small = CuratorCache::builder(c, &root).max_nodes(3).start().unwrap();
     let err = too_small.wait_initialized_timeout(WITHIN).await.unwrap_err();
     assert!(matches!(&err, Error::LimitExceeded { path, limit: 3, .. } if *path == root), "{err:?}");
     assert_eq!(too_small.state(), CacheState::Failed);
     assert!(too_small.error().is_some());
 
     // Growing past the bound later fails it too.
-    let fits = CuratorCache::builder(c, &root).unwrap().max_nodes(7).start().unwrap();
+    let fits = CuratorCache::builder(c, &root).max_nodes(7).start().unwrap();
     assert!(fits.wait_initialized_timeout(WITHIN).await.unwrap());
     put(c, &format!("{root}/n5"), &[]).await;
     put(c, &format!("{root}/n6"), &[]).await;
@@ -166,7 +166,10 @@ async fn bad_input_is_a_typed_error() {
     let c = &clients[0];
     let err = CuratorCache::start(c, "no-slash").unwrap_err();
     assert!(matches!(&err, Error::InvalidPath { path, .. } if path == "no-slash"), "{err:?}");
-    let err = CuratorCache::builder(c, "/x").unwrap().max_nodes(0).start().unwrap_err();
+    // The builder is infallible (as the client's): its `start` names the bad path.
+    let err = CuratorCache::builder(c, "no-slash").max_depth(1).start().unwrap_err();
+    assert!(matches!(&err, Error::InvalidPath { path, .. } if path == "no-slash"), "{err:?}");
+    let err = CuratorCache::builder(c, "/x").max_nodes(0).start().unwrap_err();
     assert!(matches!(&err, Error::InvalidArgument { name: "max_nodes", .. }), "{err:?}");
     c.close().await;
     let err = CuratorCache::start(c, "/x").unwrap_err();
@@ -211,4 +214,35 @@ async fn close_stops_following_the_server_and_drop_outside_a_runtime_never_panic
     let dropped = CuratorCache::start(&other, &root).unwrap();
     assert!(dropped.wait_initialized_timeout(WITHIN).await.unwrap());
     std::thread::spawn(move || drop(dropped)).join().expect("dropping off the runtime does not panic");
+}
+
+/// Clones share one cache: a change made after one clone is dropped still reaches the others;
+/// closing through a clone closes it for all.
+#[tokio::test]
+async fn a_cache_clone_shares_one_cache_until_the_last_drop() {
+    let (_server, clients) = server_and_clients(1).await;
+    let c = &clients[0];
+    let root = unique_path("cache-clones");
+    put(c, &root, b"r").await;
+    let cache = CuratorCache::start(c, &root).unwrap();
+    let clone = cache.clone();
+    let third = cache.clone();
+    clone.wait_initialized(WITHIN).await.unwrap();
+    let mut events = clone.events();
+
+    drop(cache);
+    assert_ne!(clone.state(), CacheState::Closed, "dropping one clone leaves the cache running");
+    put(c, &format!("{root}/a"), b"1").await;
+    // A new subscriber first gets the cache's contents (the root, `Initialized`).
+    loop {
+        match next_event(&mut events).await {
+            CacheEvent::Created(entry) if entry.path() == format!("{root}/a") => break,
+            CacheEvent::Created(_) | CacheEvent::Initialized => {}
+            other => panic!("expected the creation of {root}/a, got {other:?}"),
+        }
+    }
+    assert_eq!(third.entry(&format!("{root}/a")).map(|e| e.data().to_vec()), Some(b"1".to_vec()), "one tree");
+
+    third.close().await;
+    assert_eq!(clone.state(), CacheState::Closed, "closing through one clone closes it for all");
 }

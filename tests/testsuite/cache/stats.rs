@@ -76,7 +76,7 @@ async fn a_cached_parents_stat_follows_its_children_in_every_mode_without_an_eve
     let mut caches = Vec::new();
     for mode in [CacheMode::Node, CacheMode::Children, CacheMode::Tree] {
         let own = client(&connect).await;
-        caches.push(CuratorCache::builder(&own, &root).unwrap().mode(mode).start().unwrap());
+        caches.push(CuratorCache::builder(&own, &root).mode(mode).start().unwrap());
     }
     let mut streams = Vec::new();
     for cache in &caches {
@@ -187,7 +187,7 @@ async fn a_changed_event_says_whether_the_data_changed() {
     let c = client(&server.connect_string()).await;
     let root = unique_path("cache-data-changed");
     put(&c, &root, b"v1").await;
-    let cache = CuratorCache::builder(&c, &root).unwrap().mode(CacheMode::Node).start().unwrap();
+    let cache = CuratorCache::builder(&c, &root).mode(CacheMode::Node).start().unwrap();
     let mut events = cache.events();
     assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     buffered(&mut events);

@@ -4,3 +4,4 @@
 mod bad_input_and_faults;
 mod calls;
 mod connection_cuts;
+mod spawnable;

@@ -611,3 +611,33 @@ async fn leadership_changes_drain_as_a_stream_with_stream_combinators() {
     assert_eq!(terms, [LeadershipState::Leader]);
     latch.close().await.unwrap();
 }
+
+/// A clone is the same participant (one node, one leadership); dropping a clone leaves the
+/// participant running, closing through a clone closes it for every clone, and the node goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_clone_is_the_same_participant_and_closing_one_closes_all() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("latch-clone");
+    let latch = LeaderLatch::new(&client, &path, "a").unwrap();
+    let clone = latch.clone();
+    latch.start().unwrap();
+    assert!(clone.start().is_err(), "the clone is the started latch: it does not start twice");
+    assert!(clone.await_leadership_timeout(WITHIN).await.unwrap(), "the clone sees the leadership");
+    assert!(latch.has_leadership() && clone.has_leadership());
+    assert_eq!(latch.fencing_token(), clone.fencing_token(), "one leadership");
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "one node for both handles");
+
+    let third = clone.clone();
+    drop(latch);
+    assert_eq!(clone.state(), LatchState::Started, "dropping one clone leaves the latch started");
+    assert!(clone.has_leadership(), "and leading");
+
+    third.close().await.unwrap();
+    assert_eq!(clone.state(), LatchState::Closed, "closing through one clone closes it for all");
+    assert!(!clone.has_leadership());
+    assert_eq!(support::sorted_children(&obs, &path).await, Vec::<String>::new(), "the node is gone");
+    client.close().await;
+}

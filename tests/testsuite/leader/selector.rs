@@ -347,8 +347,7 @@ async fn interrupt_and_close_cancel_the_work() {
     let client = support::client(&connect).await;
     let terms = Arc::new(Terms::default());
     let a = selector(&client, &path, "a", &terms, None);
-    let b = selector(&client, &path, "b", &terms, None);
-    b.set_close_mode(CloseMode::NotifyLeader);
+    let b = selector(&client, &path, "b", &terms, None).with_close_mode(CloseMode::NotifyLeader);
     a.interrupt_leadership(); // not leading: nothing happens, not even later
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
@@ -735,4 +734,32 @@ fn a_cancelled_close_then_a_shut_down_runtime_frees_the_node_after_the_work() {
         next_client.close().await;
     });
     drop(server);
+}
+
+/// A clone is the same participant: it sees the leadership; dropping a clone leaves the work
+/// running; closing through a clone stops the work and deletes the node for every clone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_clone_is_the_same_participant_and_closing_one_closes_all() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("selector-clone");
+    let terms = Arc::new(Terms::default());
+    let selector = selector(&client, &path, "a", &terms, None);
+    let clone = selector.clone();
+    selector.start().unwrap();
+    support::eventually(WITHIN, "the clone sees the leadership", || async { clone.has_leadership() }).await;
+    assert_eq!(selector.fencing_token(), clone.fencing_token(), "one leadership");
+
+    let third = clone.clone();
+    drop(selector);
+    assert_eq!(clone.state(), LatchState::Started, "dropping one clone leaves the selector started");
+    assert!(clone.has_leadership(), "and leading");
+
+    third.close().await.unwrap();
+    assert_eq!(clone.state(), LatchState::Closed, "closing through one clone closes it for all");
+    assert_eq!(terms.running.load(Ordering::SeqCst), 0, "the work stopped");
+    assert_eq!(support::sorted_children(&obs, &path).await, Vec::<String>::new(), "the node is gone");
+    client.close().await;
 }

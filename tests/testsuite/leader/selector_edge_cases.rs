@@ -756,9 +756,8 @@ async fn stream_order_and_end() {
     let client = support::client(&connect).await;
     let path = support::unique_path("review-stream");
     let works = Arc::new(Works::default());
-    let a = forever(&client, &path, "a", &works);
+    let a = forever(&client, &path, "a", &works).with_close_mode(CloseMode::NotifyLeader);
     a.auto_requeue();
-    a.set_close_mode(CloseMode::NotifyLeader);
     let early = support::record_leadership(a.leadership_changes());
     let watch = a.watch_leadership();
     a.start().unwrap();
@@ -791,8 +790,7 @@ async fn notify_leader_only_tells_a_leader_and_drop_ends_streams() {
     let a = forever(&client, &path, "a", &works);
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { a.has_leadership() }).await;
-    let b = forever(&client, &path, "b", &works);
-    b.set_close_mode(CloseMode::NotifyLeader);
+    let b = forever(&client, &path, "b", &works).with_close_mode(CloseMode::NotifyLeader);
     let b_changes = support::record_leadership(b.leadership_changes());
     b.start().unwrap();
     support::eventually_queued(&obs, &path, 2, "b in line").await;
@@ -1266,8 +1264,7 @@ async fn the_stream_does_not_trail_leadership() {
         assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "latch, round {round}");
 
         let path = support::unique_path("review-trail-selector");
-        let selector = forever(&client, &path, "s", &works);
-        selector.set_close_mode(CloseMode::NotifyLeader);
+        let selector = forever(&client, &path, "s", &works).with_close_mode(CloseMode::NotifyLeader);
         selector.start().unwrap();
         tokio::time::timeout(WITHIN, async {
             while !selector.has_leadership() {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{blocking, CreateMode, MembershipEvent, RetryNTimes};
+use zk_curator::{blocking, CreateMode, MembershipEvent, Protection, RetryNTimes};
 
 use super::WITHIN;
 use crate::support;
@@ -27,7 +27,7 @@ fn blocking_nodes_and_members_work_from_plain_threads_and_leave_nothing() {
         &a,
         &format!("{parent}/reg-"),
         CreateMode::EphemeralSequential,
-        true,
+        Protection::Protected,
         b"x".to_vec(),
     )
     .unwrap();

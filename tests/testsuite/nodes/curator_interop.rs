@@ -1,7 +1,7 @@
 //! Interop with a real Curator 5.4 (tests/java/CuratorPeer.java): a Curator `PersistentNode` and
 //! ours side by side, and a group with Curator and Rust `GroupMember`s that see each other.
 
-use zk_curator::{CreateMode, GroupMember, PersistentNode};
+use zk_curator::{CreateMode, GroupMember, PersistentNode, Protection};
 
 use super::WITHIN;
 use crate::support;
@@ -20,7 +20,7 @@ async fn a_curator_persistent_node_and_ours_live_side_by_side_and_close_only_the
         &clients[0],
         &format!("{parent}/node-"),
         CreateMode::EphemeralSequential,
-        true,
+        Protection::Protected,
         b"rust".to_vec(),
     )
     .unwrap();

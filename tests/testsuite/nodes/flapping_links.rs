@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{CreateMode, PersistentNode};
+use zk_curator::{CreateMode, PersistentNode, Protection};
 
 use super::WITHIN;
 use crate::support;
@@ -59,7 +59,14 @@ async fn under_flapping_links_and_new_sessions_there_is_never_a_second_node_and_
     let obs = support::observer(&connect).await;
     for (mode, protected) in [(CreateMode::EphemeralSequential, true), (CreateMode::Ephemeral, false)] {
         let parent = support::unique_path("flap");
-        let node = PersistentNode::new(&client, &format!("{parent}/member-"), mode, protected, b"x".to_vec()).unwrap();
+        let node = PersistentNode::new(
+            &client,
+            &format!("{parent}/member-"),
+            mode,
+            if protected { Protection::Protected } else { Protection::Unprotected },
+            b"x".to_vec(),
+        )
+        .unwrap();
         node.start().unwrap();
         assert!(node.wait_for_initial_create(WITHIN).await.unwrap());
         let sampler = Sampler::start(support::observer(&connect).await, parent.clone());

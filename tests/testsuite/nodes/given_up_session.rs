@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{ConnectionState, CreateMode, PersistentNode};
+use zk_curator::{ConnectionState, CreateMode, PersistentNode, Protection};
 
 use super::WITHIN;
 use crate::support;
@@ -26,7 +26,14 @@ async fn a_session_given_up_while_the_server_still_holds_it_never_leaves_two_of_
     let obs = support::observer(&connect).await;
     for (mode, protected) in [(CreateMode::EphemeralSequential, true), (CreateMode::Ephemeral, true)] {
         let parent = support::unique_path("givenup");
-        let node = PersistentNode::new(&client, &format!("{parent}/member-"), mode, protected, b"x".to_vec()).unwrap();
+        let node = PersistentNode::new(
+            &client,
+            &format!("{parent}/member-"),
+            mode,
+            if protected { Protection::Protected } else { Protection::Unprotected },
+            b"x".to_vec(),
+        )
+        .unwrap();
         node.start().unwrap();
         assert!(node.wait_for_initial_create(WITHIN).await.unwrap());
         let old_session = client.session_id();
@@ -86,8 +93,14 @@ async fn an_ephemeral_node_is_not_reported_kept_once_the_client_gives_its_sessio
     let client =
         support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
     let parent = support::unique_path("givenup-kept");
-    let node =
-        PersistentNode::new(&client, &format!("{parent}/member"), CreateMode::Ephemeral, false, b"x".to_vec()).unwrap();
+    let node = PersistentNode::new(
+        &client,
+        &format!("{parent}/member"),
+        CreateMode::Ephemeral,
+        Protection::Unprotected,
+        b"x".to_vec(),
+    )
+    .unwrap();
     node.start().unwrap();
     assert!(node.wait_for_initial_create(WITHIN).await.unwrap());
     let old_session = client.session_id();

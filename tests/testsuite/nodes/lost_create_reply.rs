@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{CreateMode, CuratorClient, PersistentNode};
+use zk_curator::{CreateMode, CuratorClient, PersistentNode, Protection};
 
 use super::WITHIN;
 use crate::support;
@@ -82,7 +82,7 @@ async fn close_after_a_lost_create_reply_deletes_the_node_only_when_that_create_
     for mode in MODES {
         // Ours: told ours once the link is back, deleted by close; nothing left.
         let path = format!("{}/n", support::unique_path("lost-reply-ours"));
-        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        let node = PersistentNode::new(&client, &path, mode, Protection::Unprotected, b"ours".to_vec()).unwrap();
         start_with_the_reply_lost(&proxy, &obs, &node).await;
         healed(&proxy, &client, session).await;
         assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: kept");
@@ -93,7 +93,7 @@ async fn close_after_a_lost_create_reply_deletes_the_node_only_when_that_create_
 
         // Someone else's, made while our reply was lost: kept while started, left by close.
         let path = format!("{}/n", support::unique_path("lost-reply-theirs"));
-        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        let node = PersistentNode::new(&client, &path, mode, Protection::Unprotected, b"ours".to_vec()).unwrap();
         start_with_the_reply_lost(&proxy, &obs, &node).await;
         let theirs = replaced_by_someone_else(&obs, &path).await;
         healed(&proxy, &client, session).await;
@@ -111,7 +111,7 @@ async fn close_while_a_create_outcome_is_unknown_deletes_the_node_only_when_that
     for mode in MODES {
         for replaced in [false, true] {
             let path = format!("{}/n", support::unique_path("lost-reply-close"));
-            let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+            let node = PersistentNode::new(&client, &path, mode, Protection::Unprotected, b"ours".to_vec()).unwrap();
             start_with_the_reply_lost(&proxy, &obs, &node).await;
             let theirs = if replaced { Some(replaced_by_someone_else(&obs, &path).await) } else { None };
             // Closed with no reply yet: the delete is left to the background queue.
@@ -158,7 +158,7 @@ async fn a_node_whose_acl_refuses_the_create_marker_is_still_created_and_deleted
     let obs = support::observer(&connect).await;
     for (i, mode) in MODES.into_iter().enumerate() {
         let path = format!("{}/pnode-{i}", support::unique_path("marker-acl"));
-        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        let node = PersistentNode::new(&client, &path, mode, Protection::Unprotected, b"ours".to_vec()).unwrap();
         node.start().unwrap();
         assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: never created");
         assert_eq!(obs.get_data(&path).await.unwrap().0, b"ours");
@@ -197,7 +197,7 @@ async fn a_node_whose_acl_refuses_deleting_children_keeps_no_create_marker_and_i
     let obs = support::observer(&connect).await;
     for (i, mode) in MODES.into_iter().enumerate() {
         let path = format!("{}/pnode-{i}", support::unique_path("marker-acl-delete"));
-        let node = PersistentNode::new(&client, &path, mode, false, b"ours".to_vec()).unwrap();
+        let node = PersistentNode::new(&client, &path, mode, Protection::Unprotected, b"ours".to_vec()).unwrap();
         node.start().unwrap();
         assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?}: never created");
         // A marker that stays would keep the node from being deleted by anyone (NotEmpty) for as
@@ -239,7 +239,9 @@ async fn in_a_namespace_a_lost_create_reply_is_told_ours_and_close_deletes_only_
         }
         let path = format!("{dir}/n");
         let full = format!("/lost-reply-ns{path}");
-        let node = PersistentNode::new(&client, &path, CreateMode::Persistent, false, b"ours".to_vec()).unwrap();
+        let node =
+            PersistentNode::new(&client, &path, CreateMode::Persistent, Protection::Unprotected, b"ours".to_vec())
+                .unwrap();
         proxy.set_mode(ProxyMode::DropReplies);
         node.start().unwrap();
         support::eventually(WITHIN, "the create reached the server", || async { support::exists(&obs, &full).await })
@@ -280,7 +282,8 @@ async fn a_create_refused_by_the_parents_acl_keeps_the_marker_so_a_later_lost_re
         .await
         .unwrap();
     let path = format!("{dir}/n");
-    let node = PersistentNode::new(&client, &path, CreateMode::Persistent, false, b"ours".to_vec()).unwrap();
+    let node =
+        PersistentNode::new(&client, &path, CreateMode::Persistent, Protection::Unprotected, b"ours".to_vec()).unwrap();
     let mut errors = node.create_errors();
     node.start().unwrap();
     let refused = tokio::time::timeout(

@@ -4,13 +4,20 @@
 
 use std::time::Duration;
 
-use zk_curator::{CreateMode, Error, ErrorKind, PersistentNode};
+use zk_curator::{CreateMode, Error, ErrorKind, PersistentNode, Protection};
 
 use super::WITHIN;
 use crate::support;
 
 async fn started(client: &zk_curator::CuratorClient, path: &str, mode: CreateMode, protected: bool) -> PersistentNode {
-    let node = PersistentNode::new(client, path, mode, protected, b"v1".to_vec()).unwrap();
+    let node = PersistentNode::new(
+        client,
+        path,
+        mode,
+        if protected { Protection::Protected } else { Protection::Unprotected },
+        b"v1".to_vec(),
+    )
+    .unwrap();
     node.start().unwrap();
     assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "{mode:?} created");
     node
@@ -109,7 +116,14 @@ async fn a_quick_start_and_close_or_drop_leaves_no_node() {
     for i in 0..30u64 {
         let protected = i % 2 == 0;
         let mode = if i % 4 < 2 { CreateMode::Ephemeral } else { CreateMode::EphemeralSequential };
-        let node = PersistentNode::new(&clients[0], &format!("{parent}/n{i}-"), mode, protected, vec![]).unwrap();
+        let node = PersistentNode::new(
+            &clients[0],
+            &format!("{parent}/n{i}-"),
+            mode,
+            if protected { Protection::Protected } else { Protection::Unprotected },
+            vec![],
+        )
+        .unwrap();
         node.start().unwrap();
         // Closed before, while and after the create is in flight.
         tokio::time::sleep(Duration::from_micros(i * 150)).await;
@@ -134,7 +148,8 @@ async fn a_quick_start_then_close_drop_or_cancelled_close_of_a_persistent_node_l
     for i in 0..40u64 {
         let mode =
             if i % 2 == 0 { CreateMode::Persistent } else { CreateMode::PersistentWithTtl(Duration::from_secs(60)) };
-        let node = PersistentNode::new(&clients[0], &format!("{parent}/n{i}"), mode, false, vec![]).unwrap();
+        let node =
+            PersistentNode::new(&clients[0], &format!("{parent}/n{i}"), mode, Protection::Unprotected, vec![]).unwrap();
         node.start().unwrap();
         tokio::time::sleep(Duration::from_micros(i * 100)).await;
         match i % 4 {
@@ -184,17 +199,23 @@ fn dropping_a_started_node_on_a_thread_without_a_runtime_deletes_it() {
 async fn bad_input_is_a_typed_error_naming_it() {
     let (_server, clients) = support::server_and_clients(1).await;
     let client = &clients[0];
-    let bad_path = PersistentNode::new(client, "no-slash", CreateMode::Ephemeral, false, vec![]);
+    let bad_path = PersistentNode::new(client, "no-slash", CreateMode::Ephemeral, Protection::Unprotected, vec![]);
     assert!(matches!(bad_path, Err(Error::InvalidPath { ref path, .. }) if path == "no-slash"), "{bad_path:?}");
-    let root = PersistentNode::new(client, "/", CreateMode::Ephemeral, false, vec![]);
+    let root = PersistentNode::new(client, "/", CreateMode::Ephemeral, Protection::Unprotected, vec![]);
     assert!(matches!(root, Err(Error::InvalidPath { .. })), "{root:?}");
-    let container = PersistentNode::new(client, "/a", CreateMode::Container, false, vec![]);
+    let container = PersistentNode::new(client, "/a", CreateMode::Container, Protection::Unprotected, vec![]);
     assert!(matches!(container, Err(Error::InvalidArgument { name: "mode", .. })), "{container:?}");
-    let zero_ttl = PersistentNode::new(client, "/a", CreateMode::PersistentWithTtl(Duration::ZERO), false, vec![]);
+    let zero_ttl = PersistentNode::new(
+        client,
+        "/a",
+        CreateMode::PersistentWithTtl(Duration::ZERO),
+        Protection::Unprotected,
+        vec![],
+    );
     assert!(matches!(zero_ttl, Err(Error::InvalidArgument { name: "ttl", .. })), "{zero_ttl:?}");
-    let huge = PersistentNode::new(client, "/a", CreateMode::Ephemeral, false, vec![0; 2 << 20]);
+    let huge = PersistentNode::new(client, "/a", CreateMode::Ephemeral, Protection::Unprotected, vec![0; 2 << 20]);
     assert_eq!(huge.unwrap_err().kind(), ErrorKind::BadArgument);
-    let node = PersistentNode::new(client, "/a", CreateMode::Ephemeral, false, vec![]).unwrap();
+    let node = PersistentNode::new(client, "/a", CreateMode::Ephemeral, Protection::Unprotected, vec![]).unwrap();
     assert_eq!(node.set_data(vec![0; 2 << 20]).unwrap_err().kind(), ErrorKind::BadArgument);
     assert!(matches!(node.wait_for_initial_create(WITHIN).await, Err(Error::Closed { .. })), "not started");
     node.start().unwrap();
@@ -212,8 +233,14 @@ async fn wait_for_initial_create_returns_within_its_timeout_when_the_server_is_s
     let proxy = zk_curator::testing::FaultProxy::start(&server.connect_string()).await.unwrap();
     let client = support::client(&proxy.connect_string()).await;
     proxy.set_mode(zk_curator::testing::ProxyMode::Blackhole);
-    let node =
-        PersistentNode::new(&client, &support::unique_path("silent"), CreateMode::Ephemeral, false, vec![]).unwrap();
+    let node = PersistentNode::new(
+        &client,
+        &support::unique_path("silent"),
+        CreateMode::Ephemeral,
+        Protection::Unprotected,
+        vec![],
+    )
+    .unwrap();
     node.start().unwrap();
     let start = std::time::Instant::now();
     let created = node.wait_for_initial_create(Duration::from_millis(500)).await.unwrap();
@@ -222,4 +249,42 @@ async fn wait_for_initial_create_returns_within_its_timeout_when_the_server_is_s
     proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
     assert!(node.wait_for_initial_create(WITHIN).await.unwrap(), "created once the server answers");
     node.close().await.unwrap();
+}
+
+/// Clones share one node: dropping a clone leaves it kept (the node stays, still re-created by the
+/// remaining clone), closing through a clone closes it for all, and once the last clone is dropped
+/// the node is deleted: nothing left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_node_stays_until_its_last_clone_is_dropped_then_nothing_is_left() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let obs = support::observer(&server.connect_string()).await;
+    let parent = support::unique_path("pnode-clones");
+    let path = format!("{parent}/n");
+    let node = started(client, &path, CreateMode::Ephemeral, false).await;
+    let clone = node.clone();
+    let third = node.clone();
+    assert_eq!(clone.actual_path(), node.actual_path(), "one node for every clone");
+
+    drop(node);
+    assert_eq!(clone.state(), zk_curator::NodeState::Started, "dropping one clone leaves the node started");
+    clone.set_data(b"v2".to_vec()).unwrap();
+    support::eventually(WITHIN, "the remaining clone writes to the same node, still there", || async {
+        obs.get_data(&path).await.is_ok_and(|(data, _)| data == b"v2")
+    })
+    .await;
+    assert_eq!(third.data(), b"v2", "every clone sees the same data");
+
+    drop(clone);
+    assert_eq!(third.state(), zk_curator::NodeState::Started, "still started while a clone lives");
+    drop(third);
+    let left = support::eventually_no_children(&server.connect_string(), &parent, WITHIN).await;
+    assert!(left.is_empty(), "the last clone dropped deletes the node: {left:?}");
+
+    // Closing through a clone closes the node for every clone.
+    let node = started(client, &path, CreateMode::Persistent, true).await;
+    let clone = node.clone();
+    clone.close().await.unwrap();
+    assert_eq!(node.state(), zk_curator::NodeState::Closed, "closed for every clone");
+    assert!(support::sorted_children(&obs, &parent).await.is_empty(), "close deleted the node");
 }

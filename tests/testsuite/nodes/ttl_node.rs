@@ -47,7 +47,7 @@ async fn a_ttl_node_on_a_server_without_ttl_nodes_is_an_invalid_argument_naming_
         &client,
         &support::unique_path("no-ttl-plain"),
         zk_curator::CreateMode::PersistentWithTtl(Duration::from_secs(2)),
-        false,
+        zk_curator::Protection::Unprotected,
         vec![],
     )
     .unwrap();

@@ -77,13 +77,8 @@ pub(crate) async fn run(connection: &Resolved, args: WatchArgs) -> ExitCode {
 }
 
 async fn watch(client: &CuratorClient, args: &WatchArgs, deadline: Instant, signals: &mut Signals) -> ExitCode {
-    let mut builder = match CuratorCache::builder(client, &args.path) {
-        Ok(builder) => builder,
-        Err(e) => {
-            eprintln!("zk-curator: {}", crate::common::Report(&e));
-            return exit(EXIT_UNAVAILABLE);
-        }
-    };
+    // A bad path is reported by `start`.
+    let mut builder = CuratorCache::builder(client, &args.path);
     if let Some(depth) = args.depth {
         builder = builder.max_depth(depth);
     }
