@@ -227,7 +227,7 @@ async fn a_cache_clone_shares_one_cache_until_the_last_drop() {
     let cache = CuratorCache::start(c, &root).unwrap();
     let clone = cache.clone();
     let third = cache.clone();
-    clone.wait_initialized(WITHIN).await.unwrap();
+    assert!(clone.wait_initialized_timeout(WITHIN).await.unwrap());
     let mut events = clone.events();
 
     drop(cache);
