@@ -788,6 +788,12 @@ impl CacheEventStream {
     }
 }
 
+impl Drop for CacheEventStream {
+    fn drop(&mut self) {
+        self.subscriber.release();
+    }
+}
+
 impl fmt::Debug for CacheEventStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CacheEventStream")

@@ -220,6 +220,9 @@ impl Shared {
         if tree.finished {
             subscriber.end();
         } else {
+            // Those whose stream was dropped go here too, not only at the next event: a quiet
+            // cache whose streams come and go keeps no more than its live ones.
+            tree.subscribers.retain(|s| Arc::strong_count(s) > 1);
             tree.subscribers.push(subscriber.clone());
         }
         (subscriber, priming)
@@ -472,9 +475,14 @@ impl Subscriber {
     }
 
     /// Queues `event`, or counts it as missed when the queue is full (dropping the queued events
-    /// too: the re-priming after the lag notice supersedes them). True (keep the subscriber).
+    /// too: the re-priming after the lag notice supersedes them). True to keep the subscriber,
+    /// false once its stream is gone.
     fn push(&self, event: &CacheEvent) -> bool {
         let mut queue = self.queue.lock();
+        if queue.ended {
+            // Released: its stream was dropped as the event was being sent.
+            return false;
+        }
         if let Some(missed) = &mut queue.missed {
             *missed += 1;
             return true;
@@ -492,6 +500,18 @@ impl Subscriber {
             waker.wake();
         }
         true
+    }
+
+    /// Its stream is dropped: frees the queued events now (the cache drops the subscriber itself
+    /// at its next event or subscription).
+    pub(super) fn release(&self) {
+        let mut queue = self.queue.lock();
+        queue.ended = true;
+        queue.missed = None;
+        queue.waker = None;
+        let events = std::mem::take(&mut queue.events);
+        drop(queue);
+        drop(events);
     }
 
     fn end(&self) {
@@ -527,5 +547,36 @@ impl Subscriber {
     /// The number of events queued now.
     pub(super) fn len(&self) -> usize {
         self.queue.lock().events.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache that hears nothing keeps no subscriber whose stream was dropped: streams made and
+    /// dropped by the thousand (one per request, say) cost nothing once gone.
+    #[test]
+    fn dropped_subscribers_of_a_quiet_cache_are_not_kept() {
+        let shared = Shared::new("/quiet", CacheMode::Tree, usize::MAX, None, 16);
+        let kept = shared.subscribe().0;
+        for _ in 0..1000 {
+            drop(shared.subscribe());
+        }
+        assert_eq!(shared.tree.read().subscribers.len(), 2, "the live subscriber and the last one made");
+        drop(kept);
+    }
+
+    /// A dropped stream's queued events are freed with it, not at the cache's next event.
+    #[test]
+    fn a_dropped_streams_queue_is_freed_at_once() {
+        let shared = Arc::new(Shared::new("/quiet", CacheMode::Tree, usize::MAX, None, 16));
+        let (subscriber, replay) = shared.subscribe();
+        let stream = super::super::CacheEventStream { shared: shared.clone(), subscriber, replay };
+        let entry = CacheEntry::new("/quiet/child", vec![0; 1024], Stat::default());
+        let _ = shared.apply("/quiet/child", Some(entry.clone()));
+        drop(stream);
+        shared.tree.write().nodes.clear();
+        assert_eq!(Arc::strong_count(&entry.0), 1, "no copy of the entry is left anywhere");
     }
 }

@@ -159,3 +159,70 @@ async fn the_session_policy_waits_a_suspended_leadership_out() {
     assert_eq!(seen, [LeadershipState::Leader, LeadershipState::Suspended, LeadershipState::Leader]);
     client.close().await;
 }
+
+/// Under `Standard`, a latch closed while cut off — its suspended leadership given up and a new
+/// attempt queueing meanwhile — leaves no node once the link is back: neither the given-up node
+/// (released in the background) nor the new attempt's, on a session that lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_closed_while_its_suspended_leadership_is_given_up_leaves_no_node() {
+    support::init_tracing();
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = client_with_policy(&proxy, ConnectionStateErrorPolicy::Standard).await;
+    let path = support::unique_path("policy-standard-closed-latch");
+    let latch = LeaderLatch::new(&client, &path, "latch").unwrap();
+    latch.start().unwrap();
+    support::eventually(WITHIN, "the latch leads", || async { latch.has_leadership() }).await;
+    let session = client.session();
+
+    support::cut_off(&proxy, &client).await;
+    support::eventually(WITHIN, "the latch gives leadership up while cut off", || async {
+        latch.leadership_state() == LeadershipState::NotLeader
+    })
+    .await;
+    let closed = tokio::time::timeout(WITHIN, latch.close()).await.expect("close returns while cut off");
+    drop(closed);
+    proxy.set_mode(ProxyMode::Pass);
+
+    assert!(
+        support::eventually_no_children(&server.connect_string(), &path, WITHIN).await.is_empty(),
+        "nothing of the closed latch is left"
+    );
+    assert_eq!(client.session(), session, "the session lived on: its nodes were deleted, not expired");
+    client.close().await;
+}
+
+/// Under `Standard`, the give-up and the new attempt race once the link is back: however they
+/// interleave, the latch ends leading on exactly one node of its own, and one participant only
+/// ever leads (a second latch on another client never sees two leaders in the participants).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_up_leadership_is_taken_again_on_one_node_only() {
+    support::init_tracing();
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = client_with_policy(&proxy, ConnectionStateErrorPolicy::Standard).await;
+    let path = support::unique_path("policy-standard-one-node");
+    let latch = LeaderLatch::new(&client, &path, "latch").unwrap();
+    latch.start().unwrap();
+    support::eventually(WITHIN, "the latch leads", || async { latch.has_leadership() }).await;
+    let obs = support::observer(&server.connect_string()).await;
+    for round in 0..3 {
+        let token = latch.fencing_token().unwrap();
+        support::cut_off(&proxy, &client).await;
+        support::eventually(WITHIN, "the latch gives leadership up while cut off", || async {
+            latch.leadership_state() == LeadershipState::NotLeader
+        })
+        .await;
+        proxy.set_mode(ProxyMode::Pass);
+        support::eventually(WITHIN, "the latch leads again", || async { latch.has_leadership() }).await;
+        assert!(latch.fencing_token().unwrap() > token, "round {round}: a new node, a larger token");
+        support::eventually(WITHIN, "one node of ours", || async {
+            support::sorted_children(&obs, &path).await.len() == 1
+        })
+        .await;
+        assert!(latch.has_leadership(), "round {round}: still leading on the one node left");
+    }
+    latch.close().await.unwrap();
+    assert!(support::eventually_no_children(&server.connect_string(), &path, WITHIN).await.is_empty());
+    client.close().await;
+}
