@@ -333,7 +333,9 @@ async fn blackholed_queued_participant_requeues_on_its_new_session() {
     proxy.set_mode(ProxyMode::Pass);
     support::session_replaced(&client_b, old_session).await;
     support::eventually(WITHIN, "b leads on its new session", || async { b.has_leadership() }).await;
-    assert_eq!(b_works.started(), 1);
+    // Its work starts on a task of its own, a moment after the leadership is taken.
+    support::eventually(WITHIN, "b's work starts", || async { b_works.started() >= 1 }).await;
+    assert_eq!(b_works.started(), 1, "b's work started once");
     assert_eq!(support::sorted_children(&obs, &path).await.len(), 1, "one node of b");
     b.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
