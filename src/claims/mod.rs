@@ -33,10 +33,11 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
+use crate::framework::CreatedNode;
 use crate::framework::{limits, paths, SessionIdentity};
 use crate::locks::hold::{Hold, HoldState, HoldStateStream};
 use crate::metrics::HoldMeter;
-use crate::{CreatedNode, CuratorClient};
+use crate::CuratorClient;
 
 /// The longest tag accepted (bytes).
 const MAX_TAG_LEN: usize = 256;
@@ -222,7 +223,7 @@ impl Claim {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::Claim) {
+    /// # async fn demo(claim: zk_curator::claims::Claim) {
     /// let mut changes = claim.state_changes();
     /// while let Some(state) = changes.next().await {
     ///     println!("{} is {state:?}", claim.item()); // pause on Suspended, stop on Lost
@@ -241,7 +242,7 @@ impl Claim {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::Claim) {
+    /// # async fn demo(claim: zk_curator::claims::Claim) {
     /// tokio::select! {
     ///     _ = claim.lost() => { /* stop working on claim.item() */ }
     ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
@@ -426,7 +427,8 @@ impl Drop for PendingRelease {
 ///   every timed wait until it fires: no watcher growth.
 ///
 /// ```no_run
-/// use zk_curator::{CuratorClient, WorkClaims};
+/// use zk_curator::CuratorClient;
+/// use zk_curator::claims::WorkClaims;
 /// # async fn demo() -> zk_curator::Result<()> {
 /// let client = CuratorClient::connect("127.0.0.1:2181").await?;
 /// let work = WorkClaims::new(&client, "/work/emails", "mailer-1")?;
@@ -575,7 +577,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// work.add("invoice-42", b"{\"id\":42}").await?;
     /// # Ok(()) }
     /// ```
@@ -634,7 +636,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// let batch = work.claim(50).await?;
     /// for claim in &batch {
     ///     work.complete(claim.item()).await?;
@@ -1150,7 +1152,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// for claim in work.claim(10).await? {
     ///     work.complete(claim.item()).await?;
     /// }
@@ -1172,7 +1174,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// if let Some(claim) = work.claim(1).await?.pop() {
     ///     work.release(claim.item()).await?;
     /// }
@@ -1193,7 +1195,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// work.release_all().await?;
     /// # Ok(()) }
     /// ```
@@ -1234,7 +1236,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// let woken = work.reclaim_older_than(std::time::Duration::from_secs(600)).await?;
     /// # Ok(()) }
     /// ```
@@ -1329,7 +1331,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// println!("{} items waiting", work.unclaimed().await?.len());
     /// # Ok(()) }
     /// ```
@@ -1360,7 +1362,7 @@ impl WorkClaims {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(work: zk_curator::WorkClaims) -> zk_curator::Result<()> {
+    /// # async fn demo(work: zk_curator::claims::WorkClaims) -> zk_curator::Result<()> {
     /// while work.wait_for_work(std::time::Duration::from_secs(30)).await? {
     ///     for claim in work.claim(50).await? {
     ///         work.complete(claim.item()).await?;

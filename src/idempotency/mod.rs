@@ -26,9 +26,10 @@ use zookeeper_client as zk;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
 use crate::framework::paths;
+use crate::framework::{CreatedNode, SessionIdentity};
 use crate::locks::hold::{Hold, HoldState, HoldStateStream};
 use crate::metrics::HoldMeter;
-use crate::{CreateMode, CreatedNode, CuratorClient, SessionIdentity};
+use crate::{CreateMode, CuratorClient};
 
 /// The longest key, in bytes (ZooKeeper has no limit of its own on a node name; the key is also in
 /// every reply and listing).
@@ -106,7 +107,8 @@ pub enum Begin {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention};
+/// use zk_curator::CuratorClient;
+/// use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention};
 ///
 /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
 /// let keys = IdempotencyKeys::new(&client, "/payments/idempotency", Retention::Ttl(Duration::from_secs(86_400)))?;
@@ -247,7 +249,7 @@ impl IdempotencyKeys {
     /// ```no_run
     /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
     /// use std::time::Duration;
-    /// use zk_curator::{IdempotencyKeys, Retention};
+    /// use zk_curator::idempotency::{IdempotencyKeys, Retention};
     ///
     /// // A server without TTL nodes: plain outcomes, removed by a periodic sweep.
     /// let keys = IdempotencyKeys::new(&client, "/forms/submissions", Retention::Sweep(Duration::from_secs(3600)))?;
@@ -321,8 +323,8 @@ impl IdempotencyKeys {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
-    /// use zk_curator::Begin;
+    /// # async fn demo(keys: zk_curator::idempotency::IdempotencyKeys) -> zk_curator::Result<()> {
+    /// use zk_curator::idempotency::Begin;
     ///
     /// if let Begin::Started(claim) = keys.begin("form-7f3a").await? {
     ///     claim.complete(b"accepted".to_vec()).await?;
@@ -345,7 +347,7 @@ impl IdempotencyKeys {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
+    /// # async fn demo(keys: zk_curator::idempotency::IdempotencyKeys) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
     /// let begun = keys.begin_within("form-7f3a", Duration::from_millis(500)).await?;
@@ -494,9 +496,9 @@ impl IdempotencyKeys {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
+    /// # async fn demo(keys: zk_curator::idempotency::IdempotencyKeys) -> zk_curator::Result<()> {
     /// use std::time::Duration;
-    /// use zk_curator::{Begin, Settled};
+    /// use zk_curator::idempotency::{Begin, Settled};
     ///
     /// if let Begin::InProgress { .. } = keys.begin("order-1234").await? {
     ///     match keys.wait_done_timeout("order-1234", Duration::from_secs(10)).await? {
@@ -587,7 +589,7 @@ impl IdempotencyKeys {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(keys: zk_curator::IdempotencyKeys) -> zk_curator::Result<()> {
+    /// # async fn demo(keys: zk_curator::idempotency::IdempotencyKeys) -> zk_curator::Result<()> {
     /// let removed = keys.sweep_expired().await?;
     /// println!("{removed} expired outcomes removed");
     /// # Ok(()) }
@@ -726,7 +728,7 @@ impl IdempotencyClaim {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::IdempotencyClaim) {
+    /// # async fn demo(claim: zk_curator::idempotency::IdempotencyClaim) {
     /// let mut changes = claim.state_changes();
     /// while let Some(state) = changes.next().await {
     ///     println!("{} is {state:?}", claim.key());
@@ -749,7 +751,7 @@ impl IdempotencyClaim {
     /// # Examples
     /// ```no_run
     /// # async fn charge() -> Vec<u8> { Vec::new() }
-    /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
+    /// # async fn demo(claim: zk_curator::idempotency::IdempotencyClaim) -> zk_curator::Result<()> {
     /// tokio::select! {
     ///     receipt = charge() => claim.complete(receipt).await?,
     ///     _ = claim.lost() => eprintln!("{} lost: the charge must not be reported", claim.key()),
@@ -801,7 +803,7 @@ impl IdempotencyClaim {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
+    /// # async fn demo(claim: zk_curator::idempotency::IdempotencyClaim) -> zk_curator::Result<()> {
     /// claim.complete(br#"{"status":"paid"}"#.to_vec()).await?;
     /// # Ok(()) }
     /// ```
@@ -823,7 +825,7 @@ impl IdempotencyClaim {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
+    /// # async fn demo(claim: zk_curator::idempotency::IdempotencyClaim) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     ///
     /// claim.complete_within(b"ok".to_vec(), Duration::from_secs(2)).await?;
@@ -994,7 +996,7 @@ impl IdempotencyClaim {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(claim: zk_curator::IdempotencyClaim) -> zk_curator::Result<()> {
+    /// # async fn demo(claim: zk_curator::idempotency::IdempotencyClaim) -> zk_curator::Result<()> {
     /// // The payment provider is down: let the client retry later.
     /// claim.abandon().await?;
     /// # Ok(()) }
