@@ -14,8 +14,8 @@ use crate::locks::hold::{Hold, HoldState, HoldStateStream};
 use crate::metrics::HoldMeter;
 use crate::CuratorClient;
 
-use super::keys::Retention;
 use super::node::{parse, read, release_if_ours, until, Found, CLAIM_VERSION, OUTCOME_TAG};
+use super::retention::Retention;
 
 /// A claim on an idempotency key ([`Begin::Started`](super::Begin::Started)): the caller does the work once, then
 /// [`complete`](Self::complete)s it with the result, or [`abandon`](Self::abandon)s it. Dropping it

@@ -1,4 +1,4 @@
-//! The handle: [`IdempotencyKeys`], how long it keeps outcomes ([`Retention`]), and what a
+//! The handle: [`IdempotencyKeys`], and what a
 //! [`begin`](IdempotencyKeys::begin) or a wait finds ([`Begin`], [`Settled`]).
 
 use std::time::{Duration, Instant};
@@ -12,39 +12,11 @@ use crate::{CreateMode, CuratorClient};
 
 use super::claim::{disarm, ClaimNode, IdempotencyClaim};
 use super::node::{now_millis, parse, random_mark, read, until, Found, CLAIM_TAG};
+use super::retention::Retention;
 
 /// The longest key, in bytes (ZooKeeper has no limit of its own on a node name; the key is also in
 /// every reply and listing).
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 256;
-
-/// How long recorded outcomes are kept, and who removes them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Retention {
-    /// Outcomes are TTL nodes (`CreateMode::PersistentWithTtl`): the server removes each one this
-    /// long after it was recorded. Needs a server with `zookeeper.extendedTypesEnabled=true`;
-    /// otherwise [`IdempotencyClaim::complete`] fails with [`Error::InvalidArgument`] naming
-    /// `retention`.
-    Ttl(Duration),
-    /// Outcomes are plain persistent nodes; [`IdempotencyKeys::sweep_expired`] removes those
-    /// recorded longer ago than this (run it periodically).
-    Sweep(Duration),
-}
-
-impl Retention {
-    fn duration(self) -> Duration {
-        match self {
-            Retention::Ttl(d) | Retention::Sweep(d) => d,
-        }
-    }
-
-    pub(super) fn outcome_mode(self) -> CreateMode {
-        match self {
-            Retention::Ttl(ttl) => CreateMode::PersistentWithTtl(ttl),
-            Retention::Sweep(_) => CreateMode::Persistent,
-        }
-    }
-}
 
 /// How a key in progress settled, as [`IdempotencyKeys::wait_done_timeout`] saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,13 +41,15 @@
 //!
 //! # Inside
 //!
-//! One concept a file: `keys` (the handle, its retention, what a begin finds), `claim` (a begun
-//! key, completed or abandoned) and `node` (a key's node: its two states as data, read and
-//! parsed, and the claim's conditional delete).
+//! One concept a file: `keys` (the handle, what a begin finds), `retention` (how long outcomes
+//! are kept), `claim` (a begun key, completed or abandoned) and `node` (a key's node: its two
+//! states as data, read and parsed, and the claim's conditional delete).
 
 mod claim;
 mod keys;
 mod node;
+mod retention;
 
 pub use claim::IdempotencyClaim;
-pub use keys::{Begin, IdempotencyKeys, Retention, Settled, MAX_IDEMPOTENCY_KEY_LEN};
+pub use keys::{Begin, IdempotencyKeys, Settled, MAX_IDEMPOTENCY_KEY_LEN};
+pub use retention::Retention;
