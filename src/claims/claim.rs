@@ -22,9 +22,9 @@ pub enum ClaimState {
     /// same session reconnected) or `Lost`. See [`HoldState::Suspended`].
     Suspended,
     /// The claim node is gone without the holder releasing or completing it: reclaimed by
-    /// [`WorkClaims::reclaim_older_than`](super::WorkClaims::reclaim_older_than), deleted by someone else, or its session ended (or was
-    /// given up by the client while suspended). Its `complete` is refused; stop working on the
-    /// item. Final.
+    /// [`WorkClaims::reclaim_older_than`](super::WorkClaims::reclaim_older_than), deleted by
+    /// someone else, or its session ended (or was given up by the client while suspended). Its
+    /// `complete` is refused; stop working on the item. Final.
     Lost,
     /// Completed or released by its holder. Final.
     Finished,
@@ -91,7 +91,8 @@ impl ClaimShared {
     }
 }
 
-/// One claimed item, as handed out by [`WorkClaims::claim`](super::WorkClaims::claim): its name, payload, fence and state.
+/// One claimed item, as handed out by [`WorkClaims::claim`](super::WorkClaims::claim): its name,
+/// payload, fence and state.
 ///
 /// A claim is a hold, like a lock's: handed out only [`Held`](ClaimState::Held), it turns
 /// [`Suspended`](ClaimState::Suspended) while the connection is lost (and `Held` again when the
@@ -99,12 +100,13 @@ impl ClaimShared {
 /// ended — see [`state`](Self::state), [`state_changes`](Self::state_changes) and
 /// [`lost`](Self::lost).
 ///
-/// Clones share the claim. Dropping it does not release the claim (the [`WorkClaims`](super::WorkClaims) keeps it
-/// until [`complete`](super::WorkClaims::complete), [`release`](super::WorkClaims::release) or the session's end).
-/// As a lock's [`Hold`] does, a claim keeps its session open once the client gave that session up
-/// (LOST) and replaced it, until the claim is finished or forgotten by its [`WorkClaims`](super::WorkClaims) — or
-/// the server could have expired the session anyway, whichever is first: so its node is not
-/// handed to another worker before its holder could be told.
+/// Clones share the claim. Dropping it does not release the claim (the
+/// [`WorkClaims`](super::WorkClaims) keeps it until [`complete`](super::WorkClaims::complete),
+/// [`release`](super::WorkClaims::release) or the session's end). As a lock's [`Hold`] does, a
+/// claim keeps its session open once the client gave that session up (LOST) and replaced it, until
+/// the claim is finished or forgotten by its [`WorkClaims`](super::WorkClaims) — or the server
+/// could have expired the session anyway, whichever is first: so its node is not handed to another
+/// worker before its holder could be told.
 #[derive(Clone)]
 pub struct Claim {
     pub(super) shared: Arc<ClaimShared>,
@@ -135,7 +137,8 @@ impl Claim {
     /// The claim's fence: the item's data version written by the claim, larger for each later
     /// claim of the same item node. Pass it to stores that must refuse a stale worker. An item
     /// completed and added again under its name is a new node whose fences start over: pair the
-    /// fence with the item's name only if names are never re-used, else with [`czxid`](Self::czxid).
+    /// fence with the item's name only if names are never re-used, else with
+    /// [`czxid`](Self::czxid).
     pub fn fence(&self) -> i32 {
         self.shared.item_version
     }
@@ -148,8 +151,8 @@ impl Claim {
     }
 
     /// When the claim was granted: the server's creation time of the claim node (the time
-    /// [`WorkClaims::reclaim_older_than`](super::WorkClaims::reclaim_older_than) measures the claim's age from, against the reclaiming
-    /// host's clock).
+    /// [`WorkClaims::reclaim_older_than`](super::WorkClaims::reclaim_older_than) measures the
+    /// claim's age from, against the reclaiming host's clock).
     pub fn granted_at(&self) -> SystemTime {
         self.shared.granted_at
     }

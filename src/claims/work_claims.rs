@@ -35,7 +35,8 @@ const PATH_BYTES_PER_REQUEST: usize = 256 * 1024;
 pub(super) const READ_OVERHEAD: usize = 16;
 
 struct WorkWatch {
-    /// Fires (turns true) when the items' or the claims' children change, or the watches' session ends.
+    /// Fires (turns true) when the items' or the claims' children change, or the watches' session
+    /// ends.
     fired: watch::Receiver<bool>,
     pub(super) task: tokio::task::JoinHandle<()>,
 }
@@ -278,7 +279,8 @@ impl WorkClaims {
     }
 
     /// The claims this instance holds now: [`Held`](super::ClaimState::Held) or
-    /// [`Suspended`](super::ClaimState::Suspended) (lost and finished ones are left out, and forgotten).
+    /// [`Suspended`](super::ClaimState::Suspended) (lost and finished ones are left out, and
+    /// forgotten).
     pub fn my_claims(&self) -> Vec<Claim> {
         let mut held = self.inner.held.lock();
         held.retain(|_, c| c.may_be_held());
@@ -457,9 +459,9 @@ impl WorkClaims {
     /// [`Error::NotOwner`] when this instance does not hold a claim on `item`;
     /// [`Error::LockLost`] when the claim was lost (nothing was deleted); [`Error::OutcomeUnknown`]
     /// when a send's reply was lost and by the next send (or once the claim's session ended) both
-    /// the claim and the item it claimed were gone (that send may have completed the item). A send is repeated only while the claim
-    /// node is still this claim's (its session, its creation), so a repeat never touches an item
-    /// reclaimed, or completed and added again, meanwhile;
+    /// the claim and the item it claimed were gone (that send may have completed the item). A send
+    /// is repeated only while the claim node is still this claim's (its session, its creation), so
+    /// a repeat never touches an item reclaimed, or completed and added again, meanwhile;
     /// connection errors after the retry policy; [`Error::InvalidArgument`] for a bad name.
     ///
     /// # Cancel safety
@@ -486,7 +488,8 @@ impl WorkClaims {
     /// As [`complete`](Self::complete).
     ///
     /// # Cancel safety
-    /// A dropped call may have released the claim; it then reports [`Lost`](super::ClaimState::Lost).
+    /// A dropped call may have released the claim; it then reports
+    /// [`Lost`](super::ClaimState::Lost).
     ///
     /// # Example
     /// ```no_run
@@ -541,8 +544,8 @@ impl WorkClaims {
     /// Wakes up items whose claim is older than `age` (by the claim node's server creation time
     /// against this host's clock): each such claim is deleted in a transaction fenced by the item's
     /// version as read with the claim, so a claim made since is never touched. The stuck holder's
-    /// [`Claim`] turns [`Lost`](super::ClaimState::Lost) and its `complete` is refused. A claim whose
-    /// item someone deleted is woken up too (its claim node deleted at the version read).
+    /// [`Claim`] turns [`Lost`](super::ClaimState::Lost) and its `complete` is refused. A claim
+    /// whose item someone deleted is woken up too (its claim node deleted at the version read).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero `age`; connection errors after the retry policy.

@@ -17,7 +17,8 @@ use crate::CuratorClient;
 use super::node::{parse, read, release_if_ours, until, Found, CLAIM_VERSION, OUTCOME_TAG};
 use super::retention::Retention;
 
-/// A claim on an idempotency key ([`Begin::Started`](super::Begin::Started)): the caller does the work once, then
+/// A claim on an idempotency key ([`Begin::Started`](super::Begin::Started)): the caller does the
+/// work once, then
 /// [`complete`](Self::complete)s it with the result, or [`abandon`](Self::abandon)s it. Dropping it
 /// abandons it (a background delete; no runtime needed, never panics).
 #[derive(Debug)]
@@ -98,8 +99,9 @@ impl IdempotencyClaim {
     /// The claim's state now: [`Held`](HoldState::Held) while connected on its session with its
     /// node there; [`Suspended`](HoldState::Suspended) while the connection is lost (the session,
     /// and the claim, may live on: pause the work until `Held` again); [`Lost`](HoldState::Lost)
-    /// once its session ended or was given up, or its node was deleted — [`complete`](Self::complete)
-    /// is then refused. The claim's node is watched from the moment it is handed out.
+    /// once its session ended or was given up, or its node was deleted —
+    /// [`complete`](Self::complete) is then refused. The claim's node is watched from the moment it
+    /// is handed out.
     pub fn state(&self) -> HoldState {
         self.hold.as_ref().map_or(HoldState::Lost, |g| g.hold.hold_state())
     }
@@ -162,9 +164,10 @@ impl IdempotencyClaim {
 
     /// Records `result` as the key's outcome, atomically with the end of the claim (one
     /// transaction: delete the claim at its version, create the outcome): from then on every
-    /// [`begin`](super::IdempotencyKeys::begin) of the key answers [`Begin::Done`](super::Begin::Done) with `result`, until
-    /// the retention ends. Refused if the claim was lost (its session ended): nothing is recorded
-    /// and the caller must not report success.
+    /// [`begin`](super::IdempotencyKeys::begin) of the key answers
+    /// [`Begin::Done`](super::Begin::Done) with `result`, until the retention ends. Refused if the
+    /// claim was lost (its session ended): nothing is recorded and the caller must not report
+    /// success.
     ///
     /// A reply lost on the way is resolved by reading the key back (our mark on an outcome:
     /// recorded).

@@ -10,10 +10,11 @@ use crate::CreateMode;
 pub enum Retention {
     /// Outcomes are TTL nodes (`CreateMode::PersistentWithTtl`): the server removes each one this
     /// long after it was recorded. Needs a server with `zookeeper.extendedTypesEnabled=true`;
-    /// otherwise [`IdempotencyClaim::complete`](super::IdempotencyClaim::complete) fails with [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
-    /// `retention`.
+    /// otherwise [`IdempotencyClaim::complete`](super::IdempotencyClaim::complete) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `retention`.
     Ttl(Duration),
-    /// Outcomes are plain persistent nodes; [`IdempotencyKeys::sweep_expired`](super::IdempotencyKeys::sweep_expired) removes those
+    /// Outcomes are plain persistent nodes;
+    /// [`IdempotencyKeys::sweep_expired`](super::IdempotencyKeys::sweep_expired) removes those
     /// recorded longer ago than this (run it periodically).
     Sweep(Duration),
 }
