@@ -343,3 +343,110 @@ fn every_family_module_is_a_door_with_an_overview() {
         assert!(!surface.is_empty() || defines_items, "{path}: a door with no public items");
     }
 }
+
+/// Every `.rs` and `.md` file under `dir` (relative to the crate), recursively.
+fn files_under(dir: &str, into: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(format!("{ROOT}/{dir}")) else { return };
+    for entry in entries {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let path = format!("{dir}/{name}");
+        if std::path::Path::new(&format!("{ROOT}/{path}")).is_dir() {
+            files_under(&path, into);
+        } else if name.ends_with(".rs") || name.ends_with(".md") {
+            into.push(path);
+        }
+    }
+}
+
+/// The old flat names `text` names after `root::` (`zk_curator` or `crate`), with their byte
+/// offsets: paths such as `zk_curator::InterProcessMutex::new` and the top-level items of groups
+/// such as `zk_curator::{CuratorClient, InterProcessMutex}` (also across lines of a doc comment).
+fn flat_names_after(text: &str, root: &str) -> Vec<(usize, String)> {
+    let old = set(HIDDEN_FLAT_NAMES);
+    let mut found = Vec::new();
+    let pattern = format!("{root}::");
+    let mut from = 0;
+    while let Some(found_at) = text[from..].find(&pattern) {
+        let at = from + found_at;
+        from = at + pattern.len();
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        let rest = &text[from..];
+        let mut heads = Vec::new();
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut item) = (0, String::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => heads.push(std::mem::take(&mut item)),
+                    _ => {}
+                }
+                if c != ',' || depth > 0 {
+                    item.push(c);
+                }
+            }
+            heads.push(item);
+        } else {
+            heads.push(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect());
+        }
+        for head in heads {
+            // An item on a later line of a doc comment starts with the comment's marks.
+            let mut head = head.trim();
+            while let Some(stripped) =
+                head.strip_prefix("///").or_else(|| head.strip_prefix("//!")).or_else(|| head.strip_prefix('#'))
+            {
+                head = stripped.trim();
+            }
+            let name: String = head.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            // `inspect::…` is the module of that name; the old flat `inspect` was the function.
+            let module_path = name == "inspect" && head[name.len()..].starts_with("::");
+            if old.contains(&name) && !module_path {
+                found.push((at, name));
+            }
+        }
+    }
+    found
+}
+
+/// Our own code — the library, its doc examples, the CLI, the tests, the recipes, the benchmarks,
+/// README and docs — names everything by its family path; the old flat names are only for the
+/// users who have not moved yet. A file added with a flat import fails here, naming the line.
+#[test]
+fn our_own_code_and_docs_use_the_family_paths() {
+    let mut files = vec!["README.md".to_string()];
+    for dir in ["src", "tests", "recipes", "benches", "docs"] {
+        files_under(dir, &mut files);
+    }
+    let mut flat = Vec::new();
+    // This file names the old paths in its own docs, as examples of what it looks for.
+    files.retain(|file| file != "tests/testsuite/module_paths.rs");
+    for file in &files {
+        let mut source = read(file);
+        if file == "src/lib.rs" {
+            // The block of old flat names itself.
+            let block = source.find("// The flat names of release 0.1").expect("lib.rs's block of the old flat names");
+            source.truncate(block);
+        }
+        if file == "docs/curator-migration.md" {
+            // The migration guide's map from the old paths to the new ones.
+            let section = source.find("\n## Module paths\n").expect("the migration guide's \"Module paths\"");
+            let end = source[section + 1..].find("\n## ").map_or(source.len(), |e| section + 1 + e);
+            source.replace_range(section..end, &"\n".repeat(source[section..end].lines().count()));
+        }
+        let mut names = flat_names_after(&source, "zk_curator");
+        // `crate::` is the library's own root only in the library (the CLI and the tests are
+        // crates of their own).
+        if file.starts_with("src/") && !file.starts_with("src/bin/") {
+            names.extend(flat_names_after(&source, "crate"));
+        }
+        for (at, name) in names {
+            let line = source[..at].matches('\n').count() + 1;
+            flat.push(format!("{file}:{line}: {name}"));
+        }
+    }
+    assert!(flat.is_empty(), "old flat paths (name them by their family, docs/curator-migration.md): {flat:#?}");
+}
