@@ -196,10 +196,7 @@ impl LockLabels {
     pub(crate) fn hold_meter(&self) -> HoldMeter {
         HoldMeter {
             #[cfg(feature = "metrics")]
-            recorded: self
-                .labels
-                .clone()
-                .map(|labels| (labels, Instant::now(), std::sync::atomic::AtomicBool::new(false))),
+            recorded: self.labels.clone().map(|labels| (labels, Instant::now(), std::sync::Once::new())),
         }
     }
 }
@@ -308,7 +305,7 @@ impl Drop for AcquireTimer {
 #[derive(Debug)]
 pub(crate) struct HoldMeter {
     #[cfg(feature = "metrics")]
-    recorded: Option<(Arc<[::metrics::Label]>, Instant, std::sync::atomic::AtomicBool)>,
+    recorded: Option<(Arc<[::metrics::Label]>, Instant, std::sync::Once)>,
 }
 
 impl HoldMeter {
@@ -327,16 +324,18 @@ impl HoldMeter {
     pub(crate) fn end(&self, cause: impl FnOnce() -> Option<LossCause>) {
         #[cfg(feature = "metrics")]
         if let Some((labels, since, ended)) = &self.recorded {
-            if ended.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                return;
-            }
-            ::metrics::histogram!(HOLD_SECONDS, labels.iter()).record(since.elapsed().as_secs_f64());
-            if let Some(cause) = cause() {
-                let mut with_cause = Vec::with_capacity(labels.len() + 1);
-                with_cause.extend(labels.iter().cloned());
-                with_cause.push(::metrics::Label::from_static_parts("cause", cause.as_str()));
-                ::metrics::counter!(HOLDS_LOST_TOTAL, with_cause).increment(1);
-            }
+            // A `Once`, not a flag: a second caller (another thread seeing the hold lost at the
+            // same moment) waits until the first has recorded, so whoever publishes `Lost` after
+            // this call returns publishes it after the count.
+            ended.call_once(|| {
+                ::metrics::histogram!(HOLD_SECONDS, labels.iter()).record(since.elapsed().as_secs_f64());
+                if let Some(cause) = cause() {
+                    let mut with_cause = Vec::with_capacity(labels.len() + 1);
+                    with_cause.extend(labels.iter().cloned());
+                    with_cause.push(::metrics::Label::from_static_parts("cause", cause.as_str()));
+                    ::metrics::counter!(HOLDS_LOST_TOTAL, with_cause).increment(1);
+                }
+            });
         }
         #[cfg(not(feature = "metrics"))]
         let _ = cause;

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use zookeeper_client as zk;
 
@@ -16,6 +16,7 @@ use super::client::CuratorClient;
 use super::guaranteed_delete::DeleteTarget;
 use super::node::{CreateMode, Stat, WatchedEvent};
 use super::paths;
+use crate::deadline::Deadline;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -37,7 +38,8 @@ macro_rules! request_future {
                     Some(running) => running,
                     None => {
                         let builder = this.take();
-                        let timeout = builder.$($timeout).+;
+                        // The time limit as the caller gave it, named by a deadline error.
+                        let timeout = builder.$($timeout).+.map(Deadline::remaining);
                         Box::pin(crate::deadline::naming_timeout(timeout, builder.run()))
                     }
                 };
@@ -50,8 +52,8 @@ macro_rules! request_future {
 /// Largest number of rounds a recursive delete makes when children keep appearing.
 pub(super) const DELETE_CHILDREN_ROUNDS: u32 = 10;
 
-fn deadline_of(timeout: Option<Duration>) -> Option<Instant> {
-    timeout.map(crate::deadline::deadline_after)
+fn deadline_of(timeout: Option<Deadline>) -> Option<Instant> {
+    timeout.map(|deadline| deadline.instant_from(Instant::now()))
 }
 
 impl CuratorClient {
@@ -304,16 +306,17 @@ impl CuratorClient {
 pub struct CommitBuilder {
     client: CuratorClient,
     transaction: Transaction,
-    timeout: Option<Duration>,
+    timeout: Option<Deadline>,
     running: Running<Vec<OpResult>>,
 }
 
 impl CommitBuilder {
-    /// Bounds the whole call: past `timeout` it fails with [`Error::DeadlineExceeded`].
+    /// Bounds the whole call: past `timeout` (a [`Duration`](std::time::Duration) from the first
+    /// poll, or an `Instant`) it fails with [`Error::DeadlineExceeded`].
     /// Default: waiting for a connection is bounded by the connection timeout, the reply by the
     /// session's own failure detection.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+    pub fn timeout(mut self, timeout: impl Into<Deadline>) -> Self {
+        self.timeout = Some(timeout.into());
         self
     }
 
@@ -367,7 +370,7 @@ request_future!(CommitBuilder, Vec<OpResult>, timeout: timeout);
 struct Op {
     client: CuratorClient,
     path: String,
-    timeout: Option<Duration>,
+    timeout: Option<Deadline>,
 }
 
 impl Op {
@@ -394,11 +397,12 @@ impl Op {
 
 macro_rules! timeout_method {
     () => {
-        /// Bounds the whole call, retries included: past `timeout` it fails with
+        /// Bounds the whole call, retries included: past `timeout` (a `Duration` from the first
+        /// poll, or an `Instant`) it fails with
         /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). Default: the retry
         /// policy alone bounds it.
-        pub fn timeout(mut self, timeout: Duration) -> Self {
-            self.op.timeout = Some(timeout);
+        pub fn timeout(mut self, timeout: impl Into<crate::Deadline>) -> Self {
+            self.op.timeout = Some(timeout.into());
             self
         }
     };
@@ -440,7 +444,7 @@ pub struct CreateBuilder {
     parents: Parents,
     protected: bool,
     acls: Option<Vec<Acl>>,
-    timeout: Option<Duration>,
+    timeout: Option<Deadline>,
     running: Running<String>,
 }
 
@@ -487,10 +491,10 @@ impl CreateBuilder {
         self
     }
 
-    /// Bounds the whole call, retries included: past `timeout` it fails with
-    /// [`Error::DeadlineExceeded`]. Default: the retry policy alone bounds it.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+    /// Bounds the whole call, retries included: past `timeout` (a `Duration` from the first
+    /// poll, or an `Instant`) it fails with [`Error::DeadlineExceeded`]. Default: the retry policy alone bounds it.
+    pub fn timeout(mut self, timeout: impl Into<Deadline>) -> Self {
+        self.timeout = Some(timeout.into());
         self
     }
 

@@ -541,7 +541,7 @@ async fn serve_connection(
                 // Closed: deliver what it sent before (a ZooKeeper client's close request).
                 Ok(0) => client_open = false,
                 Err(_) => return,
-                Ok(_) if blackhole => dirty = true,
+                Ok(_) if blackhole || !forwards(*mode_rx.borrow(), Direction::ToServer, dirty) => dirty = true,
                 Ok(n) => {
                     let delay = latency[Direction::ToServer.index()];
                     if delay.is_none() && delayed_to_server.is_empty() {
@@ -558,7 +558,7 @@ async fn serve_connection(
                 Ok(0) | Err(_) if blackhole => server_open = false,
                 Ok(0) => server_open = false,
                 Err(_) => return,
-                Ok(_) if drop_replies => dirty = true,
+                Ok(_) if drop_replies || !forwards(*mode_rx.borrow(), Direction::ToClient, dirty) => dirty = true,
                 Ok(n) => {
                     let delay = latency[Direction::ToClient.index()];
                     if delay.is_none() && delayed_to_client.is_empty() {
@@ -571,6 +571,18 @@ async fn serve_connection(
                 },
             },
         }
+    }
+}
+
+/// Whether `mode` forwards bytes going `direction`. Asked again once a read has completed: the
+/// mode may have changed between the `select!`'s look at it and the read (a task descheduled on a
+/// loaded machine), and bytes read after `set_mode` returned must follow the new mode. A
+/// connection that dropped bytes forwards nothing once it is to close (`Pass`).
+fn forwards(mode: ProxyMode, direction: Direction, dirty: bool) -> bool {
+    match mode {
+        ProxyMode::Pass => !dirty,
+        ProxyMode::Cut | ProxyMode::Blackhole => false,
+        ProxyMode::DropReplies => direction == Direction::ToServer,
     }
 }
 

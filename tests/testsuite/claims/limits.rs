@@ -42,11 +42,34 @@ async fn many_long_named_items_are_claimed_and_reclaimed_without_an_oversized_re
         added.expect("add a long-named item");
     }
     let session = clients[0].session_id();
-    let held = worker.claim(usize::MAX).await.expect("claim every item");
-    assert_eq!(held.len(), count, "every item claimed in one call");
+    // A request over the server's limit closes the connection every time, so it would fail every
+    // call; a connection lost to a loaded machine may end one call with part of the items, and
+    // the next call takes the rest.
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        if held.len() == count {
+            break;
+        }
+        match worker.claim(usize::MAX).await {
+            Ok(claims) => held.extend(claims),
+            Err(e) if e.is_retryable() => {}
+            Err(e) => panic!("claim: {e}"),
+        }
+    }
+    assert_eq!(held.len(), count, "every item claimed");
     assert_eq!(clients[0].session_id(), session);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let woken = sweeper.reclaim_older_than(Duration::from_millis(100)).await.expect("reclaim every item");
+    let mut woken = std::collections::HashSet::new();
+    for _ in 0..5 {
+        if woken.len() == count {
+            break;
+        }
+        match sweeper.reclaim_older_than(Duration::from_millis(100)).await {
+            Ok(items) => woken.extend(items.into_iter().map(|reclaimed| reclaimed.item)),
+            Err(e) if e.is_retryable() => {}
+            Err(e) => panic!("reclaim: {e}"),
+        }
+    }
     assert_eq!(woken.len(), count, "every claim woken up");
     // The holder hears of each reclaim through its claim's watch, a moment later.
     support::eventually(HANG, "the holder was told every claim is lost", || async {

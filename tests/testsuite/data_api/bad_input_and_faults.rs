@@ -241,7 +241,11 @@ async fn sequential_create_with_timeout_while_paused() {
             .timeout(timeout),
     )
     .await;
+    // The same limit as an instant: a request's `.timeout` takes any deadline.
+    let (read, took_read) = timed(client.get_data(&base).timeout(Instant::now() + timeout)).await;
     server.resume().expect("resume");
+    assert!(took_read <= timeout + SLACK, "a read with an instant deadline returned after {took_read:?}");
+    assert_eq!(read.expect_err("paused server").kind(), ErrorKind::DeadlineExceeded);
     for (r, took, what) in [(&plain, took_plain, "plain"), (&protected, took_protected, "protected")] {
         assert!(took <= timeout + SLACK, "{what} create returned after {took:?}");
         let e = r.as_ref().expect_err("paused server");

@@ -1099,8 +1099,14 @@ async fn close_right_after_start_leaves_no_node() {
         dropped.start().unwrap();
         tokio::time::sleep(pause).await;
         drop(dropped);
+        // Its node goes in the background, after the drop returns: wait for it here, so that the
+        // next round's checks see only what that round left.
+        assert_eq!(
+            support::children_become(&obs, &path, &only_leader, WITHIN).await,
+            only_leader,
+            "dropped, round {round}"
+        );
     }
-    assert_eq!(support::children_become(&obs, &path, &only_leader, WITHIN).await, only_leader, "dropped ones");
     assert_eq!(works.started(), 1);
     leader.close().await.unwrap();
     assert!(support::sorted_children(&obs, &path).await.is_empty());
