@@ -23,7 +23,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::{CacheMode, CuratorCache, CuratorClient, GuardedWrite, InterProcessReadWriteLock};
+use zk_curator::cache::{CacheMode, CuratorCache};
+use zk_curator::locks::{GuardedWrite, InterProcessReadWriteLock};
+use zk_curator::CuratorClient;
 
 #[derive(Parser, Debug)]
 #[command(about = "Reload a multi-node config under a ZooKeeper write lock while reader processes serve it")]

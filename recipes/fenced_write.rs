@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use zk_curator::{CuratorClient, FencingToken, GuardedWrite, HoldState, InterProcessMutex};
+use zk_curator::locks::{FencingToken, GuardedWrite, HoldState, InterProcessMutex};
+use zk_curator::CuratorClient;
 
 /// A toy storage service that fences writes by token — the check a real store (a database row's
 /// `last_token` column, an object store's conditional put) must do.

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention, Settled};
+use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention, Settled};
+use zk_curator::CuratorClient;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

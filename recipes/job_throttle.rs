@@ -19,7 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::{CuratorClient, InterProcessSemaphoreV2};
+use zk_curator::locks::InterProcessSemaphoreV2;
+use zk_curator::CuratorClient;
 
 #[derive(Parser, Debug)]
 #[command(about = "Run jobs from several worker processes, at most LIMIT at once, under a ZooKeeper semaphore")]

@@ -45,7 +45,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
-use zk_curator::{CuratorClient, HoldState, LeaderLatch};
+use zk_curator::leader::LeaderLatch;
+use zk_curator::locks::HoldState;
+use zk_curator::CuratorClient;
 
 #[derive(Parser, Debug)]
 #[command(about = "Run one active service instance among several processes (LeaderLatch), kill it, prove exclusion")]

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::{CreateMode, CuratorClient, GuardedWrite, InterProcessMutex};
+use zk_curator::locks::{GuardedWrite, InterProcessMutex};
+use zk_curator::{CreateMode, CuratorClient};
 
 #[derive(Parser, Debug)]
 #[command(about = "Sell tickets from several processes under a ZooKeeper mutex, then prove nothing was oversold")]

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_curator::{CuratorClient, WorkClaims};
+use zk_curator::claims::WorkClaims;
+use zk_curator::CuratorClient;
 
 #[derive(Parser, Debug)]
 #[command(about = "Process work items from several processes with ZooKeeper work claims")]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(lock: zk_curator::InterProcessMutex, latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+/// # async fn demo(lock: zk_curator::locks::InterProcessMutex, latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
 /// use std::time::{Duration, Instant};
 ///
 /// // Both waits together take at most five seconds.

@@ -170,7 +170,7 @@ pub enum Error {
         during: &'static str,
     },
 
-    /// A bound the caller set was reached (e.g. a [`CuratorCache`](crate::CuratorCache)'s
+    /// A bound the caller set was reached (e.g. a [`CuratorCache`](crate::cache::CuratorCache)'s
     /// `max_nodes`): the work stopped instead of growing past it.
     LimitExceeded {
         /// The path the bound is about.

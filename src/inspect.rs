@@ -1,3 +1,23 @@
+//! Inspection: who holds which lock, for how long, and who waits — every lock under a path,
+//! recognised by its nodes, whoever made them (Curator or zk-curator); the library side of
+//! `zk-curator inspect`. Curator has no counterpart (its `LockInternals.getParticipantNodes` and
+//! `getParticipants` come closest).
+//!
+//! Start from [`inspect()`]: an [`Inspection`] of every lock under a path, each a [`LockInfo`]
+//! of a [`LockKind`] with its [`LockHolder`]s and waiters ([`inspect_with`] takes
+//! [`InspectOptions`]). [`inspect_lock`] looks at one lock path, [`inspect_barrier`] at a double
+//! barrier ([`BarrierInfo`]).
+//!
+//! ```no_run
+//! # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+//! for lock in zk_curator::inspect::inspect(&client, "/locks").await?.locks {
+//!     println!("{} {}: {} holder(s), {} waiting", lock.path, lock.kind, lock.holders.len(), lock.waiters.len());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # How locks are recognised
+//!
 //! Who holds which lock, for how long, and who waits: every lock under a path, recognised by its
 //! nodes, whoever made them (Curator or zk-curator).
 //!
@@ -287,7 +307,7 @@ pub struct Inspection {
 /// ```no_run
 /// # async fn demo() -> zk_curator::Result<()> {
 /// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
-/// for lock in zk_curator::inspect(&client, "/locks").await?.locks {
+/// for lock in zk_curator::inspect::inspect(&client, "/locks").await?.locks {
 ///     println!("{} {}: {} holder(s), {} waiting", lock.path, lock.kind, lock.holders.len(), lock.waiters.len());
 /// }
 /// # Ok(()) }
@@ -324,7 +344,7 @@ pub async fn inspect(client: &CuratorClient, root: &str) -> Result<Inspection> {
 /// # Examples
 ///
 /// ```no_run
-/// use zk_curator::{inspect_with, InspectOptions};
+/// use zk_curator::inspect::{inspect_with, InspectOptions};
 ///
 /// # async fn demo() -> zk_curator::Result<()> {
 /// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
@@ -410,7 +430,7 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
 /// ```no_run
 /// # async fn demo() -> zk_curator::Result<()> {
 /// let client = zk_curator::CuratorClient::connect("127.0.0.1:2181").await?;
-/// if let Some(lock) = zk_curator::inspect_lock(&client, "/locks/nightly-report").await? {
+/// if let Some(lock) = zk_curator::inspect::inspect_lock(&client, "/locks/nightly-report").await? {
 ///     println!("{} waiting", lock.waiters.len());
 /// }
 /// # Ok(()) }
@@ -848,14 +868,14 @@ pub struct BarrierInfo {
     /// The barrier's path.
     pub path: String,
     /// A double barrier's members (its children other than `ready`), oldest first; empty for a
-    /// [`DistributedBarrier`](crate::DistributedBarrier), whose node being there means it is set.
+    /// [`DistributedBarrier`](crate::barriers::DistributedBarrier), whose node being there means it is set.
     pub members: Vec<BarrierMember>,
     /// A double barrier's `ready` node, if there.
     pub ready: Option<BarrierReady>,
 }
 
 /// Who is at the barrier at `path`: `None` when its node does not exist (a
-/// [`DistributedBarrier`](crate::DistributedBarrier) that is not set, a double barrier nobody
+/// [`DistributedBarrier`](crate::barriers::DistributedBarrier) that is not set, a double barrier nobody
 /// entered); else a double barrier's members and its `ready` state. Costs one `getChildren` and
 /// one `exists` per child, pipelined.
 ///
@@ -871,7 +891,7 @@ pub struct BarrierInfo {
 ///
 /// ```no_run
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-/// if let Some(barrier) = zk_curator::inspect_barrier(&client, "/barriers/batch").await? {
+/// if let Some(barrier) = zk_curator::inspect::inspect_barrier(&client, "/barriers/batch").await? {
 ///     println!("{} members, ready: {:?}", barrier.members.len(), barrier.ready);
 /// }
 /// # Ok(()) }

@@ -1,9 +1,9 @@
 //! # zk-curator
 //!
-//! Apache Curator's ZooKeeper lock recipes for async Rust, wire-compatible with Curator: a Rust
+//! Apache Curator's ZooKeeper recipes for async Rust, wire-compatible with Curator: a Rust
 //! service and a Java service using Curator on the same lock path exclude each other.
 //!
-//! The crate has the same layers as Curator:
+//! The crate has the same layers as Curator, and reads by family as Curator's packages do:
 //!
 //! * the framework: [`CuratorClient`] (Curator's `CuratorFramework`): session recovery,
 //!   connection states, retry policies, namespaces, protected creates and guaranteed deletes, and
@@ -12,33 +12,53 @@
 //!   [`get_children`](CuratorClient::get_children), [`delete`](CuratorClient::delete),
 //!   [`watch`](CuratorClient::watch), [`commit`](CuratorClient::commit) of a [`Transaction`]) in
 //!   the crate's own types ([`CreateMode`], [`Acl`], [`Stat`], [`ErrorCode`], …);
-//! * the lock machinery — a reentrancy map, the (internal) `LockInternals` loop, pluggable
-//!   [`LockDriver`]s (written with the [`driver`] module) — and the recipes built on them: [`InterProcessMutex`], [`InterProcessNonFairMutex`], [`InterProcessReadWriteLock`],
-//!   [`InterProcessSemaphoreV2`] (with its [`Lease`]s) and [`InterProcessSemaphoreMutex`], and
-//!   [`InterProcessMultiLock`] (several locks taken as one), with revocation ([`Revoker`]) and a
-//!   common [`InterProcessLock`] trait;
-//! * leader election on the same layers: [`LeaderLatch`] and [`LeaderSelector`] (Curator's
-//!   `recipes/leader`);
-//! * caches: [`CuratorCache`] (Curator's `recipes/cache`), a local copy of a node, its children
-//!   or a tree that always converges to the server, with a stream of its changes;
-//! * [`IdempotencyKeys`]: one execution per request id (Stripe-style idempotency keys): an
-//!   ephemeral claim while a request runs, its recorded result for every duplicate after;
-//! * [`WorkClaims`]: lock-tag batch claims of work items (claim a batch, complete or release,
-//!   reclaim a stuck holder's items, wait for work on one re-used watch);
-//! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
-//!   node data) and waiters — the library side of `zk-curator inspect`;
-//! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,
-//!   the multi-lock and leader election for plain threads (like `reqwest::blocking`), with the
-//!   same promises and Curator-style holds owned by the calling thread, as in Curator;
-//! * `testing` (feature `testing`): a real ZooKeeper for tests, like Curator's `TestingServer`;
-//! * metrics (feature `metrics`): acquire wait and hold time histograms, holds lost by cause,
-//!   waiters and connection state changes, labelled by recipe and lock path, on the
-//!   [`metrics`](https://docs.rs/metrics) facade for any exporter (Prometheus, StatsD, …); the path
-//!   label is set per client with `CuratorClientBuilder::metrics_path_label`. Names, labels and
-//!   units: docs/observability.md. Without the feature nothing of it is compiled.
+//! * and one module per family of recipes, each opening with what the family is, its Curator
+//!   counterpart and the type to start from:
+//!
+//! | module | Curator | start from |
+//! |---|---|---|
+//! | [`locks`] | `recipes/locks` | [`locks::InterProcessMutex`], the read-write lock, semaphores, the multi-lock; [`locks::driver`] to write a lock driver |
+//! | [`leader`] | `recipes/leader` | [`leader::LeaderLatch`], [`leader::LeaderSelector`] |
+//! | [`cache`] | `recipes/cache` | [`cache::CuratorCache`]: a local copy of a node, its children or a tree |
+//! | [`nodes`] | `recipes/nodes` | [`nodes::PersistentNode`], [`nodes::GroupMember`] |
+//! | [`atomic`] | `recipes/atomic` | [`atomic::DistributedAtomicLong`] |
+//! | [`shared`] | `recipes/shared` | [`shared::SharedCount`], [`shared::SharedValue`] |
+//! | [`barriers`] | `recipes/barriers` | [`barriers::DistributedBarrier`], [`barriers::DistributedDoubleBarrier`] |
+//! | [`claims`] | — | [`claims::WorkClaims`]: lock-tag batch claims of work items |
+//! | [`idempotency`] | — | [`idempotency::IdempotencyKeys`]: one execution per request id (Stripe-style) |
+//! | [`mod@inspect`] | — | [`inspect()`](inspect::inspect): every lock under a path, with its holders and waiters |
+//!
+//! Besides them: [`blocking`], the client with its data API, the locks, leader election, the
+//! barriers, the cache, the shared values, the atomic counters and the nodes for plain threads
+//! (like `reqwest::blocking`), with the same promises and Curator-style holds owned by the calling
+//! thread, as in Curator; `testing` (feature `testing`), a real ZooKeeper for tests, like
+//! Curator's `TestingServer`; [`raw`], the `zookeeper-client` crate underneath, the one place it
+//! appears, outside the semver promise; and metrics (feature `metrics`): acquire wait and hold
+//! time histograms, holds lost by cause, waiters and connection state changes, labelled by recipe
+//! and lock path, on the [`metrics`](https://docs.rs/metrics) facade for any exporter (Prometheus,
+//! StatsD, …); the path label is set per client with `CuratorClientBuilder::metrics_path_label`.
+//! Names, labels and units: docs/observability.md. Without the feature nothing of it is compiled.
 //!
 //! The `zk-curator` command (feature `cli`) runs a command under any of these locks
 //! (`zk-curator lock PATH -- COMMAND`), and lists or holds them.
+//!
+//! # What is at the root
+//!
+//! The root keeps what most programs start from, as `zookeeper-client` keeps its client API flat:
+//! the client and its builder ([`CuratorClient`], [`CuratorClientBuilder`]), the errors
+//! ([`Error`], [`ErrorKind`], [`ErrorCode`], [`ErrorDetail`], [`Result`]), [`Deadline`],
+//! [`ConnectionState`], the retry policies ([`RetryPolicy`] and Curator's, from
+//! [`ExponentialBackoffRetry`] to [`RetryUntilElapsed`]) and the data API's everyday types
+//! ([`CreateMode`], [`Stat`], [`Acl`] with [`Id`] and [`Permissions`], [`Transaction`] and its
+//! [`OpResult`]s, [`WatchedEvent`] and [`EventType`]). The rest of the framework layer, which
+//! programs rarely name — the request builders the data API returns, watch streams, ACL
+//! providers, TLS and SASL options, path helpers, the builder's defaults — is in [`framework`].
+//! A recipe is always named by its family (`zk_curator::locks::InterProcessMutex`), as Curator's
+//! `org.apache.curator.framework.recipes.locks.InterProcessMutex`: the families keep the names
+//! apart, and the root short. (The flat names of earlier releases still resolve, for one
+//! release; docs/curator-migration.md, "Module paths", maps them.)
+//!
+//! # Promises
 //!
 //! Beyond Curator, every acquire is cancel safe (a dropped future leaves no node behind), a release
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
@@ -52,19 +72,16 @@
 //! a counter update, `begin_within`) fails with [`Error::DeadlineExceeded`] naming the path and the
 //! timeout. Every timed call takes a [`Deadline`]: a `Duration`, or an `Instant` for chained waits.
 //!
-//! Everything is re-exported at the crate root; the modules are private, but for [`blocking`],
-//! `testing`, [`driver`] (for writing a lock driver; its helper functions are only there) and
-//! [`raw`]: the `zookeeper-client` crate underneath, the one place it appears, outside the semver
-//! promise.
-//!
-//! Lead with guards ([`InterProcessMutex::lock`], `try_lock_for`, …): a guard owns its hold, moves
-//! between tasks, and releases on drop. The Curator-style `acquire`/`release` pair is for ports of
-//! Curator code; its hold belongs to the calling task, which must release it on every path — see
-//! the two-model table on [`InterProcessMutex`].
+//! Lead with guards ([`locks::InterProcessMutex::lock`], `try_lock_for`,
+//! …): a guard owns its hold, moves between tasks, and releases on drop. The Curator-style
+//! `acquire`/`release` pair is for ports of Curator code; its hold belongs to the calling task,
+//! which must release it on every path — see the two-model table on
+//! [`locks::InterProcessMutex`].
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use zk_curator::{CuratorClient, InterProcessMutex};
+//! use zk_curator::CuratorClient;
+//! use zk_curator::locks::InterProcessMutex;
 //!
 //! # async fn demo() -> zk_curator::Result<()> {
 //! let client = CuratorClient::connect("127.0.0.1:2181").await?;
@@ -90,90 +107,97 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/security.md")]
 struct SecurityDoctests;
 
-mod atomic;
-mod barriers;
+pub mod atomic;
+pub mod barriers;
 pub mod blocking;
-mod cache;
-mod claims;
+pub mod cache;
+pub mod claims;
 mod deadline;
 mod error;
 mod feed;
-mod framework;
-mod idempotency;
-mod inspect;
-mod leader;
-mod locks;
+pub mod framework;
+pub mod idempotency;
+pub mod inspect;
+pub mod leader;
+pub mod locks;
 mod metrics;
-mod nodes;
+pub mod nodes;
 pub mod raw;
-mod shared;
+pub mod shared;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+pub use deadline::Deadline;
+pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
+pub use framework::acl::{Acl, Id, Permissions};
+pub use framework::builder::CuratorClientBuilder;
+pub use framework::client::CuratorClient;
+pub use framework::node::{CreateMode, EventType, Stat, WatchedEvent};
+pub use framework::operations::{OpResult, Transaction};
+pub use framework::retry::{
+    BoundedExponentialBackoffRetry, ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryOneTime, RetryPolicy,
+    RetryUntilElapsed,
+};
+pub use framework::state::ConnectionState;
+
+// The flat names of release 0.1, before the families: still importable from the root for one
+// release, hidden from the docs (a re-export cannot be `#[deprecated]`). They go in the next
+// release; docs/curator-migration.md ("Module paths") maps each to its module.
+#[doc(hidden)]
 pub use atomic::{
     AtomicNumber, AtomicStats, AtomicValue, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
     DistributedAtomicValue, PromotedToLock,
 };
+#[doc(hidden)]
 pub use barriers::{DistributedBarrier, DistributedDoubleBarrier, READY_NODE_NAME};
+#[doc(hidden)]
 pub use cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache, CuratorCacheBuilder};
+#[doc(hidden)]
 pub use claims::{Claim, ClaimState, Reclaimed, WorkClaims};
-pub use deadline::Deadline;
-pub use error::{Error, ErrorCode, ErrorDetail, ErrorKind, Result};
+#[doc(hidden)]
 #[cfg(feature = "sasl")]
 pub use framework::SaslOptions;
+#[doc(hidden)]
 #[cfg(feature = "tls")]
 pub use framework::TlsOptions;
+#[doc(hidden)]
 pub use framework::{
-    is_protected, parse_sequence, strip_protection, validate_path, Acl, AclProvider, BoundedExponentialBackoffRetry,
-    CommitBuilder, ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream, CreateBuilder, CreateMode,
-    CreatedNode, CuratorClient, CuratorClientBuilder, DefaultAclProvider, DeleteBuilder, DeleteOutcome, EventType,
-    ExistsBuilder, ExistsWatchBuilder, ExponentialBackoffRetry, GetChildrenBuilder, GetChildrenWatchBuilder,
-    GetDataBuilder, GetDataWatchBuilder, Id, OpResult, Permissions, PersistentWatchBuilder, RetryForever, RetryNTimes,
-    RetryOneTime, RetryPolicy, RetryUntilElapsed, SessionIdentity, SetDataBuilder, Stat, Transaction, Watch,
-    WatchStream, WatchedEvent, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE,
-    DEFAULT_SESSION_TIMEOUT, DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
+    is_protected, parse_sequence, strip_protection, validate_path, AclProvider, CommitBuilder,
+    ConnectionStateErrorPolicy, ConnectionStateStream, CreateBuilder, CreatedNode, DefaultAclProvider, DeleteBuilder,
+    DeleteOutcome, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder, GetChildrenWatchBuilder, GetDataBuilder,
+    GetDataWatchBuilder, PersistentWatchBuilder, SessionIdentity, SetDataBuilder, Watch, WatchStream,
+    DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
 };
+#[doc(hidden)]
 pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys, Retention, Settled, MAX_IDEMPOTENCY_KEY_LEN};
+#[doc(hidden)]
 pub use inspect::{
     inspect, inspect_barrier, inspect_lock, inspect_with, BarrierInfo, BarrierMember, BarrierReady, InspectOptions,
     Inspection, LockHolder, LockInfo, LockKind,
 };
+#[doc(hidden)]
 pub use leader::{
     CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState, LeadershipStream, Participant,
     LATCH_LOCK_NAME, SELECTOR_LOCK_NAME,
 };
+#[doc(hidden)]
+pub use locks::driver::{
+    Contender, LeaseDriver, LockDriver, NodeSpec, ReadLockDriver, StandardLockDriver, Verdict, WriteLockDriver,
+};
+#[doc(hidden)]
 pub use locks::{
-    return_all, Contender, FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream, HolderId, InterProcessLock,
+    driver, return_all, FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream, HolderId, InterProcessLock,
     InterProcessMultiLock, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LockDriver, LockFuture, MutexGuard,
-    NodeSpec, ReadLock, ReadLockDriver, ReadLockGuard, Revoker, StandardLockDriver, Verdict, WriteLock,
-    WriteLockDriver, WriteLockGuard, LEASE_NODE_NAME, NONFAIR_LOCK_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT,
+    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LockFuture, MutexGuard, ReadLock, ReadLockGuard,
+    Revoker, WriteLock, WriteLockGuard, LEASE_NODE_NAME, NONFAIR_LOCK_NAME, READ_LOCK_NAME, SEMAPHORE_LEASE_PARENT,
     SEMAPHORE_LOCK_PARENT, WRITE_LOCK_NAME,
 };
+#[doc(hidden)]
 pub use nodes::{
     GroupMember, MembershipEvent, MembershipStream, NodeState, PersistentNode, PersistentTtlNode, Protection,
     TTL_TOUCH_NODE_NAME,
 };
+#[doc(hidden)]
 pub use shared::{SharedCount, SharedValue, SharedValueStream, VersionedValue};
-
-pub mod driver {
-    //! For writing a [`LockDriver`]: the policy that names, sorts and judges a lock's nodes (Curator's
-    //! `LockInternalsDriver`), and the helpers the crate's own drivers are made of.
-    //!
-    //! A driver decides three things for [`InterProcessMutex::with_driver`](crate::InterProcessMutex::with_driver): the node a contender
-    //! creates ([`NodeSpec`]), the order of the lock's children (a sort key, compared like Java's
-    //! `String.compareTo`: [`java_cmp`]), and, for one contender, whether it holds the lock or what
-    //! it waits for ([`Verdict`]). [`StandardLockDriver`] is Curator's (first in sequence order holds);
-    //! [`standard_sort_key`], [`standard_verdict`], [`standard_evaluate`] and [`evaluate_by_key`] are
-    //! its parts, for a driver that changes only one of them; [`read_write_sort_key`],
-    //! [`ReadLockDriver`], [`WriteLockDriver`] and [`LeaseDriver`] are the read-write lock's and the
-    //! semaphore's.
-    //!
-    //! The trait and the drivers are also at the crate root; the helper functions only here.
-
-    pub use crate::locks::{
-        evaluate_by_key, java_cmp, read_write_sort_key, standard_evaluate, standard_sort_key, standard_verdict,
-        Contender, LeaseDriver, LockDriver, NodeSpec, ReadLockDriver, StandardLockDriver, Verdict, WriteLockDriver,
-    };
-}

@@ -9,7 +9,7 @@
 //! * acquires: [`measure_acquire`] around [`LockInternals::attempt_lock`](crate::locks::internals)
 //!   (every recipe but the semaphore) and around a semaphore's whole lease acquire (its internal
 //!   mutex and its lease, one sample per lease);
-//! * holds: [`HoldMeter`], owned by each [`Hold`](crate::Hold), ended once when the hold becomes
+//! * holds: [`HoldMeter`], owned by each [`Hold`](crate::locks::Hold), ended once when the hold becomes
 //!   `Lost` (released or lost) or is dropped;
 //! * connection states: [`connection_state`], where the session supervisor publishes them.
 
@@ -41,22 +41,22 @@ const CONNECTION_STATE_CHANGES_TOTAL: &str = "zk_curator_connection_state_change
 /// The recipe a lock belongs to: the `recipe` label of the metrics and field of the spans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Recipe {
-    /// [`InterProcessMutex`](crate::InterProcessMutex) (any driver given to `with_driver`, and the
-    /// locks of an [`InterProcessMultiLock`](crate::InterProcessMultiLock) made from paths).
+    /// [`InterProcessMutex`](crate::locks::InterProcessMutex) (any driver given to `with_driver`, and the
+    /// locks of an [`InterProcessMultiLock`](crate::locks::InterProcessMultiLock) made from paths).
     Mutex,
-    /// The read half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+    /// The read half of an [`InterProcessReadWriteLock`](crate::locks::InterProcessReadWriteLock).
     Read,
-    /// The write half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+    /// The write half of an [`InterProcessReadWriteLock`](crate::locks::InterProcessReadWriteLock).
     Write,
-    /// [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2).
+    /// [`InterProcessSemaphoreV2`](crate::locks::InterProcessSemaphoreV2).
     Semaphore,
-    /// [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex).
+    /// [`InterProcessSemaphoreMutex`](crate::locks::InterProcessSemaphoreMutex).
     SemaphoreMutex,
-    /// [`InterProcessNonFairMutex`](crate::InterProcessNonFairMutex).
+    /// [`InterProcessNonFairMutex`](crate::locks::InterProcessNonFairMutex).
     NonFairMutex,
-    /// [`LeaderLatch`](crate::LeaderLatch).
+    /// [`LeaderLatch`](crate::leader::LeaderLatch).
     Latch,
-    /// [`LeaderSelector`](crate::LeaderSelector).
+    /// [`LeaderSelector`](crate::leader::LeaderSelector).
     Selector,
 }
 

@@ -99,16 +99,16 @@ pub fn client_error(err: &crate::Error) -> Option<&Error> {
 /// zk-curator's TLS options made of raw ones (e.g. with dynamic certificates).
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-pub fn tls_options(options: TlsOptions) -> crate::TlsOptions {
-    crate::TlsOptions(options)
+pub fn tls_options(options: TlsOptions) -> crate::framework::TlsOptions {
+    crate::framework::TlsOptions(options)
 }
 
 /// zk-curator's SASL options made of raw ones (e.g. GSSAPI, with zookeeper-client's
 /// `sasl-gssapi` feature enabled by the application).
 #[cfg(feature = "sasl")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
-pub fn sasl_options(options: impl Into<SaslOptions>) -> crate::SaslOptions {
-    crate::SaslOptions(options.into())
+pub fn sasl_options(options: impl Into<SaslOptions>) -> crate::framework::SaslOptions {
+    crate::framework::SaslOptions(options.into())
 }
 
 /// Ends a raw `session` on the server as if it expired (see

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use parking_lot::Mutex;
-use zk_curator::InterProcessMutex;
+use zk_curator::locks::InterProcessMutex;
 
 #[derive(Default)]
 struct GaugeCell(Mutex<f64>);

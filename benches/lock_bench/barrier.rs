@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use zk_curator::DistributedDoubleBarrier;
+use zk_curator::barriers::DistributedDoubleBarrier;
 
 use crate::report::{mean, pct, sorted, Report};
 use crate::{connect_clients, unique_path, BenchResult};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use zk_curator::{CacheEvent, CuratorCache};
+use zk_curator::cache::{CacheEvent, CuratorCache};
 
 use crate::report::{mean, pct, sorted, Report};
 use crate::{connect_client, unique_path, BenchResult, BENCH_SESSION_TIMEOUT};

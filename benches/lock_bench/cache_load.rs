@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use zk_curator::cache::CuratorCache;
 use zk_curator::raw as zk;
-use zk_curator::CuratorCache;
 
 use crate::report::{proc_status_kb, Report};
 use crate::{connect_client, unique_path, BenchResult, BENCH_SESSION_TIMEOUT};

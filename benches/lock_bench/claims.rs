@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use zk_curator::{CreateMode, Transaction, WorkClaims};
+use zk_curator::claims::WorkClaims;
+use zk_curator::{CreateMode, Transaction};
 
 use crate::report::Report;
 use crate::{connect_clients, unique_path, BenchResult};

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::{DistributedAtomicLong, RetryNTimes};
+use zk_curator::atomic::DistributedAtomicLong;
+use zk_curator::RetryNTimes;
 
 use crate::report::{mean, pct, sorted, Report};
 use crate::{connect_clients, unique_path, BenchResult};

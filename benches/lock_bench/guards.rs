@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use zk_curator::{CuratorClient, FencingToken, InterProcessMutex};
+use zk_curator::locks::{FencingToken, InterProcessMutex};
+use zk_curator::CuratorClient;
 
 use crate::BenchResult;
 

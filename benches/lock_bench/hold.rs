@@ -5,11 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::{
-    CuratorClient, GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, Leadership as SelectorLeadership, Lease, LockDriver,
+use zk_curator::leader::{LeaderLatch, LeaderSelector, Leadership as SelectorLeadership};
+use zk_curator::locks::driver::LockDriver;
+use zk_curator::locks::{
+    GuardedWrite, Hold, HoldState, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease,
     MutexGuard,
 };
+use zk_curator::CuratorClient;
 
 use crate::report::say;
 use crate::{connect_client, BenchResult};

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention};
 use zk_curator::raw as zk;
-use zk_curator::{Begin, IdempotencyKeys, Retention};
 
 use crate::report::{pct, sorted, Report};
 use crate::{connect_clients, unique_path, BenchResult, BENCH_SESSION_TIMEOUT};

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zk_curator::locks::{InterProcessMutex, InterProcessNonFairMutex, MutexGuard};
 use zk_curator::raw as zk;
-use zk_curator::{Error, InterProcessMutex, InterProcessNonFairMutex, MutexGuard};
+use zk_curator::Error;
 
 use crate::raw::pipelined_create_list;
 use crate::report::{collect_latencies, pct, sorted, Report};

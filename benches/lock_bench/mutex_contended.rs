@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::{CuratorClient, Error, InterProcessMutex};
+use zk_curator::locks::InterProcessMutex;
+use zk_curator::{CuratorClient, Error};
 
 use crate::connect_clients;
 use crate::guards::{task_mutex, Style, OUTSIDE};

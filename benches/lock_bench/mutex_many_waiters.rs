@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::{Error, InterProcessMutex};
+use zk_curator::locks::InterProcessMutex;
+use zk_curator::Error;
 
 use crate::guards::{
     counting_first_poll, guard_nodes_expected, task_mutex, GuardSample, GuardStyle, HandoffClock, OUTSIDE,

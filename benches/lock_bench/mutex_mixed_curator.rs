@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::{Error, InterProcessMutex};
+use zk_curator::locks::InterProcessMutex;
+use zk_curator::Error;
 
 use crate::guards::task_mutex;
 use crate::report::Report;

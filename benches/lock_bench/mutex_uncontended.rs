@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::locks::InterProcessMutex;
 use zk_curator::raw as zk;
-use zk_curator::InterProcessMutex;
 
 use crate::raw::pipelined_create_list;
 use crate::report::{pct, sorted, Report};

@@ -10,8 +10,9 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::nodes::{PersistentNode, Protection};
 use zk_curator::testing::expire_session;
-use zk_curator::{ConnectionState, CreateMode, PersistentNode, Protection};
+use zk_curator::{ConnectionState, CreateMode};
 use zookeeper_client as zk;
 
 use crate::report::{mean, pct, sorted, Report};

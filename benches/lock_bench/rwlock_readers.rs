@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{InterProcessReadWriteLock, ReadLock};
+use zk_curator::locks::{InterProcessReadWriteLock, ReadLock};
 
 use crate::connect_clients;
 use crate::report::{pct, Report};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{InterProcessSemaphoreV2, Lease};
+use zk_curator::locks::{InterProcessSemaphoreV2, Lease};
 
 use crate::connect_clients;
 use crate::report::{pct, Report};

@@ -1,5 +1,5 @@
 //! [`DistributedAtomicLong`] and [`DistributedAtomicInteger`] (Curator's): a big-endian number in
-//! one node, on the engine of [`DistributedAtomicValue`](crate::DistributedAtomicValue).
+//! one node, on the engine of [`DistributedAtomicValue`](crate::atomic::DistributedAtomicValue).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,17 +80,17 @@ impl AtomicNumber for i32 {
 /// another process wins, then optionally under a mutex ([`promoted_to_lock`](Self::promoted_to_lock)).
 /// Every result is an [`AtomicValue`]: check [`succeeded`](AtomicValue::succeeded). A set that
 /// lost comes back with the current value (read in the same pipeline) and is tried again at once
-/// from it (see [Contention](crate::DistributedAtomicValue#contention)).
+/// from it (see [Contention](crate::atomic::DistributedAtomicValue#contention)).
 ///
 /// A change never applies twice: a retry after a lost reply carries the same version, and when
 /// the node cannot tell whether the first send applied the call returns
 /// [`Error::OutcomeUnknown`] rather than applying the change again from the new value (see
-/// [`DistributedAtomicValue`](crate::DistributedAtomicValue#lost-replies)).
+/// [`DistributedAtomicValue`](crate::atomic::DistributedAtomicValue#lost-replies)).
 ///
 /// ```no_run
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
 /// use std::time::Duration;
-/// let sold = zk_curator::DistributedAtomicLong::new(&client, "/shop/tickets-sold")?
+/// let sold = zk_curator::atomic::DistributedAtomicLong::new(&client, "/shop/tickets-sold")?
 ///     .timeout(Duration::from_secs(5));
 /// let result = sold.increment().await?;
 /// if result.succeeded() {
@@ -125,7 +125,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     }
 
     /// The same counter with its optimistic attempts under `policy` (Curator's constructor
-    /// argument) instead of the client's; see [Contention](crate::DistributedAtomicValue#contention)
+    /// argument) instead of the client's; see [Contention](crate::atomic::DistributedAtomicValue#contention)
     /// for its sleeps.
     pub fn with_retry_policy(&self, policy: impl RetryPolicy) -> Self {
         Self::of(self.engine.with_retry_policy(Arc::new(policy)))
@@ -180,7 +180,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// println!("{} sold", sold.get().await?.post_value());
     /// # Ok(()) }
     /// ```
@@ -206,7 +206,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// let r = sold.add(3).await?;
     /// if r.succeeded() {
     ///     println!("{} -> {} in {} tries", r.pre_value(), r.post_value(), r.stats().optimistic_tries);
@@ -232,7 +232,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(stock: zk_curator::DistributedAtomicInteger) -> zk_curator::Result<()> {
+    /// # async fn demo(stock: zk_curator::atomic::DistributedAtomicInteger) -> zk_curator::Result<()> {
     /// stock.subtract(2).await?;
     /// # Ok(()) }
     /// ```
@@ -250,7 +250,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// let r = sold.increment().await?;
     /// assert!(!r.succeeded() || *r.post_value() == r.pre_value() + 1);
     /// # Ok(()) }
@@ -269,7 +269,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// sold.decrement().await?;
     /// # Ok(()) }
     /// ```
@@ -287,7 +287,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// sold.try_set(100).await?;
     /// # Ok(()) }
     /// ```
@@ -315,7 +315,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(epoch: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(epoch: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// if epoch.compare_and_set(7, 8).await?.succeeded() {
     ///     println!("moved the epoch from 7 to 8");
     /// }
@@ -343,7 +343,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// sold.try_initialize(0).await?;
     /// # Ok(()) }
     /// ```
@@ -367,7 +367,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(sold: zk_curator::DistributedAtomicLong) -> zk_curator::Result<()> {
+    /// # async fn demo(sold: zk_curator::atomic::DistributedAtomicLong) -> zk_curator::Result<()> {
     /// sold.force_set(0).await?;
     /// # Ok(()) }
     /// ```

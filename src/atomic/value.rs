@@ -11,8 +11,9 @@ use tracing::debug;
 use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
+use crate::locks::InterProcessMutex;
 use crate::shared::write::{self, Written};
-use crate::{CuratorClient, InterProcessMutex, RetryPolicy};
+use crate::{CuratorClient, RetryPolicy};
 
 /// How an atomic operation went (Curator's `AtomicStats`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -502,7 +503,7 @@ impl DistributedAtomicValue {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let value = zk_curator::DistributedAtomicValue::new(&client, "/app/token")?;
+    /// let value = zk_curator::atomic::DistributedAtomicValue::new(&client, "/app/token")?;
     /// println!("{:?}", value.get().await?.post_value());
     /// # Ok(()) }
     /// ```
@@ -532,7 +533,7 @@ impl DistributedAtomicValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(value: zk_curator::DistributedAtomicValue) -> zk_curator::Result<()> {
+    /// # async fn demo(value: zk_curator::atomic::DistributedAtomicValue) -> zk_curator::Result<()> {
     /// let result = value.try_set(b"v2".to_vec()).await?;
     /// assert!(!result.succeeded() || result.post_value() == b"v2");
     /// # Ok(()) }
@@ -556,7 +557,7 @@ impl DistributedAtomicValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(value: zk_curator::DistributedAtomicValue) -> zk_curator::Result<()> {
+    /// # async fn demo(value: zk_curator::atomic::DistributedAtomicValue) -> zk_curator::Result<()> {
     /// if value.compare_and_set(b"v1".to_vec(), b"v2".to_vec()).await?.succeeded() {
     ///     println!("moved from v1 to v2");
     /// }
@@ -583,7 +584,7 @@ impl DistributedAtomicValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(value: zk_curator::DistributedAtomicValue) -> zk_curator::Result<()> {
+    /// # async fn demo(value: zk_curator::atomic::DistributedAtomicValue) -> zk_curator::Result<()> {
     /// value.try_initialize(b"v1".to_vec()).await?;
     /// # Ok(()) }
     /// ```
@@ -604,7 +605,7 @@ impl DistributedAtomicValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(value: zk_curator::DistributedAtomicValue) -> zk_curator::Result<()> {
+    /// # async fn demo(value: zk_curator::atomic::DistributedAtomicValue) -> zk_curator::Result<()> {
     /// value.force_set(b"reset".to_vec()).await?;
     /// # Ok(()) }
     /// ```

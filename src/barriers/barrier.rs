@@ -34,7 +34,7 @@ impl DistributedBarrier {
     /// # Examples
     /// ```no_run
     /// # fn demo(client: &zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let barrier = zk_curator::DistributedBarrier::new(client, "/barriers/deploy")?;
+    /// let barrier = zk_curator::barriers::DistributedBarrier::new(client, "/barriers/deploy")?;
     /// # Ok(()) }
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
@@ -60,7 +60,7 @@ impl DistributedBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(barrier: zk_curator::DistributedBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(barrier: zk_curator::barriers::DistributedBarrier) -> zk_curator::Result<()> {
     /// barrier.set_barrier().await?;
     /// # Ok(()) }
     /// ```
@@ -83,7 +83,7 @@ impl DistributedBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(barrier: zk_curator::DistributedBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(barrier: zk_curator::barriers::DistributedBarrier) -> zk_curator::Result<()> {
     /// barrier.remove_barrier().await?;
     /// # Ok(()) }
     /// ```
@@ -105,7 +105,7 @@ impl DistributedBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(barrier: zk_curator::DistributedBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(barrier: zk_curator::barriers::DistributedBarrier) -> zk_curator::Result<()> {
     /// if barrier.is_set().await? {
     ///     println!("{} still holds everyone back", barrier.path());
     /// }
@@ -127,7 +127,7 @@ impl DistributedBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(barrier: zk_curator::DistributedBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(barrier: zk_curator::barriers::DistributedBarrier) -> zk_curator::Result<()> {
     /// barrier.wait_on_barrier().await?;
     /// // ... the barrier was removed: start ...
     /// # Ok(()) }
@@ -149,7 +149,7 @@ impl DistributedBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(barrier: zk_curator::DistributedBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(barrier: zk_curator::barriers::DistributedBarrier) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     /// if !barrier.wait_on_barrier_timeout(Duration::from_secs(30)).await? {
     ///     println!("still blocked after 30 s");

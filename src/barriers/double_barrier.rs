@@ -40,7 +40,8 @@ use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::paths;
 use crate::framework::retry_loop::Retrying;
-use crate::{CuratorClient, SessionIdentity};
+use crate::framework::SessionIdentity;
+use crate::CuratorClient;
 
 /// The name of the node whose presence lets a double barrier's members in (Curator's `READY_NODE`).
 pub const READY_NODE_NAME: &str = "ready";
@@ -112,7 +113,7 @@ impl DistributedDoubleBarrier {
     /// # Examples
     /// ```no_run
     /// # fn demo(client: &zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let barrier = zk_curator::DistributedDoubleBarrier::new(client, "/barriers/batch", 4)?;
+    /// let barrier = zk_curator::barriers::DistributedDoubleBarrier::new(client, "/barriers/batch", 4)?;
     /// # Ok(()) }
     /// ```
     pub fn new(client: &CuratorClient, path: &str, member_count: usize) -> Result<Self> {
@@ -174,7 +175,7 @@ impl DistributedDoubleBarrier {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mut barrier = zk_curator::DistributedDoubleBarrier::new(&client, "/barriers/batch", 4)?;
+    /// let mut barrier = zk_curator::barriers::DistributedDoubleBarrier::new(&client, "/barriers/batch", 4)?;
     /// barrier.enter().await?;
     /// // ... all four are in: work ...
     /// barrier.leave().await?;
@@ -197,7 +198,7 @@ impl DistributedDoubleBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mut barrier: zk_curator::DistributedDoubleBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(mut barrier: zk_curator::barriers::DistributedDoubleBarrier) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     /// if !barrier.enter_timeout(Duration::from_secs(60)).await? {
     ///     println!("not enough members within a minute");
@@ -232,7 +233,7 @@ impl DistributedDoubleBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mut barrier: zk_curator::DistributedDoubleBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(mut barrier: zk_curator::barriers::DistributedDoubleBarrier) -> zk_curator::Result<()> {
     /// barrier.enter().await?;
     /// barrier.leave().await?;
     /// # Ok(()) }
@@ -254,7 +255,7 @@ impl DistributedDoubleBarrier {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mut barrier: zk_curator::DistributedDoubleBarrier) -> zk_curator::Result<()> {
+    /// # async fn demo(mut barrier: zk_curator::barriers::DistributedDoubleBarrier) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     /// barrier.enter().await?;
     /// if !barrier.leave_timeout(Duration::from_secs(60)).await? {

@@ -1,10 +1,24 @@
-//! Barriers (Curator's `recipes/barriers`): [`DistributedBarrier`], a node whose presence holds
-//! everyone back, and [`DistributedDoubleBarrier`], where a set number of members enter together
-//! and leave together — round after round on one path.
+//! Barriers (Curator's `recipes/barriers`).
 //!
-//! The waits of both share one helper here: a oneshot watch raced against the caller's deadline
-//! and the client's connection status, so that every wake-up (a watch event, a reconnection, a
-//! session replaced) leads to a fresh look at the nodes, never to a conclusion by itself.
+//! * [`DistributedBarrier`] (Curator's `DistributedBarrier`): start from it — a node whose
+//!   presence holds everyone back until it is removed;
+//! * [`DistributedDoubleBarrier`] (Curator's `DistributedDoubleBarrier`): a set number of members
+//!   enter together and leave together, round after round on one path ([`READY_NODE_NAME`] marks
+//!   a full round).
+//!
+//! ```no_run
+//! use zk_curator::barriers::DistributedBarrier;
+//!
+//! # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+//! let barrier = DistributedBarrier::new(&client, "/barriers/deploy")?;
+//! barrier.wait_on_barrier().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Inside: the waits of both share one helper here, a oneshot watch raced against the caller's
+//! deadline and the client's connection status, so that every wake-up (a watch event, a
+//! reconnection, a session replaced) leads to a fresh look at the nodes, never to a conclusion by
+//! itself.
 
 mod barrier;
 mod double_barrier;

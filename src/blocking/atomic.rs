@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Core, CuratorClient};
+use crate::atomic::{AtomicNumber, AtomicValue, PromotedToLock};
 use crate::error::Result;
-use crate::{AtomicNumber, AtomicValue, PromotedToLock, RetryPolicy};
+use crate::RetryPolicy;
 
-/// A blocking [`DistributedAtomicValue`](crate::DistributedAtomicValue): bytes in one node
+/// A blocking [`DistributedAtomicValue`](crate::atomic::DistributedAtomicValue): bytes in one node
 /// changed by optimistic versioned sets (Curator's `DistributedAtomicValue`). A lost reply is
-/// never applied twice: see [Lost replies](crate::DistributedAtomicValue#lost-replies).
+/// never applied twice: see [Lost replies](crate::atomic::DistributedAtomicValue#lost-replies).
 ///
 /// # Examples
 /// ```no_run
@@ -23,12 +24,12 @@ use crate::{AtomicNumber, AtomicValue, PromotedToLock, RetryPolicy};
 /// ```
 #[derive(Clone, Debug)]
 pub struct DistributedAtomicValue {
-    inner: crate::DistributedAtomicValue,
+    inner: crate::atomic::DistributedAtomicValue,
     core: Arc<Core>,
 }
 
 impl DistributedAtomicValue {
-    /// A value at `path`, as [`DistributedAtomicValue::new`](crate::DistributedAtomicValue::new).
+    /// A value at `path`, as [`DistributedAtomicValue::new`](crate::atomic::DistributedAtomicValue::new).
     ///
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming `path`.
@@ -40,11 +41,11 @@ impl DistributedAtomicValue {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        let inner = crate::DistributedAtomicValue::new(client.core().client(), path)?;
+        let inner = crate::atomic::DistributedAtomicValue::new(client.core().client(), path)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
-    fn with(&self, inner: crate::DistributedAtomicValue) -> Self {
+    fn with(&self, inner: crate::atomic::DistributedAtomicValue) -> Self {
         Self { inner, core: self.core.clone() }
     }
 
@@ -70,7 +71,7 @@ impl DistributedAtomicValue {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let token = zk_curator::blocking::DistributedAtomicValue::new(&client, "/app/token")?;
-    /// let token = token.promoted_to_lock(zk_curator::PromotedToLock::new("/app/token-lock"))?;
+    /// let token = token.promoted_to_lock(zk_curator::atomic::PromotedToLock::new("/app/token-lock"))?;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn promoted_to_lock(&self, promoted: PromotedToLock) -> Result<Self> {
@@ -109,17 +110,17 @@ impl DistributedAtomicValue {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let token = zk_curator::blocking::DistributedAtomicValue::new(&client, "/app/token")?;
-    /// let same: zk_curator::DistributedAtomicValue = token.as_async().clone();
+    /// let same: zk_curator::atomic::DistributedAtomicValue = token.as_async().clone();
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::DistributedAtomicValue {
+    pub fn as_async(&self) -> &crate::atomic::DistributedAtomicValue {
         &self.inner
     }
 
     /// The current bytes (empty when the node does not exist).
     ///
     /// # Errors
-    /// As [`DistributedAtomicValue::get`](crate::DistributedAtomicValue::get);
+    /// As [`DistributedAtomicValue::get`](crate::atomic::DistributedAtomicValue::get);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -137,7 +138,7 @@ impl DistributedAtomicValue {
     /// Sets the bytes with optimistic attempts (then the promoted lock, if any).
     ///
     /// # Errors
-    /// As [`DistributedAtomicValue::try_set`](crate::DistributedAtomicValue::try_set);
+    /// As [`DistributedAtomicValue::try_set`](crate::atomic::DistributedAtomicValue::try_set);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -201,7 +202,7 @@ impl DistributedAtomicValue {
     }
 }
 
-/// A blocking [`DistributedAtomicNumber`](crate::DistributedAtomicNumber): Curator's
+/// A blocking [`DistributedAtomicNumber`](crate::atomic::DistributedAtomicNumber): Curator's
 /// `DistributedAtomicLong` ([`DistributedAtomicLong`]) and `DistributedAtomicInteger`
 /// ([`DistributedAtomicInteger`]), big-endian numbers changed by optimistic versioned sets; a
 /// change never applies twice.
@@ -219,18 +220,18 @@ impl DistributedAtomicValue {
 /// ```
 #[derive(Clone, Debug)]
 pub struct DistributedAtomicNumber<T: AtomicNumber> {
-    inner: crate::DistributedAtomicNumber<T>,
+    inner: crate::atomic::DistributedAtomicNumber<T>,
     core: Arc<Core>,
 }
 
-/// A blocking [`DistributedAtomicLong`](crate::DistributedAtomicLong): an `i64` in 8 bytes.
+/// A blocking [`DistributedAtomicLong`](crate::atomic::DistributedAtomicLong): an `i64` in 8 bytes.
 pub type DistributedAtomicLong = DistributedAtomicNumber<i64>;
 
-/// A blocking [`DistributedAtomicInteger`](crate::DistributedAtomicInteger): an `i32` in 4 bytes.
+/// A blocking [`DistributedAtomicInteger`](crate::atomic::DistributedAtomicInteger): an `i32` in 4 bytes.
 pub type DistributedAtomicInteger = DistributedAtomicNumber<i32>;
 
 impl<T: AtomicNumber> DistributedAtomicNumber<T> {
-    /// A counter at `path`, as [`DistributedAtomicNumber::new`](crate::DistributedAtomicNumber::new).
+    /// A counter at `path`, as [`DistributedAtomicNumber::new`](crate::atomic::DistributedAtomicNumber::new).
     ///
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming `path`.
@@ -242,11 +243,11 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        let inner = crate::DistributedAtomicNumber::new(client.core().client(), path)?;
+        let inner = crate::atomic::DistributedAtomicNumber::new(client.core().client(), path)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
-    fn with(&self, inner: crate::DistributedAtomicNumber<T>) -> Self {
+    fn with(&self, inner: crate::atomic::DistributedAtomicNumber<T>) -> Self {
         Self { inner, core: self.core.clone() }
     }
 
@@ -272,7 +273,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let sold = zk_curator::blocking::DistributedAtomicLong::new(&client, "/shop/tickets-sold")?;
-    /// let sold = sold.promoted_to_lock(zk_curator::PromotedToLock::new("/shop/tickets-lock"))?;
+    /// let sold = sold.promoted_to_lock(zk_curator::atomic::PromotedToLock::new("/shop/tickets-lock"))?;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn promoted_to_lock(&self, promoted: PromotedToLock) -> Result<Self> {
@@ -311,17 +312,17 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let sold = zk_curator::blocking::DistributedAtomicLong::new(&client, "/shop/tickets-sold")?;
-    /// let same: zk_curator::DistributedAtomicLong = sold.as_async().clone();
+    /// let same: zk_curator::atomic::DistributedAtomicLong = sold.as_async().clone();
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::DistributedAtomicNumber<T> {
+    pub fn as_async(&self) -> &crate::atomic::DistributedAtomicNumber<T> {
         &self.inner
     }
 
     /// The current value (0 when the node is missing or empty).
     ///
     /// # Errors
-    /// As [`DistributedAtomicNumber::get`](crate::DistributedAtomicNumber::get);
+    /// As [`DistributedAtomicNumber::get`](crate::atomic::DistributedAtomicNumber::get);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -339,7 +340,7 @@ impl<T: AtomicNumber> DistributedAtomicNumber<T> {
     /// Adds `delta` (wrapping); check [`succeeded`](AtomicValue::succeeded).
     ///
     /// # Errors
-    /// As [`DistributedAtomicNumber::add`](crate::DistributedAtomicNumber::add) (an
+    /// As [`DistributedAtomicNumber::add`](crate::atomic::DistributedAtomicNumber::add) (an
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) change applied once or not at
     /// all); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a
     /// tokio runtime context.

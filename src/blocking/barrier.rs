@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Core, CuratorClient};
 use crate::error::Result;
 
-/// A blocking [`DistributedBarrier`](crate::DistributedBarrier): while its node exists, waiters
+/// A blocking [`DistributedBarrier`](crate::barriers::DistributedBarrier): while its node exists, waiters
 /// wait.
 ///
 /// # Examples
@@ -19,7 +19,7 @@ use crate::error::Result;
 /// ```
 #[derive(Clone, Debug)]
 pub struct DistributedBarrier {
-    inner: crate::DistributedBarrier,
+    inner: crate::barriers::DistributedBarrier,
     core: Arc<Core>,
 }
 
@@ -29,7 +29,7 @@ impl DistributedBarrier {
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path.
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        let inner = crate::DistributedBarrier::new(client.core().client(), path)?;
+        let inner = crate::barriers::DistributedBarrier::new(client.core().client(), path)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -38,7 +38,7 @@ impl DistributedBarrier {
         self.inner.path()
     }
 
-    /// As [`DistributedBarrier::set_barrier`](crate::DistributedBarrier::set_barrier).
+    /// As [`DistributedBarrier::set_barrier`](crate::barriers::DistributedBarrier::set_barrier).
     ///
     /// # Errors
     /// As the async call; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
@@ -47,7 +47,7 @@ impl DistributedBarrier {
         self.core.block_on(self.inner.set_barrier())?
     }
 
-    /// As [`DistributedBarrier::remove_barrier`](crate::DistributedBarrier::remove_barrier).
+    /// As [`DistributedBarrier::remove_barrier`](crate::barriers::DistributedBarrier::remove_barrier).
     ///
     /// # Errors
     /// As [`set_barrier`](Self::set_barrier).
@@ -55,7 +55,7 @@ impl DistributedBarrier {
         self.core.block_on(self.inner.remove_barrier())?
     }
 
-    /// As [`DistributedBarrier::is_set`](crate::DistributedBarrier::is_set).
+    /// As [`DistributedBarrier::is_set`](crate::barriers::DistributedBarrier::is_set).
     ///
     /// # Errors
     /// As [`set_barrier`](Self::set_barrier).
@@ -63,7 +63,7 @@ impl DistributedBarrier {
         self.core.block_on(self.inner.is_set())?
     }
 
-    /// As [`DistributedBarrier::wait_on_barrier`](crate::DistributedBarrier::wait_on_barrier).
+    /// As [`DistributedBarrier::wait_on_barrier`](crate::barriers::DistributedBarrier::wait_on_barrier).
     ///
     /// # Errors
     /// As [`set_barrier`](Self::set_barrier).
@@ -71,7 +71,7 @@ impl DistributedBarrier {
         self.core.block_on(self.inner.wait_on_barrier())?
     }
 
-    /// As [`DistributedBarrier::wait_on_barrier_timeout`](crate::DistributedBarrier::wait_on_barrier_timeout):
+    /// As [`DistributedBarrier::wait_on_barrier_timeout`](crate::barriers::DistributedBarrier::wait_on_barrier_timeout):
     /// `Ok(false)` when `timeout` passed first.
     ///
     /// # Errors
@@ -82,7 +82,7 @@ impl DistributedBarrier {
     }
 }
 
-/// A blocking [`DistributedDoubleBarrier`](crate::DistributedDoubleBarrier): one member, which
+/// A blocking [`DistributedDoubleBarrier`](crate::barriers::DistributedDoubleBarrier): one member, which
 /// enters and leaves with the others, round after round.
 ///
 /// # Examples
@@ -96,7 +96,7 @@ impl DistributedBarrier {
 /// ```
 #[derive(Debug)]
 pub struct DistributedDoubleBarrier {
-    inner: crate::DistributedDoubleBarrier,
+    inner: crate::barriers::DistributedDoubleBarrier,
     core: Arc<Core>,
 }
 
@@ -104,9 +104,9 @@ impl DistributedDoubleBarrier {
     /// A member of the double barrier at `path` for `member_count` members.
     ///
     /// # Errors
-    /// As [`DistributedDoubleBarrier::new`](crate::DistributedDoubleBarrier::new).
+    /// As [`DistributedDoubleBarrier::new`](crate::barriers::DistributedDoubleBarrier::new).
     pub fn new(client: &CuratorClient, path: &str, member_count: usize) -> Result<Self> {
-        let inner = crate::DistributedDoubleBarrier::new(client.core().client(), path, member_count)?;
+        let inner = crate::barriers::DistributedDoubleBarrier::new(client.core().client(), path, member_count)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -120,7 +120,7 @@ impl DistributedDoubleBarrier {
         self.inner.member_node()
     }
 
-    /// As [`DistributedDoubleBarrier::enter`](crate::DistributedDoubleBarrier::enter).
+    /// As [`DistributedDoubleBarrier::enter`](crate::barriers::DistributedDoubleBarrier::enter).
     ///
     /// # Errors
     /// As the async call; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
@@ -129,7 +129,7 @@ impl DistributedDoubleBarrier {
         self.core.block_on(self.inner.enter())?
     }
 
-    /// As [`DistributedDoubleBarrier::enter_timeout`](crate::DistributedDoubleBarrier::enter_timeout):
+    /// As [`DistributedDoubleBarrier::enter_timeout`](crate::barriers::DistributedDoubleBarrier::enter_timeout):
     /// `Ok(false)` when `timeout` passed first (nothing is left behind).
     ///
     /// # Errors
@@ -139,7 +139,7 @@ impl DistributedDoubleBarrier {
         self.core.block_on(self.inner.enter_timeout(timeout))?
     }
 
-    /// As [`DistributedDoubleBarrier::leave`](crate::DistributedDoubleBarrier::leave).
+    /// As [`DistributedDoubleBarrier::leave`](crate::barriers::DistributedDoubleBarrier::leave).
     ///
     /// # Errors
     /// As [`enter`](Self::enter).
@@ -147,7 +147,7 @@ impl DistributedDoubleBarrier {
         self.core.block_on(self.inner.leave())?
     }
 
-    /// As [`DistributedDoubleBarrier::leave_timeout`](crate::DistributedDoubleBarrier::leave_timeout):
+    /// As [`DistributedDoubleBarrier::leave_timeout`](crate::barriers::DistributedDoubleBarrier::leave_timeout):
     /// `Ok(false)` when `timeout` passed first (this member has left anyway).
     ///
     /// # Errors
@@ -158,7 +158,7 @@ impl DistributedDoubleBarrier {
     }
 
     /// The async member underneath.
-    pub fn as_async(&self) -> &crate::DistributedDoubleBarrier {
+    pub fn as_async(&self) -> &crate::barriers::DistributedDoubleBarrier {
         &self.inner
     }
 }

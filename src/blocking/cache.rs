@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{Core, CuratorClient};
+use crate::cache::{CacheEntry, CacheEvent, CacheMode, CacheState};
 use crate::error::Result;
-use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
+use crate::Error;
 
-/// A blocking [`CuratorCache`](crate::CuratorCache): the same cache (one persistent recursive
+/// A blocking [`CuratorCache`](crate::cache::CuratorCache): the same cache (one persistent recursive
 /// watch, re-armed then re-read after every gap, so that it always converges to the server), its
 /// task on the client's runtime thread. Reads never wait; [`wait_initialized_timeout`](Self::wait_initialized_timeout),
 /// [`wait_synced_timeout`](Self::wait_synced_timeout), [`close`](Self::close) and the [`CacheEvents`] iterator wait on the calling thread.
@@ -21,7 +22,7 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 /// ```no_run
 /// use std::time::Duration;
 /// use zk_curator::blocking::{CuratorCache, CuratorClient};
-/// use zk_curator::CacheMode;
+/// use zk_curator::cache::CacheMode;
 ///
 /// fn services() -> zk_curator::Result<()> {
 ///     let client = CuratorClient::connect("127.0.0.1:2181")?;
@@ -38,11 +39,11 @@ use crate::{CacheEntry, CacheEvent, CacheMode, CacheState, Error};
 /// }
 /// ```
 ///
-/// A cheap [`Clone`] shares one cache, as the async [`CuratorCache`](crate::CuratorCache) does:
+/// A cheap [`Clone`] shares one cache, as the async [`CuratorCache`](crate::cache::CuratorCache) does:
 /// closing through any clone closes it for all, and dropping the last clone stops it.
 #[derive(Clone)]
 pub struct CuratorCache {
-    inner: crate::CuratorCache,
+    inner: crate::cache::CuratorCache,
     core: Arc<Core>,
 }
 
@@ -54,20 +55,20 @@ impl std::fmt::Debug for CuratorCache {
 
 impl CuratorCache {
     /// Starts a cache of `path` in `mode` (see [`CacheMode`]); for the other options build an
-    /// async [`CuratorCacheBuilder`](crate::CuratorCacheBuilder) on
+    /// async [`CuratorCacheBuilder`](crate::cache::CuratorCacheBuilder) on
     /// [`CuratorClient::async_client`] and pass the cache to [`from_async`](Self::from_async).
     ///
     /// # Errors
-    /// As [`CuratorCacheBuilder::start`](crate::CuratorCacheBuilder::start): [`Error::InvalidPath`]
+    /// As [`CuratorCacheBuilder::start`](crate::cache::CuratorCacheBuilder::start): [`Error::InvalidPath`]
     /// naming `path`, [`Error::Closed`].
     pub fn start(client: &CuratorClient, path: &str, mode: CacheMode) -> Result<CuratorCache> {
         let core = client.core().clone();
-        let inner = core.enter(|| crate::CuratorCache::builder(core.client(), path).mode(mode).start())?;
+        let inner = core.enter(|| crate::cache::CuratorCache::builder(core.client(), path).mode(mode).start())?;
         Ok(CuratorCache { inner, core })
     }
 
     /// Wraps a cache started on `client`'s [`async_client`](CuratorClient::async_client).
-    pub fn from_async(client: &CuratorClient, cache: crate::CuratorCache) -> CuratorCache {
+    pub fn from_async(client: &CuratorClient, cache: crate::cache::CuratorCache) -> CuratorCache {
         CuratorCache { inner: cache, core: client.core().clone() }
     }
 
@@ -76,42 +77,42 @@ impl CuratorCache {
         self.inner.path()
     }
 
-    /// See [`CuratorCache::entry`](crate::CuratorCache::entry).
+    /// See [`CuratorCache::entry`](crate::cache::CuratorCache::entry).
     pub fn entry(&self, path: &str) -> Option<CacheEntry> {
         self.inner.entry(path)
     }
 
-    /// See [`CuratorCache::children`](crate::CuratorCache::children).
+    /// See [`CuratorCache::children`](crate::cache::CuratorCache::children).
     pub fn children(&self, path: &str) -> Vec<String> {
         self.inner.children(path)
     }
 
-    /// See [`CuratorCache::snapshot`](crate::CuratorCache::snapshot).
+    /// See [`CuratorCache::snapshot`](crate::cache::CuratorCache::snapshot).
     pub fn snapshot(&self) -> BTreeMap<String, CacheEntry> {
         self.inner.snapshot()
     }
 
-    /// See [`CuratorCache::size`](crate::CuratorCache::size).
+    /// See [`CuratorCache::size`](crate::cache::CuratorCache::size).
     pub fn size(&self) -> usize {
         self.inner.size()
     }
 
-    /// See [`CuratorCache::unreadable`](crate::CuratorCache::unreadable).
+    /// See [`CuratorCache::unreadable`](crate::cache::CuratorCache::unreadable).
     pub fn unreadable(&self) -> Vec<String> {
         self.inner.unreadable()
     }
 
-    /// See [`CuratorCache::state`](crate::CuratorCache::state).
+    /// See [`CuratorCache::state`](crate::cache::CuratorCache::state).
     pub fn state(&self) -> CacheState {
         self.inner.state()
     }
 
-    /// See [`CuratorCache::error`](crate::CuratorCache::error).
+    /// See [`CuratorCache::error`](crate::cache::CuratorCache::error).
     pub fn error(&self) -> Option<Error> {
         self.inner.error()
     }
 
-    /// See [`CuratorCache::latest`](crate::CuratorCache::latest) (`borrow()` on it never waits).
+    /// See [`CuratorCache::latest`](crate::cache::CuratorCache::latest) (`borrow()` on it never waits).
     pub fn latest(&self) -> watch::Receiver<Option<CacheEntry>> {
         self.inner.latest()
     }
@@ -121,7 +122,7 @@ impl CuratorCache {
     /// `Ok(false)` when the time ran out first.
     ///
     /// # Errors
-    /// As [`CuratorCache::wait_initialized_timeout`](crate::CuratorCache::wait_initialized_timeout);
+    /// As [`CuratorCache::wait_initialized_timeout`](crate::cache::CuratorCache::wait_initialized_timeout);
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
     pub fn wait_initialized_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into();
@@ -148,7 +149,7 @@ impl CuratorCache {
     /// `Ok(false)` when the time ran out first.
     ///
     /// # Errors
-    /// As [`CuratorCache::wait_synced_timeout`](crate::CuratorCache::wait_synced_timeout);
+    /// As [`CuratorCache::wait_synced_timeout`](crate::cache::CuratorCache::wait_synced_timeout);
     /// [`Error::InvalidArgument`] naming `runtime` inside a tokio runtime context.
     pub fn wait_synced_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into();
@@ -169,7 +170,7 @@ impl CuratorCache {
     }
 
     /// A new subscriber to the cache's changes, as a blocking iterator (see
-    /// [`CuratorCache::events`](crate::CuratorCache::events)).
+    /// [`CuratorCache::events`](crate::cache::CuratorCache::events)).
     pub fn events(&self) -> CacheEvents {
         CacheEvents { inner: self.inner.events(), path: self.path().to_string(), core: self.core.clone() }
     }
@@ -185,10 +186,10 @@ impl CuratorCache {
 
 /// The changes of a blocking [`CuratorCache`] for one subscriber: an iterator that waits on the
 /// calling thread and ends when the cache closes (or when called inside a tokio runtime context).
-/// Bounded as [`CacheEventStream`](crate::CacheEventStream) is: a reader that falls behind gets
+/// Bounded as [`CacheEventStream`](crate::cache::CacheEventStream) is: a reader that falls behind gets
 /// [`CacheEvent::Lagged`] and a replay of the cache.
 pub struct CacheEvents {
-    inner: crate::CacheEventStream,
+    inner: crate::cache::CacheEventStream,
     path: String,
     core: Arc<Core>,
 }
@@ -210,7 +211,7 @@ impl CacheEvents {
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let cache = zk_curator::blocking::CuratorCache::start(&client, "/config", zk_curator::CacheMode::Tree)?;
+    /// # let cache = zk_curator::blocking::CuratorCache::start(&client, "/config", zk_curator::cache::CacheMode::Tree)?;
     /// let mut events = cache.events();
     /// match events.next_timeout(std::time::Duration::from_secs(1)) {
     ///     Ok(Some(event)) => println!("{event:?}"),

@@ -1,14 +1,14 @@
-//! [`WorkClaims`](crate::WorkClaims), blocking.
+//! [`WorkClaims`](crate::claims::WorkClaims), blocking.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Core, CuratorClient, HoldStateChanges};
+use crate::claims::{Claim, Reclaimed};
 use crate::deadline::deadline_after;
 use crate::error::Result;
-use crate::{Claim, Reclaimed};
 
-/// A blocking [`WorkClaims`](crate::WorkClaims): lock-tag batch claims of work items. The
+/// A blocking [`WorkClaims`](crate::claims::WorkClaims): lock-tag batch claims of work items. The
 /// [`Claim`]s it hands out are the async API's (their `item`, `data`, `fence`, `czxid`,
 /// `granted_at`, `state` and `is_held` are plain methods); a claim's changes and its loss are
 /// waited for here ([`state_changes`](Self::state_changes), [`lost`](Self::lost),
@@ -26,15 +26,15 @@ use crate::{Claim, Reclaimed};
 /// ```
 #[derive(Clone, Debug)]
 pub struct WorkClaims {
-    inner: crate::WorkClaims,
+    inner: crate::claims::WorkClaims,
     core: Arc<Core>,
 }
 
 impl WorkClaims {
-    /// Claims under `path` for `tag`; see [`WorkClaims::new`](crate::WorkClaims::new).
+    /// Claims under `path` for `tag`; see [`WorkClaims::new`](crate::claims::WorkClaims::new).
     ///
     /// # Errors
-    /// As [`WorkClaims::new`](crate::WorkClaims::new).
+    /// As [`WorkClaims::new`](crate::claims::WorkClaims::new).
     ///
     /// # Examples
     /// ```no_run
@@ -43,16 +43,16 @@ impl WorkClaims {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str, tag: &str) -> Result<Self> {
-        let inner = crate::WorkClaims::new(client.core().client(), path, tag)?;
+        let inner = crate::claims::WorkClaims::new(client.core().client(), path, tag)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
-    /// With the fair share on; see [`WorkClaims::with_fair_share`](crate::WorkClaims::with_fair_share).
+    /// With the fair share on; see [`WorkClaims::with_fair_share`](crate::claims::WorkClaims::with_fair_share).
     pub fn with_fair_share(self) -> Self {
         Self { inner: self.inner.with_fair_share(), core: self.core }
     }
 
-    /// Adds an item; see [`WorkClaims::add`](crate::WorkClaims::add).
+    /// Adds an item; see [`WorkClaims::add`](crate::claims::WorkClaims::add).
     ///
     /// # Errors
     /// As the async call; [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
@@ -61,7 +61,7 @@ impl WorkClaims {
         self.core.block_on(self.inner.add(item, data))?
     }
 
-    /// Claims up to `n` unclaimed items; see [`WorkClaims::claim`](crate::WorkClaims::claim).
+    /// Claims up to `n` unclaimed items; see [`WorkClaims::claim`](crate::claims::WorkClaims::claim).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -74,7 +74,7 @@ impl WorkClaims {
         self.inner.my_claims()
     }
 
-    /// Completes `item`; see [`WorkClaims::complete`](crate::WorkClaims::complete).
+    /// Completes `item`; see [`WorkClaims::complete`](crate::claims::WorkClaims::complete).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -82,7 +82,7 @@ impl WorkClaims {
         self.core.block_on(self.inner.complete(item))?
     }
 
-    /// Releases the claim on `item`; see [`WorkClaims::release`](crate::WorkClaims::release).
+    /// Releases the claim on `item`; see [`WorkClaims::release`](crate::claims::WorkClaims::release).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -90,7 +90,7 @@ impl WorkClaims {
         self.core.block_on(self.inner.release(item))?
     }
 
-    /// Releases every claim held; see [`WorkClaims::release_all`](crate::WorkClaims::release_all).
+    /// Releases every claim held; see [`WorkClaims::release_all`](crate::claims::WorkClaims::release_all).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -99,7 +99,7 @@ impl WorkClaims {
     }
 
     /// Wakes up items claimed longer than `age`; see
-    /// [`WorkClaims::reclaim_older_than`](crate::WorkClaims::reclaim_older_than).
+    /// [`WorkClaims::reclaim_older_than`](crate::claims::WorkClaims::reclaim_older_than).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -116,7 +116,7 @@ impl WorkClaims {
     }
 
     /// Waits at most `timeout` for an unclaimed item (`Ok(true)`); see
-    /// [`WorkClaims::wait_for_work`](crate::WorkClaims::wait_for_work).
+    /// [`WorkClaims::wait_for_work`](crate::claims::WorkClaims::wait_for_work).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -127,7 +127,7 @@ impl WorkClaims {
 
     /// The state changes of `claim` (one of this instance's), waited for on the calling thread:
     /// `Suspended`, `Held` again, ..., ending after `Lost`; see
-    /// [`Claim::state_changes`](crate::Claim::state_changes).
+    /// [`Claim::state_changes`](crate::claims::Claim::state_changes).
     ///
     /// # Examples
     /// ```no_run
@@ -147,7 +147,7 @@ impl WorkClaims {
     }
 
     /// Waits until `claim` is lost; never returns for a claim completed or released (see
-    /// [`Claim::lost`](crate::Claim::lost)).
+    /// [`Claim::lost`](crate::claims::Claim::lost)).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio

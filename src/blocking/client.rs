@@ -252,7 +252,7 @@ impl CuratorClient {
         self.call(self.async_client().get_children(path))
     }
 
-    /// Every lock under `root`, with its holders and waiters (see [`crate::inspect_with`]).
+    /// Every lock under `root`, with its holders and waiters (see [`crate::inspect::inspect_with`]).
     ///
     /// # Errors
     /// As the async call; `runtime` inside a tokio runtime context.
@@ -260,14 +260,14 @@ impl CuratorClient {
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// let found = client.inspect("/locks", &zk_curator::InspectOptions::default())?;
+    /// let found = client.inspect("/locks", &zk_curator::inspect::InspectOptions::default())?;
     /// for lock in &found.locks {
     ///     println!("{} {}: {} waiting", lock.path, lock.kind, lock.waiters.len());
     /// }
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn inspect(&self, root: &str, options: &crate::InspectOptions) -> Result<crate::Inspection> {
-        self.call(crate::inspect_with(self.async_client(), root, options))
+    pub fn inspect(&self, root: &str, options: &crate::inspect::InspectOptions) -> Result<crate::inspect::Inspection> {
+        self.call(crate::inspect::inspect_with(self.async_client(), root, options))
     }
 
     /// Deletes `path`, only at `version` if given (see

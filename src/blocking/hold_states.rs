@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Core;
 use crate::error::Result;
-use crate::{HoldState, HoldStateStream};
+use crate::locks::{HoldState, HoldStateStream};
 
 /// The blocking form of a [`HoldStateStream`]: each change of a hold's state once, in order —
 /// `Suspended`, `Held` again, ... — ending after `Lost`.

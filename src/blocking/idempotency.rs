@@ -6,16 +6,18 @@ use std::time::Duration;
 use super::{Core, CuratorClient, HoldStateChanges};
 use crate::deadline::deadline_after;
 use crate::error::Result;
-use crate::{HoldState, Retention, SessionIdentity};
+use crate::framework::SessionIdentity;
+use crate::idempotency::Retention;
+use crate::locks::HoldState;
 
-/// A blocking [`IdempotencyKeys`](crate::IdempotencyKeys): one execution per key, every duplicate
+/// A blocking [`IdempotencyKeys`](crate::idempotency::IdempotencyKeys): one execution per key, every duplicate
 /// answered with the recorded result.
 ///
 /// # Examples
 /// ```no_run
 /// use std::time::Duration;
 /// use zk_curator::blocking::{Begin, IdempotencyKeys};
-/// use zk_curator::Retention;
+/// use zk_curator::idempotency::Retention;
 ///
 /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
 /// let keys = IdempotencyKeys::new(&client, "/forms/submitted", Retention::Ttl(Duration::from_secs(3600)))?;
@@ -26,11 +28,11 @@ use crate::{HoldState, Retention, SessionIdentity};
 /// ```
 #[derive(Clone, Debug)]
 pub struct IdempotencyKeys {
-    inner: crate::IdempotencyKeys,
+    inner: crate::idempotency::IdempotencyKeys,
     core: Arc<Core>,
 }
 
-/// What [`IdempotencyKeys::begin`] found (the blocking [`Begin`](crate::Begin)).
+/// What [`IdempotencyKeys::begin`] found (the blocking [`Begin`](crate::idempotency::Begin)).
 #[derive(Debug)]
 #[must_use = "a Started claim must be completed or abandoned"]
 #[non_exhaustive]
@@ -49,21 +51,21 @@ pub enum Begin {
     },
 }
 
-/// A blocking [`IdempotencyClaim`](crate::IdempotencyClaim); dropping it abandons it (on any
+/// A blocking [`IdempotencyClaim`](crate::idempotency::IdempotencyClaim); dropping it abandons it (on any
 /// thread, in the background).
 #[derive(Debug)]
 pub struct IdempotencyClaim {
-    inner: crate::IdempotencyClaim,
+    inner: crate::idempotency::IdempotencyClaim,
     core: Arc<Core>,
 }
 
 impl IdempotencyKeys {
-    /// As [`crate::IdempotencyKeys::new`].
+    /// As [`crate::idempotency::IdempotencyKeys::new`].
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::new`].
+    /// As [`crate::idempotency::IdempotencyKeys::new`].
     pub fn new(client: &CuratorClient, base: &str, retention: Retention) -> Result<Self> {
-        let inner = crate::IdempotencyKeys::new(client.core().client(), base, retention)?;
+        let inner = crate::idempotency::IdempotencyKeys::new(client.core().client(), base, retention)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -72,28 +74,30 @@ impl IdempotencyKeys {
         self.inner.base()
     }
 
-    fn wrap(&self, begun: crate::Begin) -> Begin {
+    fn wrap(&self, begun: crate::idempotency::Begin) -> Begin {
         match begun {
-            crate::Begin::Started(inner) => Begin::Started(IdempotencyClaim { inner, core: self.core.clone() }),
-            crate::Begin::InProgress { holder } => Begin::InProgress { holder },
-            crate::Begin::Done { result } => Begin::Done { result },
+            crate::idempotency::Begin::Started(inner) => {
+                Begin::Started(IdempotencyClaim { inner, core: self.core.clone() })
+            }
+            crate::idempotency::Begin::InProgress { holder } => Begin::InProgress { holder },
+            crate::idempotency::Begin::Done { result } => Begin::Done { result },
         }
     }
 
-    /// As [`crate::IdempotencyKeys::begin`].
+    /// As [`crate::idempotency::IdempotencyKeys::begin`].
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::begin`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// As [`crate::idempotency::IdempotencyKeys::begin`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// naming `runtime` inside a tokio runtime.
     pub fn begin(&self, key: &str) -> Result<Begin> {
         let begun = self.core.block_on(self.inner.begin(key))??;
         Ok(self.wrap(begun))
     }
 
-    /// As [`crate::IdempotencyKeys::begin_within`]: returns within `timeout`.
+    /// As [`crate::idempotency::IdempotencyKeys::begin_within`]: returns within `timeout`.
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::begin_within`].
+    /// As [`crate::idempotency::IdempotencyKeys::begin_within`].
     pub fn begin_within(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Begin> {
         let timeout = timeout.into();
         let begun = self.core.block_on(self.inner.begin_within(key, timeout))??;
@@ -111,21 +115,25 @@ impl IdempotencyKeys {
         self.begin_within(key, timeout)
     }
 
-    /// As [`crate::IdempotencyKeys::wait_done_timeout`]: `Some` once the key settled, `None` when
+    /// As [`crate::idempotency::IdempotencyKeys::wait_done_timeout`]: `Some` once the key settled, `None` when
     /// the time ran out first.
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::wait_done_timeout`].
-    pub fn wait_done_timeout(&self, key: &str, timeout: impl Into<crate::Deadline>) -> Result<Option<crate::Settled>> {
+    /// As [`crate::idempotency::IdempotencyKeys::wait_done_timeout`].
+    pub fn wait_done_timeout(
+        &self,
+        key: &str,
+        timeout: impl Into<crate::Deadline>,
+    ) -> Result<Option<crate::idempotency::Settled>> {
         let timeout = timeout.into();
         self.core.block_on(self.inner.wait_done_timeout(key, timeout))?
     }
 
-    /// As [`crate::IdempotencyKeys::wait_done`]: a time-out as
+    /// As [`crate::idempotency::IdempotencyKeys::wait_done`]: a time-out as
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded).
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::wait_done`].
+    /// As [`crate::idempotency::IdempotencyKeys::wait_done`].
     #[deprecated(
         note = "use `wait_done_timeout`, which returns `Ok(None)` on time-out (the crate's one rule for waits) and `Settled::Free` for a free key"
     )]
@@ -134,10 +142,10 @@ impl IdempotencyKeys {
         self.core.block_on(self.inner.wait_done(key, timeout))?
     }
 
-    /// As [`crate::IdempotencyKeys::sweep_expired`].
+    /// As [`crate::idempotency::IdempotencyKeys::sweep_expired`].
     ///
     /// # Errors
-    /// As [`crate::IdempotencyKeys::sweep_expired`].
+    /// As [`crate::idempotency::IdempotencyKeys::sweep_expired`].
     pub fn sweep_expired(&self) -> Result<usize> {
         self.core.block_on(self.inner.sweep_expired())?
     }
@@ -159,7 +167,7 @@ impl IdempotencyClaim {
         self.inner.session()
     }
 
-    /// The claim's state now; see [`crate::IdempotencyClaim::state`].
+    /// The claim's state now; see [`crate::idempotency::IdempotencyClaim::state`].
     pub fn state(&self) -> HoldState {
         self.inner.state()
     }
@@ -170,12 +178,12 @@ impl IdempotencyClaim {
     }
 
     /// The claim's state changes, waited for on the calling thread; see
-    /// [`crate::IdempotencyClaim::state_changes`].
+    /// [`crate::idempotency::IdempotencyClaim::state_changes`].
     ///
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::Retention::Sweep(std::time::Duration::from_secs(60)))?;
+    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::idempotency::Retention::Sweep(std::time::Duration::from_secs(60)))?;
     /// if let zk_curator::blocking::Begin::Started(claim) = keys.begin("order-1")? {
     ///     let mut changes = claim.state_changes();
     ///     if let Ok(Some(state)) = changes.next_timeout(std::time::Duration::from_millis(10)) {
@@ -190,7 +198,7 @@ impl IdempotencyClaim {
         HoldStateChanges::new(changes, self.path(), &self.core)
     }
 
-    /// Waits until the claim is lost; see [`crate::IdempotencyClaim::lost`].
+    /// Waits until the claim is lost; see [`crate::idempotency::IdempotencyClaim::lost`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
@@ -208,7 +216,7 @@ impl IdempotencyClaim {
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::Retention::Sweep(std::time::Duration::from_secs(60)))?;
+    /// # let keys = zk_curator::blocking::IdempotencyKeys::new(&client, "/idem", zk_curator::idempotency::Retention::Sweep(std::time::Duration::from_secs(60)))?;
     /// if let zk_curator::blocking::Begin::Started(claim) = keys.begin("order-1")? {
     ///     if claim.lost_timeout(std::time::Duration::from_millis(100))? {
     ///         return Ok(()); // the session ended: the work must not be reported
@@ -224,18 +232,18 @@ impl IdempotencyClaim {
         Ok(lost.is_ok())
     }
 
-    /// As [`crate::IdempotencyClaim::complete`].
+    /// As [`crate::idempotency::IdempotencyClaim::complete`].
     ///
     /// # Errors
-    /// As [`crate::IdempotencyClaim::complete`].
+    /// As [`crate::idempotency::IdempotencyClaim::complete`].
     pub fn complete(self, result: impl Into<Vec<u8>>) -> Result<()> {
         self.core.block_on(self.inner.complete(result))?
     }
 
-    /// As [`crate::IdempotencyClaim::complete_within`]: returns within `timeout`.
+    /// As [`crate::idempotency::IdempotencyClaim::complete_within`]: returns within `timeout`.
     ///
     /// # Errors
-    /// As [`crate::IdempotencyClaim::complete_within`].
+    /// As [`crate::idempotency::IdempotencyClaim::complete_within`].
     pub fn complete_within(self, result: impl Into<Vec<u8>>, timeout: impl Into<crate::Deadline>) -> Result<()> {
         let timeout = timeout.into();
         self.core.block_on(self.inner.complete_within(result, timeout))?
@@ -252,10 +260,10 @@ impl IdempotencyClaim {
         self.complete_within(result, timeout)
     }
 
-    /// As [`crate::IdempotencyClaim::abandon`].
+    /// As [`crate::idempotency::IdempotencyClaim::abandon`].
     ///
     /// # Errors
-    /// As [`crate::IdempotencyClaim::abandon`].
+    /// As [`crate::idempotency::IdempotencyClaim::abandon`].
     pub fn abandon(self) -> Result<()> {
         self.core.block_on(self.inner.abandon())?
     }

@@ -9,17 +9,19 @@ use tokio::sync::watch;
 use super::{Core, CuratorClient};
 use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
-use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipState, OpResult, Participant};
+use crate::leader::{CloseMode, LatchState, LeadershipState, Participant};
+use crate::locks::{FencingToken, GuardedWrite, Hold};
+use crate::OpResult;
 
-/// A blocking [`LeaderLatch`](crate::LeaderLatch): the same latch (wire-compatible with Curator's
+/// A blocking [`LeaderLatch`](crate::leader::LeaderLatch): the same latch (wire-compatible with Curator's
 /// `LeaderLatch`: a protected EPHEMERAL_SEQUENTIAL node `<path>/_c_<uuid>-latch-<seq>` holding the
 /// participant id; the first node in line leads), waited for on the calling thread.
 ///
 /// The promises are the async latch's: leadership is a [`Hold`] and is reported only while it is
-/// [`HoldState::Held`](crate::HoldState::Held) — connected, on the session that created the node,
+/// [`HoldState::Held`](crate::locks::HoldState::Held) — connected, on the session that created the node,
 /// the node not deleted; while the connection is suspended
 /// [`has_leadership`](Self::has_leadership) is `false` (and under the client's
-/// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+/// [`ConnectionStateErrorPolicy::Standard`](crate::framework::ConnectionStateErrorPolicy::Standard)
 /// leadership is given up, as the async latch's); a lost leadership is never re-entered (a
 /// started latch queues again with a new node); the [`FencingToken`] grows from leader to leader.
 /// The background work (queueing, watching the node) runs on the client's runtime thread, so a
@@ -49,12 +51,12 @@ use crate::{CloseMode, FencingToken, GuardedWrite, Hold, LatchState, LeadershipS
 /// }
 /// ```
 ///
-/// A cheap [`Clone`] shares one participant, as the async [`LeaderLatch`](crate::LeaderLatch)
+/// A cheap [`Clone`] shares one participant, as the async [`LeaderLatch`](crate::leader::LeaderLatch)
 /// does: closing through any clone closes it for all, and dropping the last clone stops it.
 #[derive(Clone)]
 pub struct LeaderLatch {
     // Dropped before `core`: its drop hands the node to the client's background deletes.
-    inner: crate::LeaderLatch,
+    inner: crate::leader::LeaderLatch,
     core: Arc<Core>,
 }
 
@@ -85,7 +87,7 @@ impl LeaderLatch {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str, id: impl Into<String>) -> Result<Self> {
-        let inner = crate::LeaderLatch::new(client.core().client(), path, id)?;
+        let inner = crate::leader::LeaderLatch::new(client.core().client(), path, id)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -95,7 +97,8 @@ impl LeaderLatch {
     /// # Examples
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
-    /// use zk_curator::{blocking::LeaderLatch, CloseMode};
+    /// use zk_curator::blocking::LeaderLatch;
+    /// use zk_curator::leader::CloseMode;
     /// let latch = LeaderLatch::new(&client, "/election/reports", "worker-1")?.with_close_mode(CloseMode::NotifyLeader);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
@@ -136,7 +139,7 @@ impl LeaderLatch {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
-    /// assert_eq!(latch.state(), zk_curator::LatchState::Latent);
+    /// assert_eq!(latch.state(), zk_curator::leader::LatchState::Latent);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn state(&self) -> LatchState {
@@ -166,7 +169,7 @@ impl LeaderLatch {
     /// held, is lost. Closing a latch that is not started (or already closed) only marks it closed.
     ///
     /// # Errors
-    /// As [`LeaderLatch::close`](crate::LeaderLatch::close): the delete's error when leading (the
+    /// As [`LeaderLatch::close`](crate::leader::LeaderLatch::close): the delete's error when leading (the
     /// node stays queued for guaranteed deletion in the background), or
     /// [`Error::DeadlineExceeded`] when it did not finish in time;
     /// [`Error::InvalidArgument`] naming `runtime` when called inside a tokio runtime context
@@ -197,7 +200,7 @@ impl LeaderLatch {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
-    /// latch.close_with(zk_curator::CloseMode::NotifyLeader)?;
+    /// latch.close_with(zk_curator::leader::CloseMode::NotifyLeader)?;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn close_with(&self, mode: CloseMode) -> Result<()> {
@@ -205,7 +208,7 @@ impl LeaderLatch {
     }
 
     /// True while this participant leads: its node is first in line and its hold is
-    /// [`HoldState::Held`](crate::HoldState::Held) (connected, on the node's own session, the node
+    /// [`HoldState::Held`](crate::locks::HoldState::Held) (connected, on the node's own session, the node
     /// not deleted). Computed when asked; never waits.
     ///
     /// # Examples
@@ -324,7 +327,7 @@ impl LeaderLatch {
     /// (see [`Hold::guarded_write`]).
     ///
     /// # Errors
-    /// As [`LeaderLatch::guarded_write`](crate::LeaderLatch::guarded_write):
+    /// As [`LeaderLatch::guarded_write`](crate::leader::LeaderLatch::guarded_write):
     /// [`Error::NotOwner`] naming the latch path when this participant does not lead now (nothing
     /// sent), [`Error::LockLost`] when the node is gone; [`Error::InvalidArgument`] naming
     /// `runtime` when called inside a tokio runtime context (nothing sent).
@@ -333,7 +336,7 @@ impl LeaderLatch {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
-    /// let write = zk_curator::GuardedWrite::new().set_data("/config/active", b"worker-1", None);
+    /// let write = zk_curator::locks::GuardedWrite::new().set_data("/config/active", b"worker-1", None);
     /// latch.guarded_write(write)?;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
@@ -470,13 +473,13 @@ impl LeaderLatch {
 /// It is a notification: the authority is `has_leadership()`, computed when asked. As an
 /// [`Iterator`] it ends (with a `tracing` warning) if used inside a tokio runtime context, where
 /// it cannot wait; [`next_timeout`](Self::next_timeout) says so with a typed error instead.
-/// Bounded as [`LeadershipStream`](crate::LeadershipStream) is.
+/// Bounded as [`LeadershipStream`](crate::leader::LeadershipStream) is.
 ///
 /// # Examples
 /// ```no_run
 /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
 /// # let latch = zk_curator::blocking::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
-/// use zk_curator::LeadershipState;
+/// use zk_curator::leader::LeadershipState;
 /// for state in latch.leadership_changes() {
 ///     match state {
 ///         LeadershipState::Leader => println!("leading: start the scheduler"),
@@ -487,13 +490,13 @@ impl LeaderLatch {
 /// ```
 #[derive(Debug)]
 pub struct LeadershipChanges {
-    inner: crate::LeadershipStream,
+    inner: crate::leader::LeadershipStream,
     path: String,
     core: Arc<Core>,
 }
 
 impl LeadershipChanges {
-    pub(crate) fn new(inner: crate::LeadershipStream, path: &str, core: &Arc<Core>) -> Self {
+    pub(crate) fn new(inner: crate::leader::LeadershipStream, path: &str, core: &Arc<Core>) -> Self {
         Self { inner, path: path.to_string(), core: core.clone() }
     }
 
@@ -524,7 +527,7 @@ impl LeadershipChanges {
     }
 
     /// How many changes this reader skipped because it fell behind (see
-    /// [`LeadershipStream::missed`](crate::LeadershipStream::missed)).
+    /// [`LeadershipStream::missed`](crate::leader::LeadershipStream::missed)).
     pub fn missed(&self) -> u64 {
         self.inner.missed()
     }

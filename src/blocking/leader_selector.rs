@@ -13,14 +13,14 @@ use super::leader_latch::LeadershipChanges;
 use super::{Core, CuratorClient, RuntimeThread};
 use crate::deadline::deadline_after;
 use crate::error::{Error, Result};
-use crate::{
-    CloseMode, FencingToken, GuardedWrite, Hold, HoldState, LatchState, LeadershipState, OpResult, Participant,
-};
+use crate::leader::{CloseMode, LatchState, LeadershipState, Participant};
+use crate::locks::{FencingToken, GuardedWrite, Hold, HoldState};
+use crate::OpResult;
 
 type Work = dyn Fn(Leadership) + Send + Sync;
 
-/// A blocking [`LeaderSelector`](crate::LeaderSelector): the same election (wire-compatible
-/// with Curator's `LeaderSelector`: an [`InterProcessMutex`](crate::InterProcessMutex) on the
+/// A blocking [`LeaderSelector`](crate::leader::LeaderSelector): the same election (wire-compatible
+/// with Curator's `LeaderSelector`: an [`InterProcessMutex`](crate::locks::InterProcessMutex) on the
 /// election path, nodes `_c_<uuid>-lock-<seq>` holding the participant id), whose leadership work
 /// is a plain function run on a **thread of its own** for each term, as Curator runs
 /// `takeLeadership` on an executor thread. Leadership lasts until the work returns — then the lock
@@ -33,7 +33,7 @@ type Work = dyn Fn(Leadership) + Send + Sync;
 /// leadership is lost (the session ended or was given up before the server could expire it, or
 /// someone deleted our node), on [`interrupt_leadership`](Self::interrupt_leadership), on
 /// [`close`](Self::close) or drop, and on a suspended connection under the client's
-/// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+/// [`ConnectionStateErrorPolicy::Standard`](crate::framework::ConnectionStateErrorPolicy::Standard)
 /// (Curator's default) or with [`cancel_on_suspended`](Self::cancel_on_suspended). The work must
 /// then return soon. The lock node is deleted — and, when we give it up, the next participant can
 /// lead — only **after the work's thread has ended**. A lost session's hold is given up at 85% (by
@@ -42,7 +42,7 @@ type Work = dyn Fn(Leadership) + Send + Sync;
 /// of the session timeout after the last reply from the server, before the server can expire it
 /// and elect someone else: work that returns within the rest of the session timeout ends before
 /// the next leader's work starts. Under zk-curator's default policy,
-/// [`Session`](crate::ConnectionStateErrorPolicy::Session), the work is not cancelled while the
+/// [`Session`](crate::framework::ConnectionStateErrorPolicy::Session), the work is not cancelled while the
 /// connection is only suspended: [`Leadership::is_held`] is `false` then, and guarded writes fail.
 ///
 /// A panic in the work ends the term like a return (it is logged).
@@ -76,11 +76,11 @@ type Work = dyn Fn(Leadership) + Send + Sync;
 /// ```
 ///
 /// A cheap [`Clone`] shares one participant, as the async
-/// [`LeaderSelector`](crate::LeaderSelector) does: closing through any clone closes it for all,
+/// [`LeaderSelector`](crate::leader::LeaderSelector) does: closing through any clone closes it for all,
 /// and dropping the last clone closes it in the background.
 #[derive(Clone)]
 pub struct LeaderSelector {
-    inner: Arc<crate::LeaderSelector>,
+    inner: Arc<crate::leader::LeaderSelector>,
     work: Arc<WorkThreads>,
     /// Drives the election (and runs nothing else); shared by the clones, it closes the selector
     /// when the last one is dropped.
@@ -91,7 +91,7 @@ pub struct LeaderSelector {
 /// The selector's runtime thread, and what it closes when the last clone of the handle is dropped.
 struct SelectorRuntime {
     thread: RuntimeThread,
-    selector: Arc<crate::LeaderSelector>,
+    selector: Arc<crate::leader::LeaderSelector>,
     core: Arc<Core>,
 }
 
@@ -149,11 +149,11 @@ impl LeaderSelector {
         let work: Arc<Work> = Arc::new(work);
         let term = {
             let (core, threads) = (core.clone(), threads.clone());
-            move |leadership: crate::Leadership| {
+            move |leadership: crate::leader::Leadership| {
                 term(work.clone(), Leadership::new(leadership, core.clone()), threads.clone())
             }
         };
-        let inner = crate::LeaderSelector::new(client.core().client(), path, id, term)?;
+        let inner = crate::leader::LeaderSelector::new(client.core().client(), path, id, term)?;
         let inner = Arc::new(inner);
         let thread = RuntimeThread::start("zk-curator-selector")?;
         let runtime = Arc::new(SelectorRuntime { thread, selector: inner.clone(), core: core.clone() });
@@ -192,7 +192,7 @@ impl LeaderSelector {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let selector = zk_curator::blocking::LeaderSelector::new(&client, "/election/a", "host-a", |_| {})?;
-    /// assert_eq!(selector.state(), zk_curator::LatchState::Latent);
+    /// assert_eq!(selector.state(), zk_curator::leader::LatchState::Latent);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn state(&self) -> LatchState {
@@ -215,7 +215,7 @@ impl LeaderSelector {
 
     /// Cancel the work as soon as the connection is lost ([`HoldState::Suspended`]), as Curator's
     /// default listener does, instead of when leadership is lost: this selector behaves as under
-    /// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+    /// [`ConnectionStateErrorPolicy::Standard`](crate::framework::ConnectionStateErrorPolicy::Standard)
     /// whatever the client's policy (see the type's documentation). A cancelled term gives
     /// leadership up once the work returned.
     ///
@@ -238,19 +238,19 @@ impl LeaderSelector {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// let selector = zk_curator::blocking::LeaderSelector::new(&client, "/election/a", "host-a", |_| {})?
-    ///     .with_close_mode(zk_curator::CloseMode::NotifyLeader);
+    ///     .with_close_mode(zk_curator::leader::CloseMode::NotifyLeader);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn with_close_mode(self, mode: CloseMode) -> Self {
         // The mode is the shared participant's: setting it through a clone sets it for all.
-        drop(crate::LeaderSelector::clone(&self.inner).with_close_mode(mode));
+        drop(crate::leader::LeaderSelector::clone(&self.inner).with_close_mode(mode));
         self
     }
 
     /// What [`close`](Self::close) tells leadership listeners (default [`CloseMode::Silent`]).
     #[deprecated(note = "use the consuming `with_close_mode`, as on `LeaderLatch`")]
     pub fn set_close_mode(&self, mode: CloseMode) {
-        drop(crate::LeaderSelector::clone(&self.inner).with_close_mode(mode));
+        drop(crate::leader::LeaderSelector::clone(&self.inner).with_close_mode(mode));
     }
 
     /// Starts taking part: queues for leadership in the background, on the selector's runtime
@@ -568,7 +568,7 @@ impl Cancel {
 ///
 /// # Examples
 /// ```no_run
-/// # fn step(_token: zk_curator::FencingToken) {}
+/// # fn step(_token: zk_curator::locks::FencingToken) {}
 /// use std::time::Duration;
 /// use zk_curator::blocking::Leadership;
 ///
@@ -583,7 +583,7 @@ impl Cancel {
 /// ```
 #[derive(Clone)]
 pub struct Leadership {
-    inner: crate::Leadership,
+    inner: crate::leader::Leadership,
     cancel: Arc<Cancel>,
     core: Arc<Core>,
 }
@@ -601,7 +601,7 @@ impl std::fmt::Debug for Leadership {
 }
 
 impl Leadership {
-    fn new(inner: crate::Leadership, core: Arc<Core>) -> Self {
+    fn new(inner: crate::leader::Leadership, core: Arc<Core>) -> Self {
         Self { inner, cancel: Arc::new(Cancel::default()), core }
     }
 
@@ -658,7 +658,7 @@ impl Leadership {
     /// # Examples
     /// ```no_run
     /// # fn work(leadership: zk_curator::blocking::Leadership) {
-    /// if leadership.state() == zk_curator::HoldState::Suspended {
+    /// if leadership.state() == zk_curator::locks::HoldState::Suspended {
     ///     // pause what two leaders must not do at once
     /// }
     /// # }
@@ -740,7 +740,7 @@ impl Leadership {
     /// # Examples
     /// ```no_run
     /// # fn work(leadership: zk_curator::blocking::Leadership) -> zk_curator::Result<()> {
-    /// let write = zk_curator::GuardedWrite::new().set_data("/config/active", leadership.id(), None);
+    /// let write = zk_curator::locks::GuardedWrite::new().set_data("/config/active", leadership.id(), None);
     /// leadership.guarded_write(write)?;
     /// # Ok(()) }
     /// ```

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::InterProcessLock;
+use crate::locks::InterProcessLock;
 
-/// A blocking [`InterProcessMultiLock`](crate::InterProcessMultiLock): several locks acquired in
+/// A blocking [`InterProcessMultiLock`](crate::locks::InterProcessMultiLock): several locks acquired in
 /// order, all or none, under one deadline, and released together. Curator-style: the holds belong
 /// to the calling thread (re-entrant for it, like its parts).
 ///
@@ -19,7 +19,7 @@ use crate::InterProcessLock;
 /// # Ok::<(), zk_curator::Error>(())
 /// ```
 pub struct InterProcessMultiLock {
-    inner: crate::InterProcessMultiLock,
+    inner: crate::locks::InterProcessMultiLock,
     core: Arc<Core>,
 }
 
@@ -46,7 +46,7 @@ impl InterProcessMultiLock {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, locks: Vec<Box<dyn InterProcessLock>>) -> Result<Self> {
-        Ok(Self { inner: crate::InterProcessMultiLock::new(locks)?, core: client.core().clone() })
+        Ok(Self { inner: crate::locks::InterProcessMultiLock::new(locks)?, core: client.core().clone() })
     }
 
     /// A multi-lock of one mutex per path.
@@ -62,7 +62,7 @@ impl InterProcessMultiLock {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn from_paths(client: &CuratorClient, paths: &[&str]) -> Result<Self> {
-        let inner = crate::InterProcessMultiLock::from_paths(client.core().client(), paths)?;
+        let inner = crate::locks::InterProcessMultiLock::from_paths(client.core().client(), paths)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -80,8 +80,8 @@ impl InterProcessMultiLock {
     }
 
     /// Waits until the calling thread holds every lock, each
-    /// [`HoldState::Held`](crate::HoldState::Held) when it returns (as
-    /// [`acquire`](crate::InterProcessMultiLock::acquire): a part suspended or lost while a later
+    /// [`HoldState::Held`](crate::locks::HoldState::Held) when it returns (as
+    /// [`acquire`](crate::locks::InterProcessMultiLock::acquire): a part suspended or lost while a later
     /// one was awaited is waited for, or the set is taken again).
     ///
     /// # Errors

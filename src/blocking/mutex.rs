@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{FencingToken, Hold, HoldState, LockDriver, StandardLockDriver};
+use crate::locks::driver::{LockDriver, StandardLockDriver};
+use crate::locks::{FencingToken, Hold, HoldState};
 
-/// A blocking [`InterProcessMutex`](crate::InterProcessMutex): the same lock (wire-compatible
+/// A blocking [`InterProcessMutex`](crate::locks::InterProcessMutex): the same lock (wire-compatible
 /// with Curator's, fair, cancel safe), waited for on the calling thread.
 ///
 /// Two ownership models, as in the async API (never mixed):
@@ -28,7 +29,7 @@ use crate::{FencingToken, Hold, HoldState, LockDriver, StandardLockDriver};
 /// [`new`](Self::new) on one path are two contenders even in one thread.
 #[derive(Clone)]
 pub struct InterProcessMutex {
-    inner: crate::InterProcessMutex,
+    inner: crate::locks::InterProcessMutex,
     core: Arc<Core>,
 }
 
@@ -52,7 +53,10 @@ impl InterProcessMutex {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        Ok(Self { inner: crate::InterProcessMutex::new(client.core().client(), path)?, core: client.core().clone() })
+        Ok(Self {
+            inner: crate::locks::InterProcessMutex::new(client.core().client(), path)?,
+            core: client.core().clone(),
+        })
     }
 
     /// Like [`new`](Self::new), writing `data` into the lock nodes.
@@ -67,7 +71,7 @@ impl InterProcessMutex {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let inner = crate::InterProcessMutex::with_data(client.core().client(), path, data)?;
+        let inner = crate::locks::InterProcessMutex::with_data(client.core().client(), path, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -91,15 +95,15 @@ impl InterProcessMutex {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let mutex = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?;
-    /// let boxed: Box<dyn zk_curator::InterProcessLock> = Box::new(mutex.as_async().clone());
+    /// let boxed: Box<dyn zk_curator::locks::InterProcessLock> = Box::new(mutex.as_async().clone());
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::InterProcessMutex {
+    pub fn as_async(&self) -> &crate::locks::InterProcessMutex {
         &self.inner
     }
 
     /// Makes later acquisitions revocable; see
-    /// [`InterProcessMutex::make_revocable`](crate::InterProcessMutex::make_revocable).
+    /// [`InterProcessMutex::make_revocable`](crate::locks::InterProcessMutex::make_revocable).
     ///
     /// # Examples
     /// ```no_run
@@ -116,7 +120,7 @@ impl InterProcessMutex {
     /// mutex is already held (by a guard, or Curator-style by any thread), the call queues.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::lock`](crate::InterProcessMutex::lock)
+    /// As [`InterProcessMutex::lock`](crate::locks::InterProcessMutex::lock)
     /// ([`Error::Closed`](crate::Error::Closed), server errors after retries);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
@@ -180,7 +184,7 @@ impl InterProcessMutex {
     /// holds it only counts one more hold).
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire)
+    /// As [`InterProcessMutex::acquire`](crate::locks::InterProcessMutex::acquire)
     /// ([`Error::LockLost`](crate::Error::LockLost) re-entering a lost hold,
     /// [`Error::Closed`](crate::Error::Closed), server errors after retries);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
@@ -225,7 +229,7 @@ impl InterProcessMutex {
     /// # Errors
     /// [`Error::NotOwner`](crate::Error::NotOwner) if the calling thread holds nothing (another
     /// thread's hold is not its own; a guard is no thread's hold); otherwise as
-    /// [`InterProcessMutex::release`](crate::InterProcessMutex::release);
+    /// [`InterProcessMutex::release`](crate::locks::InterProcessMutex::release);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context (nothing is released).
     ///
@@ -359,7 +363,7 @@ impl InterProcessMutex {
 /// keeps trying until the node is gone).
 #[must_use = "dropping the guard releases the lock"]
 pub struct MutexGuard<D: LockDriver = StandardLockDriver> {
-    inner: crate::MutexGuard<D>,
+    inner: crate::locks::MutexGuard<D>,
     core: Arc<Core>,
 }
 
@@ -370,11 +374,11 @@ impl<D: LockDriver> std::fmt::Debug for MutexGuard<D> {
 }
 
 impl<D: LockDriver> MutexGuard<D> {
-    pub(crate) fn new(inner: crate::MutexGuard<D>, core: &Arc<Core>) -> Self {
+    pub(crate) fn new(inner: crate::locks::MutexGuard<D>, core: &Arc<Core>) -> Self {
         Self { inner, core: core.clone() }
     }
 
-    pub(crate) fn as_async(&self) -> &crate::MutexGuard<D> {
+    pub(crate) fn as_async(&self) -> &crate::locks::MutexGuard<D> {
         &self.inner
     }
 
@@ -411,7 +415,7 @@ impl<D: LockDriver> MutexGuard<D> {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let guard = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?.lock()?;
-    /// if guard.hold_state() != zk_curator::HoldState::Held {
+    /// if guard.hold_state() != zk_curator::locks::HoldState::Held {
     ///     // stop doing what only the holder may do
     /// }
     /// # Ok::<(), zk_curator::Error>(())
@@ -427,7 +431,7 @@ impl<D: LockDriver> MutexGuard<D> {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let guard = zk_curator::blocking::InterProcessMutex::new(&client, "/locks/report")?.lock()?;
-    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
+    /// let write = zk_curator::locks::GuardedWrite::new().set_data("/reports/latest", b"done", None);
     /// client.block_on(guard.hold().guarded_write(write))??;
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
@@ -439,7 +443,7 @@ impl<D: LockDriver> MutexGuard<D> {
     /// timeout).
     ///
     /// # Errors
-    /// As [`MutexGuard::release`](crate::MutexGuard::release): the delete's error, or
+    /// As [`MutexGuard::release`](crate::locks::MutexGuard::release): the delete's error, or
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded); the node stays queued for
     /// deletion in the background either way. Inside a tokio runtime context,
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime`: the guard is

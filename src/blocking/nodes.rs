@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{CreateMode, MembershipEvent, NodeState, Protection};
+use crate::nodes::{MembershipEvent, NodeState, Protection};
+use crate::CreateMode;
 
-/// A blocking [`PersistentNode`](crate::PersistentNode): the same node (Curator's
+/// A blocking [`PersistentNode`](crate::nodes::PersistentNode): the same node (Curator's
 /// `PersistentNode`), its background work on the client's runtime thread, waited for on the
 /// calling thread. Dropping a started node — on any thread — deletes it in the background.
 ///
@@ -17,7 +18,8 @@ use crate::{CreateMode, MembershipEvent, NodeState, Protection};
 /// ```no_run
 /// use std::time::Duration;
 /// use zk_curator::blocking::{CuratorClient, PersistentNode};
-/// use zk_curator::{CreateMode, Protection};
+/// use zk_curator::CreateMode;
+/// use zk_curator::nodes::Protection;
 ///
 /// fn register() -> zk_curator::Result<()> {
 ///     let client = CuratorClient::connect("127.0.0.1:2181")?;
@@ -29,19 +31,19 @@ use crate::{CreateMode, MembershipEvent, NodeState, Protection};
 /// }
 /// ```
 ///
-/// A cheap [`Clone`] shares one instance, as the async [`PersistentNode`](crate::PersistentNode) does.
+/// A cheap [`Clone`] shares one instance, as the async [`PersistentNode`](crate::nodes::PersistentNode) does.
 #[derive(Clone, Debug)]
 pub struct PersistentNode {
     // Dropped before `core`: its drop hands the node to the client's background deletes.
-    inner: crate::PersistentNode,
+    inner: crate::nodes::PersistentNode,
     core: Arc<Core>,
 }
 
 impl PersistentNode {
-    /// See [`PersistentNode::new`](crate::PersistentNode::new).
+    /// See [`PersistentNode::new`](crate::nodes::PersistentNode::new).
     ///
     /// # Errors
-    /// As [`PersistentNode::new`](crate::PersistentNode::new).
+    /// As [`PersistentNode::new`](crate::nodes::PersistentNode::new).
     pub fn new(
         client: &CuratorClient,
         path: &str,
@@ -49,7 +51,7 @@ impl PersistentNode {
         protection: Protection,
         data: impl Into<Vec<u8>>,
     ) -> Result<Self> {
-        let inner = crate::PersistentNode::new(client.core().client(), path, mode, protection, data)?;
+        let inner = crate::nodes::PersistentNode::new(client.core().client(), path, mode, protection, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -76,7 +78,7 @@ impl PersistentNode {
     /// Starts keeping the node (in the background; does not wait).
     ///
     /// # Errors
-    /// As [`PersistentNode::start`](crate::PersistentNode::start).
+    /// As [`PersistentNode::start`](crate::nodes::PersistentNode::start).
     pub fn start(&self) -> Result<()> {
         self.inner.start()
     }
@@ -84,7 +86,7 @@ impl PersistentNode {
     /// Sets the node's data (applied in the background).
     ///
     /// # Errors
-    /// As [`PersistentNode::set_data`](crate::PersistentNode::set_data).
+    /// As [`PersistentNode::set_data`](crate::nodes::PersistentNode::set_data).
     pub fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
         self.inner.set_data(data)
     }
@@ -93,7 +95,7 @@ impl PersistentNode {
     /// within `timeout` whatever the connection does.
     ///
     /// # Errors
-    /// As [`PersistentNode::wait_for_initial_create`](crate::PersistentNode::wait_for_initial_create);
+    /// As [`PersistentNode::wait_for_initial_create`](crate::nodes::PersistentNode::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
@@ -103,7 +105,7 @@ impl PersistentNode {
     /// Stops keeping the node and deletes exactly it, waiting for the delete.
     ///
     /// # Errors
-    /// As [`PersistentNode::close`](crate::PersistentNode::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// As [`PersistentNode::close`](crate::nodes::PersistentNode::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// naming `runtime` inside a tokio runtime context (dropping the node closes it in the
     /// background).
     pub fn close(&self) -> Result<()> {
@@ -111,7 +113,7 @@ impl PersistentNode {
     }
 }
 
-/// A blocking [`PersistentTtlNode`](crate::PersistentTtlNode) (Curator's `PersistentTtlNode`: a
+/// A blocking [`PersistentTtlNode`](crate::nodes::PersistentTtlNode) (Curator's `PersistentTtlNode`: a
 /// container with a `touch` TTL child touched every half TTL).
 ///
 /// # Examples
@@ -128,20 +130,20 @@ impl PersistentNode {
 /// }
 /// ```
 ///
-/// A cheap [`Clone`] shares one instance, as the async [`PersistentTtlNode`](crate::PersistentTtlNode) does.
+/// A cheap [`Clone`] shares one instance, as the async [`PersistentTtlNode`](crate::nodes::PersistentTtlNode) does.
 #[derive(Clone, Debug)]
 pub struct PersistentTtlNode {
-    inner: crate::PersistentTtlNode,
+    inner: crate::nodes::PersistentTtlNode,
     core: Arc<Core>,
 }
 
 impl PersistentTtlNode {
-    /// See [`PersistentTtlNode::new`](crate::PersistentTtlNode::new).
+    /// See [`PersistentTtlNode::new`](crate::nodes::PersistentTtlNode::new).
     ///
     /// # Errors
-    /// As [`PersistentTtlNode::new`](crate::PersistentTtlNode::new).
+    /// As [`PersistentTtlNode::new`](crate::nodes::PersistentTtlNode::new).
     pub fn new(client: &CuratorClient, path: &str, ttl: Duration, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let inner = crate::PersistentTtlNode::new(client.core().client(), path, ttl, data)?;
+        let inner = crate::nodes::PersistentTtlNode::new(client.core().client(), path, ttl, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -153,7 +155,7 @@ impl PersistentTtlNode {
     /// Starts keeping and touching the node (in the background).
     ///
     /// # Errors
-    /// As [`PersistentTtlNode::start`](crate::PersistentTtlNode::start).
+    /// As [`PersistentTtlNode::start`](crate::nodes::PersistentTtlNode::start).
     pub fn start(&self) -> Result<()> {
         self.inner.start()
     }
@@ -161,7 +163,7 @@ impl PersistentTtlNode {
     /// Sets the node's data.
     ///
     /// # Errors
-    /// As [`PersistentTtlNode::set_data`](crate::PersistentTtlNode::set_data).
+    /// As [`PersistentTtlNode::set_data`](crate::nodes::PersistentTtlNode::set_data).
     pub fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
         self.inner.set_data(data)
     }
@@ -169,7 +171,7 @@ impl PersistentTtlNode {
     /// Waits until the node exists and was touched once.
     ///
     /// # Errors
-    /// As [`PersistentTtlNode::wait_for_initial_create`](crate::PersistentTtlNode::wait_for_initial_create);
+    /// As [`PersistentTtlNode::wait_for_initial_create`](crate::nodes::PersistentTtlNode::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
@@ -179,13 +181,13 @@ impl PersistentTtlNode {
     /// Stops touching, leaving the node to expire after the TTL.
     ///
     /// # Errors
-    /// As [`PersistentTtlNode::close`](crate::PersistentTtlNode::close).
+    /// As [`PersistentTtlNode::close`](crate::nodes::PersistentTtlNode::close).
     pub fn close(&self) -> Result<()> {
         self.core.block_on(self.inner.close())?
     }
 }
 
-/// A blocking [`GroupMember`](crate::GroupMember) (Curator's `GroupMember`).
+/// A blocking [`GroupMember`](crate::nodes::GroupMember) (Curator's `GroupMember`).
 ///
 /// # Examples
 /// ```no_run
@@ -204,20 +206,20 @@ impl PersistentTtlNode {
 /// }
 /// ```
 ///
-/// A cheap [`Clone`] shares one instance, as the async [`GroupMember`](crate::GroupMember) does.
+/// A cheap [`Clone`] shares one instance, as the async [`GroupMember`](crate::nodes::GroupMember) does.
 #[derive(Clone, Debug)]
 pub struct GroupMember {
-    inner: crate::GroupMember,
+    inner: crate::nodes::GroupMember,
     core: Arc<Core>,
 }
 
 impl GroupMember {
-    /// See [`GroupMember::new`](crate::GroupMember::new).
+    /// See [`GroupMember::new`](crate::nodes::GroupMember::new).
     ///
     /// # Errors
-    /// As [`GroupMember::new`](crate::GroupMember::new).
+    /// As [`GroupMember::new`](crate::nodes::GroupMember::new).
     pub fn new(client: &CuratorClient, path: &str, id: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let inner = crate::GroupMember::new(client.core().client(), path, id, data)?;
+        let inner = crate::nodes::GroupMember::new(client.core().client(), path, id, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -234,7 +236,7 @@ impl GroupMember {
     /// Joins the group and follows it (in the background).
     ///
     /// # Errors
-    /// As [`GroupMember::start`](crate::GroupMember::start).
+    /// As [`GroupMember::start`](crate::nodes::GroupMember::start).
     pub fn start(&self) -> Result<()> {
         self.inner.start()
     }
@@ -242,7 +244,7 @@ impl GroupMember {
     /// Sets this member's data.
     ///
     /// # Errors
-    /// As [`GroupMember::set_this_data`](crate::GroupMember::set_this_data).
+    /// As [`GroupMember::set_this_data`](crate::nodes::GroupMember::set_this_data).
     pub fn set_this_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
         self.inner.set_this_data(data)
     }
@@ -255,7 +257,7 @@ impl GroupMember {
     /// Waits until this member's node exists and the group as read includes it.
     ///
     /// # Errors
-    /// As [`GroupMember::wait_for_initial_create`](crate::GroupMember::wait_for_initial_create);
+    /// As [`GroupMember::wait_for_initial_create`](crate::nodes::GroupMember::wait_for_initial_create);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio runtime context.
     pub fn wait_for_initial_create(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
@@ -270,7 +272,7 @@ impl GroupMember {
     /// Leaves the group, waiting for this member's node to be deleted.
     ///
     /// # Errors
-    /// As [`GroupMember::close`](crate::GroupMember::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+    /// As [`GroupMember::close`](crate::nodes::GroupMember::close); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
     /// `runtime` inside a tokio runtime context.
     pub fn close(&self) -> Result<()> {
         self.core.block_on(self.inner.close())?
@@ -278,10 +280,10 @@ impl GroupMember {
 }
 
 /// The changes of a group, waited for on the calling thread: [`GroupMember::changes`]; an
-/// [`Iterator`] (see [`MembershipStream`](crate::MembershipStream) for what it coalesces).
+/// [`Iterator`] (see [`MembershipStream`](crate::nodes::MembershipStream) for what it coalesces).
 #[derive(Debug)]
 pub struct MembershipChanges {
-    inner: crate::MembershipStream,
+    inner: crate::nodes::MembershipStream,
     path: String,
     core: Arc<Core>,
 }

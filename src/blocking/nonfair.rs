@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use super::{Core, CuratorClient, MutexGuard};
 use crate::error::Result;
-use crate::Hold;
+use crate::locks::Hold;
 
-/// A blocking [`InterProcessNonFairMutex`](crate::InterProcessNonFairMutex): one EPHEMERAL node,
+/// A blocking [`InterProcessNonFairMutex`](crate::locks::InterProcessNonFairMutex): one EPHEMERAL node,
 /// `<path>/nonfair-lock`, raced for; waited for on the calling thread. Guards and Curator-style
 /// holds as [`InterProcessMutex`](super::InterProcessMutex) (the calling OS thread owns a
 /// Curator-style hold); no order among waiters (see the async type for when to prefer it).
 #[derive(Clone)]
 pub struct InterProcessNonFairMutex {
-    inner: crate::InterProcessNonFairMutex,
+    inner: crate::locks::InterProcessNonFairMutex,
     core: Arc<Core>,
 }
 
@@ -37,7 +37,7 @@ impl InterProcessNonFairMutex {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        let inner = crate::InterProcessNonFairMutex::new(client.core().client(), path)?;
+        let inner = crate::locks::InterProcessNonFairMutex::new(client.core().client(), path)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -47,14 +47,14 @@ impl InterProcessNonFairMutex {
     }
 
     /// The async mutex behind this one.
-    pub fn as_async(&self) -> &crate::InterProcessNonFairMutex {
+    pub fn as_async(&self) -> &crate::locks::InterProcessNonFairMutex {
         &self.inner
     }
 
     /// Waits for the lock and returns a guard that owns the hold (never re-entrant).
     ///
     /// # Errors
-    /// As [`InterProcessNonFairMutex::lock`](crate::InterProcessNonFairMutex::lock);
+    /// As [`InterProcessNonFairMutex::lock`](crate::locks::InterProcessNonFairMutex::lock);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
     ///
@@ -113,7 +113,7 @@ impl InterProcessNonFairMutex {
     /// Waits until the calling thread holds the lock, Curator-style (re-entrant per thread).
     ///
     /// # Errors
-    /// As [`InterProcessNonFairMutex::acquire`](crate::InterProcessNonFairMutex::acquire);
+    /// As [`InterProcessNonFairMutex::acquire`](crate::locks::InterProcessNonFairMutex::acquire);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -152,7 +152,7 @@ impl InterProcessNonFairMutex {
     ///
     /// # Errors
     /// [`Error::NotOwner`](crate::Error::NotOwner) if the calling thread holds nothing; otherwise
-    /// as [`InterProcessNonFairMutex::release`](crate::InterProcessNonFairMutex::release).
+    /// as [`InterProcessNonFairMutex::release`](crate::locks::InterProcessNonFairMutex::release).
     ///
     /// # Examples
     /// ```no_run

@@ -6,14 +6,15 @@ use std::time::Duration;
 use super::mutex::MutexGuard;
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{Hold, ReadLockDriver, WriteLockDriver};
+use crate::locks::driver::{ReadLockDriver, WriteLockDriver};
+use crate::locks::Hold;
 
 /// A guard of the blocking read lock: a shared hold of its own (see [`MutexGuard`]).
 pub type ReadLockGuard = MutexGuard<ReadLockDriver>;
 /// A guard of the blocking write lock: an exclusive hold of its own (see [`MutexGuard`]).
 pub type WriteLockGuard = MutexGuard<WriteLockDriver>;
 
-/// A blocking [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock): many readers or one
+/// A blocking [`InterProcessReadWriteLock`](crate::locks::InterProcessReadWriteLock): many readers or one
 /// writer, FIFO, wire-compatible with Curator's.
 ///
 /// Each half behaves as the blocking [`InterProcessMutex`](super::InterProcessMutex): guards, and
@@ -50,7 +51,7 @@ impl InterProcessReadWriteLock {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        Ok(Self::wrap(crate::InterProcessReadWriteLock::new(client.core().client(), path)?, client.core()))
+        Ok(Self::wrap(crate::locks::InterProcessReadWriteLock::new(client.core().client(), path)?, client.core()))
     }
 
     /// Like [`new`](Self::new), writing `data` into every node of this lock.
@@ -65,11 +66,11 @@ impl InterProcessReadWriteLock {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn with_data(client: &CuratorClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let lock = crate::InterProcessReadWriteLock::with_data(client.core().client(), path, data)?;
+        let lock = crate::locks::InterProcessReadWriteLock::with_data(client.core().client(), path, data)?;
         Ok(Self::wrap(lock, client.core()))
     }
 
-    fn wrap(lock: crate::InterProcessReadWriteLock, core: &Arc<Core>) -> Self {
+    fn wrap(lock: crate::locks::InterProcessReadWriteLock, core: &Arc<Core>) -> Self {
         Self {
             read: ReadLock { inner: lock.read_lock().clone(), core: core.clone() },
             write: WriteLock { inner: lock.write_lock().clone(), core: core.clone() },
@@ -119,14 +120,14 @@ impl InterProcessReadWriteLock {
 /// The read half of a blocking [`InterProcessReadWriteLock`].
 #[derive(Clone)]
 pub struct ReadLock {
-    inner: crate::ReadLock,
+    inner: crate::locks::ReadLock,
     core: Arc<Core>,
 }
 
 /// The write half of a blocking [`InterProcessReadWriteLock`].
 #[derive(Clone)]
 pub struct WriteLock {
-    inner: crate::WriteLock,
+    inner: crate::locks::WriteLock,
     core: Arc<Core>,
 }
 
@@ -154,10 +155,10 @@ macro_rules! half_methods {
         /// ```no_run
         /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
         /// # let lock = zk_curator::blocking::InterProcessReadWriteLock::new(&client, "/locks/config")?;
-        #[doc = concat!("let boxed: Box<dyn zk_curator::InterProcessLock> = Box::new(lock.", $half, "().as_async().clone());")]
+        #[doc = concat!("let boxed: Box<dyn zk_curator::locks::InterProcessLock> = Box::new(lock.", $half, "().as_async().clone());")]
         /// # Ok::<(), zk_curator::Error>(())
         /// ```
-        pub fn as_async(&self) -> &crate::$async {
+        pub fn as_async(&self) -> &crate::locks::$async {
             &self.inner
         }
 
@@ -165,7 +166,7 @@ macro_rules! half_methods {
         ///
         /// # Errors
         /// [`Error::NotOwner`](crate::Error::NotOwner) if the calling thread holds nothing;
-        /// otherwise as [`InterProcessMutex::release`](crate::InterProcessMutex::release);
+        /// otherwise as [`InterProcessMutex::release`](crate::locks::InterProcessMutex::release);
         /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
         /// inside a tokio runtime context.
         ///
@@ -329,7 +330,7 @@ impl ReadLock {
     /// that holds the write lock Curator-style gets it at once, at its writer's place (downgrade).
     ///
     /// # Errors
-    /// As [`ReadLock::acquire`](crate::ReadLock::acquire);
+    /// As [`ReadLock::acquire`](crate::locks::ReadLock::acquire);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
     ///
@@ -351,7 +352,7 @@ impl ReadLock {
     /// `writer` is still held; release `writer` afterwards.
     ///
     /// # Errors
-    /// As [`ReadLock::lock_while_writing`](crate::ReadLock::lock_while_writing);
+    /// As [`ReadLock::lock_while_writing`](crate::locks::ReadLock::lock_while_writing);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
     ///

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use super::mutex::hold_state;
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{FencingToken, Hold, HoldState};
+use crate::locks::{FencingToken, Hold, HoldState};
 
-/// A blocking [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2): at most `max_leases`
+/// A blocking [`InterProcessSemaphoreV2`](crate::locks::InterProcessSemaphoreV2): at most `max_leases`
 /// [`Lease`]s at once across every process (and Curator) using the path.
 ///
 /// # Examples
@@ -21,7 +21,7 @@ use crate::{FencingToken, Hold, HoldState};
 /// ```
 #[derive(Clone)]
 pub struct InterProcessSemaphoreV2 {
-    inner: crate::InterProcessSemaphoreV2,
+    inner: crate::locks::InterProcessSemaphoreV2,
     core: Arc<Core>,
 }
 
@@ -45,7 +45,7 @@ impl InterProcessSemaphoreV2 {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str, max_leases: usize) -> Result<Self> {
-        let inner = crate::InterProcessSemaphoreV2::new(client.core().client(), path, max_leases)?;
+        let inner = crate::locks::InterProcessSemaphoreV2::new(client.core().client(), path, max_leases)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -61,13 +61,13 @@ impl InterProcessSemaphoreV2 {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn with_data(client: &CuratorClient, path: &str, max_leases: usize, data: impl Into<Vec<u8>>) -> Result<Self> {
-        let inner = crate::InterProcessSemaphoreV2::with_data(client.core().client(), path, max_leases, data)?;
+        let inner = crate::locks::InterProcessSemaphoreV2::with_data(client.core().client(), path, max_leases, data)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
     /// A semaphore whose maximum is the shared counter at `count_path` (Curator's `SharedCount`),
     /// created with `seed` if missing and followed as it changes; see
-    /// [`InterProcessSemaphoreV2::with_shared_count`](crate::InterProcessSemaphoreV2::with_shared_count).
+    /// [`InterProcessSemaphoreV2::with_shared_count`](crate::locks::InterProcessSemaphoreV2::with_shared_count).
     ///
     /// # Errors
     /// As [`new`](Self::new) (`seed` must be at least 1); server errors reading the counter;
@@ -83,8 +83,12 @@ impl InterProcessSemaphoreV2 {
     /// ```
     pub fn with_shared_count(client: &CuratorClient, path: &str, count_path: &str, seed: i32) -> Result<Self> {
         let core = client.core();
-        let inner =
-            core.block_on(crate::InterProcessSemaphoreV2::with_shared_count(core.client(), path, count_path, seed))??;
+        let inner = core.block_on(crate::locks::InterProcessSemaphoreV2::with_shared_count(
+            core.client(),
+            path,
+            count_path,
+            seed,
+        ))??;
         Ok(Self { inner, core: core.clone() })
     }
 
@@ -107,10 +111,10 @@ impl InterProcessSemaphoreV2 {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let jobs = zk_curator::blocking::InterProcessSemaphoreV2::new(&client, "/throttle/reports", 3)?;
-    /// let same: zk_curator::InterProcessSemaphoreV2 = jobs.as_async().clone();
+    /// let same: zk_curator::locks::InterProcessSemaphoreV2 = jobs.as_async().clone();
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::InterProcessSemaphoreV2 {
+    pub fn as_async(&self) -> &crate::locks::InterProcessSemaphoreV2 {
         &self.inner
     }
 
@@ -169,8 +173,8 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Waits for `n` leases, taken one at a time as in Curator; on an error, those already taken
-    /// are given back. Every lease handed out is [`HoldState::Held`](crate::HoldState::Held), as
-    /// with [`acquire_many`](crate::InterProcessSemaphoreV2::acquire_many).
+    /// are given back. Every lease handed out is [`HoldState::Held`](crate::locks::HoldState::Held), as
+    /// with [`acquire_many`](crate::locks::InterProcessSemaphoreV2::acquire_many).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) at once for `n` = 0 or more than
@@ -247,8 +251,8 @@ pub fn return_all(leases: Vec<Lease>) -> Result<()> {
     let Some(core) = leases.first().map(|lease| lease.core.clone()) else {
         return Ok(());
     };
-    let leases: Vec<crate::Lease> = leases.into_iter().map(|lease| lease.inner).collect();
-    core.block_on(crate::return_all(leases))?
+    let leases: Vec<crate::locks::Lease> = leases.into_iter().map(|lease| lease.inner).collect();
+    core.block_on(crate::locks::return_all(leases))?
 }
 
 /// One lease of a blocking [`InterProcessSemaphoreV2`]: owned, `Send + 'static` (it may move to
@@ -256,7 +260,7 @@ pub fn return_all(leases: Vec<Lease>) -> Result<()> {
 /// background.
 #[must_use = "dropping a lease releases it"]
 pub struct Lease {
-    inner: crate::Lease,
+    inner: crate::locks::Lease,
     core: Arc<Core>,
 }
 
@@ -267,7 +271,7 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    fn new(inner: crate::Lease, core: &Arc<Core>) -> Self {
+    fn new(inner: crate::locks::Lease, core: &Arc<Core>) -> Self {
         Self { inner, core: core.clone() }
     }
 
@@ -330,7 +334,7 @@ impl Lease {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let lease = zk_curator::blocking::InterProcessSemaphoreV2::new(&client, "/throttle/reports", 3)?.acquire()?;
-    /// assert_eq!(lease.hold_state(), zk_curator::HoldState::Held);
+    /// assert_eq!(lease.hold_state(), zk_curator::locks::HoldState::Held);
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn hold_state(&self) -> HoldState {
@@ -371,7 +375,7 @@ impl Lease {
     }
 }
 
-/// A blocking [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex): a semaphore with
+/// A blocking [`InterProcessSemaphoreMutex`](crate::locks::InterProcessSemaphoreMutex): a semaphore with
 /// one lease — a mutex that is not re-entrant (a second acquire, even by the same thread, waits)
 /// and that any thread may release.
 ///
@@ -385,7 +389,7 @@ impl Lease {
 /// ```
 #[derive(Clone)]
 pub struct InterProcessSemaphoreMutex {
-    inner: crate::InterProcessSemaphoreMutex,
+    inner: crate::locks::InterProcessSemaphoreMutex,
     core: Arc<Core>,
 }
 
@@ -408,7 +412,7 @@ impl InterProcessSemaphoreMutex {
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
-        let inner = crate::InterProcessSemaphoreMutex::new(client.core().client(), path)?;
+        let inner = crate::locks::InterProcessSemaphoreMutex::new(client.core().client(), path)?;
         Ok(Self { inner, core: client.core().clone() })
     }
 
@@ -432,10 +436,10 @@ impl InterProcessSemaphoreMutex {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let lock = zk_curator::blocking::InterProcessSemaphoreMutex::new(&client, "/locks/import")?;
-    /// let boxed: Box<dyn zk_curator::InterProcessLock> = Box::new(lock.as_async().clone());
+    /// let boxed: Box<dyn zk_curator::locks::InterProcessLock> = Box::new(lock.as_async().clone());
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::InterProcessSemaphoreMutex {
+    pub fn as_async(&self) -> &crate::locks::InterProcessSemaphoreMutex {
         &self.inner
     }
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::{Core, CuratorClient};
 use crate::error::Result;
-use crate::{SharedValueStream, VersionedValue};
+use crate::shared::{SharedValueStream, VersionedValue};
 
-/// A blocking [`SharedValue`](crate::SharedValue): bytes in one node shared by every process
+/// A blocking [`SharedValue`](crate::shared::SharedValue): bytes in one node shared by every process
 /// (Curator's `SharedValue`), followed in the background on the client's runtime and set with a
 /// versioned compare-and-set. Clones share one follower; it stops when the last clone is dropped
 /// (on any thread).
@@ -22,16 +22,16 @@ use crate::{SharedValueStream, VersionedValue};
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedValue {
-    inner: crate::SharedValue,
+    inner: crate::shared::SharedValue,
     core: Arc<Core>,
 }
 
 impl SharedValue {
     /// Starts following the shared value at `path`, creating it (parents as containers) with
-    /// `seed` if it does not exist, as [`SharedValue::start`](crate::SharedValue::start).
+    /// `seed` if it does not exist, as [`SharedValue::start`](crate::shared::SharedValue::start).
     ///
     /// # Errors
-    /// As [`SharedValue::start`](crate::SharedValue::start);
+    /// As [`SharedValue::start`](crate::shared::SharedValue::start);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` when called
     /// inside a tokio runtime context.
     ///
@@ -43,7 +43,7 @@ impl SharedValue {
     /// ```
     pub fn start(client: &CuratorClient, path: &str, seed: impl Into<Vec<u8>>) -> Result<Self> {
         let core = client.core();
-        let inner = core.block_on(crate::SharedValue::start(core.client(), path, seed))??;
+        let inner = core.block_on(crate::shared::SharedValue::start(core.client(), path, seed))??;
         Ok(Self { inner, core: core.clone() })
     }
 
@@ -66,15 +66,15 @@ impl SharedValue {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let mode = zk_curator::blocking::SharedValue::start(&client, "/config/mode", "normal")?;
-    /// let same: zk_curator::SharedValue = mode.as_async().clone();
+    /// let same: zk_curator::shared::SharedValue = mode.as_async().clone();
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::SharedValue {
+    pub fn as_async(&self) -> &crate::shared::SharedValue {
         &self.inner
     }
 
     /// The same shared value with every write bounded by `timeout`, strictly (see
-    /// [`SharedValue::timeout`](crate::SharedValue::timeout)).
+    /// [`SharedValue::timeout`](crate::shared::SharedValue::timeout)).
     ///
     /// # Examples
     /// ```no_run
@@ -114,7 +114,7 @@ impl SharedValue {
         self.inner.versioned_value()
     }
 
-    /// The values as they change (see [`SharedValue::changes`](crate::SharedValue::changes)).
+    /// The values as they change (see [`SharedValue::changes`](crate::shared::SharedValue::changes)).
     ///
     /// # Examples
     /// ```no_run
@@ -132,7 +132,7 @@ impl SharedValue {
     /// Sets the value whatever it is now (Curator's `setValue`).
     ///
     /// # Errors
-    /// As [`SharedValue::set`](crate::SharedValue::set);
+    /// As [`SharedValue::set`](crate::shared::SharedValue::set);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -151,7 +151,7 @@ impl SharedValue {
     /// `Ok(false)` if someone changed it first (the value is then read again).
     ///
     /// # Errors
-    /// As [`SharedValue::try_set`](crate::SharedValue::try_set) (an
+    /// As [`SharedValue::try_set`](crate::shared::SharedValue::try_set) (an
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) set applied once or not at all);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
@@ -171,7 +171,7 @@ impl SharedValue {
     }
 }
 
-/// A blocking [`SharedCount`](crate::SharedCount): an `i32` in one node (Curator's
+/// A blocking [`SharedCount`](crate::shared::SharedCount): an `i32` in one node (Curator's
 /// `SharedCount`: 4 bytes, big-endian), followed in the background and set with a versioned
 /// compare-and-set.
 ///
@@ -189,16 +189,16 @@ impl SharedValue {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedCount {
-    inner: crate::SharedCount,
+    inner: crate::shared::SharedCount,
     core: Arc<Core>,
 }
 
 impl SharedCount {
     /// Starts following the count at `path`, creating it with `seed` if it does not exist, as
-    /// [`SharedCount::start`](crate::SharedCount::start).
+    /// [`SharedCount::start`](crate::shared::SharedCount::start).
     ///
     /// # Errors
-    /// As [`SharedCount::start`](crate::SharedCount::start)
+    /// As [`SharedCount::start`](crate::shared::SharedCount::start)
     /// ([`Error::CorruptedValue`](crate::Error::CorruptedValue) when the node holds anything but
     /// 4 bytes); [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime`
     /// inside a tokio runtime context.
@@ -211,7 +211,7 @@ impl SharedCount {
     /// ```
     pub fn start(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
         let core = client.core();
-        let inner = core.block_on(crate::SharedCount::start(core.client(), path, seed))??;
+        let inner = core.block_on(crate::shared::SharedCount::start(core.client(), path, seed))??;
         Ok(Self { inner, core: core.clone() })
     }
 
@@ -234,15 +234,15 @@ impl SharedCount {
     /// ```no_run
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let limit = zk_curator::blocking::SharedCount::start(&client, "/throttle/limit", 10)?;
-    /// let same: zk_curator::SharedCount = limit.as_async().clone();
+    /// let same: zk_curator::shared::SharedCount = limit.as_async().clone();
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
-    pub fn as_async(&self) -> &crate::SharedCount {
+    pub fn as_async(&self) -> &crate::shared::SharedCount {
         &self.inner
     }
 
     /// The same count with every write bounded by `timeout`, strictly (see
-    /// [`SharedCount::timeout`](crate::SharedCount::timeout)).
+    /// [`SharedCount::timeout`](crate::shared::SharedCount::timeout)).
     ///
     /// # Examples
     /// ```no_run
@@ -283,7 +283,7 @@ impl SharedCount {
         self.inner.versioned_value()
     }
 
-    /// The counts as they change (see [`SharedValue::changes`](crate::SharedValue::changes)).
+    /// The counts as they change (see [`SharedValue::changes`](crate::shared::SharedValue::changes)).
     ///
     /// # Examples
     /// ```no_run
@@ -302,7 +302,7 @@ impl SharedCount {
     /// Sets the count whatever it is now (Curator's `setCount`).
     ///
     /// # Errors
-    /// As [`SharedCount::set_count`](crate::SharedCount::set_count);
+    /// As [`SharedCount::set_count`](crate::shared::SharedCount::set_count);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///
@@ -321,7 +321,7 @@ impl SharedCount {
     /// `Ok(false)` if someone changed it first (the count is then read again).
     ///
     /// # Errors
-    /// As [`SharedCount::try_set`](crate::SharedCount::try_set);
+    /// As [`SharedCount::try_set`](crate::shared::SharedCount::try_set);
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
     /// runtime context.
     ///

@@ -1,10 +1,27 @@
-//! Caches (Curator's `recipes/cache`): [`CuratorCache`], a local copy of a node, its children or a
-//! whole tree, kept current by one persistent (recursive) watch and re-read after every gap, so that
-//! it always converges to the server.
+//! Caches (Curator's `recipes/cache`): [`CuratorCache`] (Curator's `CuratorCache`), a local copy of
+//! a node, its children or a whole tree ([`CacheMode`]), kept current by one persistent (recursive)
+//! watch and re-read after every gap, so that it always converges to the server.
 //!
-//! The parts: this door (the public types), `tree` (the cached nodes, the diff and the event
-//! fan-out, all under one lock) and `sync` (the task that arms the watch, loads the tree and follows
-//! the events).
+//! Start from [`CuratorCache::builder`] ([`CuratorCacheBuilder`]); read the [`CacheEntry`]s, follow
+//! its [`CacheState`], and its changes as [`CacheEvent`]s on a [`CacheEventStream`].
+//!
+//! ```no_run
+//! use zk_curator::cache::{CacheEvent, CuratorCache};
+//!
+//! # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+//! let cache = CuratorCache::builder(&client, "/config").start()?;
+//! let mut events = cache.events();
+//! while let Some(event) = events.next().await {
+//!     if let CacheEvent::Changed { new, data_changed: true, .. } = event {
+//!         println!("reload {} from {:?}", new.path(), new.data());
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Inside: this door (the public types), `tree` (the cached nodes, the diff and the event
+//! fan-out, all under one lock) and `sync` (the task that arms the watch, loads the tree and
+//! follows the events).
 
 mod sync;
 mod tree;
@@ -161,8 +178,8 @@ pub enum CacheEvent {
     /// A config reader reloads only when [`data_changed`](CacheEvent::Changed::data_changed):
     ///
     /// ```no_run
-    /// # use zk_curator::CacheEvent;
-    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// # use zk_curator::cache::CacheEvent;
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) {
     /// let mut events = cache.events();
     /// while let Some(event) = events.next().await {
     ///     if let CacheEvent::Changed { new, data_changed: true, .. } = event {
@@ -199,8 +216,8 @@ pub enum CacheEvent {
     ///
     /// ```no_run
     /// # use std::collections::BTreeMap;
-    /// # use zk_curator::{CacheEntry, CacheEvent};
-    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// # use zk_curator::cache::{CacheEntry, CacheEvent};
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) {
     /// let mut nodes: BTreeMap<String, CacheEntry> = BTreeMap::new();
     /// let mut events = cache.events();
     /// while let Some(event) = events.next().await {
@@ -308,7 +325,7 @@ impl CuratorCacheBuilder {
     ///
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let cache = zk_curator::CuratorCache::builder(&client, "/jobs").max_buffered_events(1_000).start()?;
+    /// let cache = zk_curator::cache::CuratorCache::builder(&client, "/jobs").max_buffered_events(1_000).start()?;
     /// # Ok(()) }
     /// ```
     pub fn max_buffered_events(mut self, events: usize) -> Self {
@@ -330,7 +347,8 @@ impl CuratorCacheBuilder {
     /// [`CuratorCache::error`] and [`wait_initialized`](CuratorCache::wait_initialized).
     ///
     /// ```no_run
-    /// use zk_curator::{CacheMode, CuratorCache, CuratorClient};
+    /// use zk_curator::CuratorClient;
+    /// use zk_curator::cache::{CacheMode, CuratorCache};
     ///
     /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
     /// let services = CuratorCache::builder(&client, "/services").mode(CacheMode::Children).max_nodes(10_000).start()?;
@@ -407,7 +425,8 @@ impl Drop for EndOnDrop {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use zk_curator::{CacheEvent, CuratorCache, CuratorClient};
+/// use zk_curator::CuratorClient;
+/// use zk_curator::cache::{CacheEvent, CuratorCache};
 ///
 /// # async fn demo(client: CuratorClient) -> zk_curator::Result<()> {
 /// let cache = CuratorCache::start(&client, "/config")?;
@@ -553,7 +572,7 @@ impl CuratorCache {
     /// The cache's error if it failed; [`Error::Closed`] if it was closed.
     ///
     /// ```no_run
-    /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) -> zk_curator::Result<()> {
     /// if cache.wait_initialized_timeout(std::time::Duration::from_secs(5)).await? {
     ///     println!("{} nodes", cache.size());
     /// }
@@ -596,7 +615,7 @@ impl CuratorCache {
     /// The cache's error if it failed; [`Error::Closed`] if it was closed.
     ///
     /// ```no_run
-    /// # async fn demo(cache: zk_curator::CuratorCache) -> zk_curator::Result<()> {
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) -> zk_curator::Result<()> {
     /// // Serve from the cache only while it follows the server.
     /// if cache.wait_synced_timeout(std::time::Duration::from_secs(5)).await? {
     ///     let flag = cache.entry("/config/feature-x");
@@ -675,7 +694,7 @@ impl CuratorCache {
     /// the task to end.
     ///
     /// ```no_run
-    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) {
     /// cache.close().await;
     /// assert!(cache.state().is_terminal());
     /// # }
@@ -722,7 +741,7 @@ impl fmt::Debug for CuratorCache {
 /// the cache's contents again (see there).
 ///
 /// ```no_run
-/// # async fn demo(cache: zk_curator::CuratorCache) {
+/// # async fn demo(cache: zk_curator::cache::CuratorCache) {
 /// use futures::StreamExt;
 ///
 /// // Only the paths that changed, ten at most.
@@ -743,7 +762,7 @@ impl CacheEventStream {
     /// Cancel safe: an event not yet returned is returned by the next call.
     ///
     /// ```no_run
-    /// # async fn demo(cache: zk_curator::CuratorCache) {
+    /// # async fn demo(cache: zk_curator::cache::CuratorCache) {
     /// let mut events = cache.events();
     /// while let Some(event) = events.next().await {
     ///     println!("{event:?}");
@@ -757,7 +776,7 @@ impl CacheEventStream {
     /// The next event if one is ready, without waiting; `None` when none is (or the stream ended).
     ///
     /// ```no_run
-    /// # fn demo(events: &mut zk_curator::CacheEventStream) {
+    /// # fn demo(events: &mut zk_curator::cache::CacheEventStream) {
     /// while let Some(event) = events.try_next() {
     ///     println!("{event:?}");
     /// }

@@ -16,7 +16,8 @@ use super::acl::Acl;
 ///
 /// # Examples
 /// ```
-/// use zk_curator::{Acl, AclProvider, Id, Permissions};
+/// use zk_curator::{Acl, Id, Permissions};
+/// use zk_curator::framework::AclProvider;
 ///
 /// /// Everything open to read; writes only for the `digest` identity `ops`.
 /// #[derive(Debug)]

@@ -18,9 +18,9 @@ use super::retry::{ExponentialBackoffRetry, RetryPolicy};
 use super::state::ConnectionStateErrorPolicy;
 use crate::error::{Error, Result};
 #[cfg(feature = "sasl")]
-use crate::SaslOptions;
+use crate::framework::SaslOptions;
 #[cfg(feature = "tls")]
-use crate::TlsOptions;
+use crate::framework::TlsOptions;
 
 /// Curator's default session timeout (`curator-default-session-timeout`).
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -229,7 +229,7 @@ impl CuratorClientBuilder {
     ///
     /// ```no_run
     /// # async fn demo() -> zk_curator::Result<()> {
-    /// use zk_curator::ConnectionStateErrorPolicy;
+    /// use zk_curator::framework::ConnectionStateErrorPolicy;
     ///
     /// // Curator's default: a leader stops leading as soon as the connection is suspended.
     /// let client = zk_curator::CuratorClient::builder("127.0.0.1:2181")

@@ -163,7 +163,7 @@ impl CuratorClient {
 
     /// Which connection states the recipes treat as errors (set by
     /// [`CuratorClientBuilder::connection_state_error_policy`](crate::CuratorClientBuilder::connection_state_error_policy)).
-    pub fn connection_state_error_policy(&self) -> crate::ConnectionStateErrorPolicy {
+    pub fn connection_state_error_policy(&self) -> crate::framework::ConnectionStateErrorPolicy {
         self.inner.config.error_policy
     }
 
@@ -190,7 +190,7 @@ impl CuratorClient {
     }
 
     /// The earliest instant at which the server can expire `session` (e.g. a lock's
-    /// [`Hold::session`](crate::Hold::session)) and so let another process take its locks, as far
+    /// [`Hold::session`](crate::locks::Hold::session)) and so let another process take its locks, as far
     /// as this client can tell: `Some` while that session's connection is suspended (or served by
     /// a read-only server, which cannot renew it), and after the client gave the session up for
     /// that (LOST), until another session is given up — counted from the latest moment the last

@@ -1,10 +1,38 @@
-//! The framework layer (Curator's `CuratorFramework`): the client and its builder, session
-//! supervision and connection states, ACL providers, retry policies and the retry loop, paths and namespaces,
-//! protected create, guaranteed delete.
+//! The rest of the framework layer (Curator's `CuratorFramework`, `framework.api` and
+//! `framework.state` packages): what a program rarely names itself.
 //!
-//! The configuration a builder produces lives in [`config`], read by the builder, the client and
-//! the session supervisor alike. This door re-exports every public item; the crate root re-exports
-//! them from here.
+//! The client and what most programs start from are at the crate root: [`CuratorClient`] and its
+//! [`CuratorClientBuilder`](crate::CuratorClientBuilder), the errors, [`Deadline`](crate::Deadline),
+//! [`ConnectionState`], the retry policies and the data API's everyday types
+//! ([`CreateMode`](crate::CreateMode), [`Stat`], [`Acl`](crate::Acl),
+//! [`Transaction`](crate::Transaction), …). Here are the others:
+//!
+//! * the data-API request builders the client's methods return ([`CreateBuilder`],
+//!   [`GetDataBuilder`], [`SetDataBuilder`], …: awaited, never named in most programs), watches
+//!   ([`Watch`], [`WatchStream`]) and results ([`CreatedNode`], [`DeleteOutcome`]);
+//! * connection details: [`ConnectionStateStream`], [`ConnectionStateErrorPolicy`],
+//!   [`SessionIdentity`], and the TLS and SASL options (features `tls`, `sasl`);
+//! * ACL providers ([`AclProvider`], [`DefaultAclProvider`]);
+//! * path helpers ([`validate_path`], Curator's protected names: [`is_protected`],
+//!   [`strip_protection`], [`parse_sequence`]) and the builder's defaults (`DEFAULT_*`).
+//!
+//! ```no_run
+//! use zk_curator::framework::{ConnectionStateErrorPolicy, DEFAULT_SESSION_TIMEOUT};
+//! use zk_curator::{CuratorClient, RetryNTimes};
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> zk_curator::Result<()> {
+//! let client = CuratorClient::builder("127.0.0.1:2181")
+//!     .session_timeout(DEFAULT_SESSION_TIMEOUT / 2)
+//!     .retry_policy(RetryNTimes::new(3, Duration::from_millis(100)))
+//!     .connection_state_error_policy(ConnectionStateErrorPolicy::Session)
+//!     .connect()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Inside the crate: the configuration a builder produces lives in `config`, read by the
+//! builder, the client and the session supervisor alike.
 
 pub(crate) mod acl;
 pub(crate) mod acl_provider;
@@ -24,30 +52,28 @@ pub(crate) mod security;
 pub(crate) mod session;
 pub(crate) mod state;
 
-pub use acl::{Acl, Id, Permissions};
+// Of the crate root's share of the layer (re-exported there), what the crate names by this path.
+pub(crate) use client::CuratorClient;
+pub(crate) use node::Stat;
+pub(crate) use state::ConnectionState;
+
 pub use acl_provider::{AclProvider, DefaultAclProvider};
 pub use builder::{
-    CuratorClientBuilder, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_CONNECTION_TIMEOUT, DEFAULT_MAX_CLOSE_WAIT, DEFAULT_SESSION_TIMEOUT,
     DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT,
 };
-pub use client::CuratorClient;
 pub use guaranteed_delete::DeleteOutcome;
 pub use limits::DEFAULT_MAX_DATA_SIZE;
-pub use node::{CreateMode, EventType, Stat, WatchedEvent};
 pub use operations::{
     CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder,
-    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, OpResult, PersistentWatchBuilder, SetDataBuilder,
-    Transaction, Watch, WatchStream,
+    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, PersistentWatchBuilder, SetDataBuilder, Watch,
+    WatchStream,
 };
 pub use paths::validate_path;
 pub use protected::{is_protected, parse_sequence, strip_protection, CreatedNode};
-pub use retry::{
-    BoundedExponentialBackoffRetry, ExponentialBackoffRetry, RetryForever, RetryNTimes, RetryOneTime, RetryPolicy,
-    RetryUntilElapsed,
-};
 #[cfg(feature = "sasl")]
 pub use security::SaslOptions;
 #[cfg(feature = "tls")]
 pub use security::TlsOptions;
 pub use session::SessionIdentity;
-pub use state::{ConnectionState, ConnectionStateErrorPolicy, ConnectionStateStream};
+pub use state::{ConnectionStateErrorPolicy, ConnectionStateStream};

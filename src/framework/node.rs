@@ -173,8 +173,8 @@ pub enum EventType {
     SessionEnded,
 }
 
-/// One event of a watch: a [`Watch`](crate::Watch) fires once with it, a
-/// [`WatchStream`](crate::WatchStream) yields many.
+/// One event of a watch: a [`Watch`](crate::framework::Watch) fires once with it, a
+/// [`WatchStream`](crate::framework::WatchStream) yields many.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct WatchedEvent {

@@ -58,7 +58,7 @@ fn deadline_of(timeout: Option<Deadline>) -> Option<Instant> {
 
 impl CuratorClient {
     /// Starts a create of `path` (Curator's `create().forPath(path)`): by default a PERSISTENT
-    /// node with no data and the ACL of the client's [`AclProvider`](crate::AclProvider); the
+    /// node with no data and the ACL of the client's [`AclProvider`](crate::framework::AclProvider); the
     /// builder sets data, mode, parents, protection, ACL and timeout. Awaiting it returns the
     /// created path (with the sequence number for sequential modes), without the namespace.
     ///
@@ -485,7 +485,7 @@ impl CreateBuilder {
         self
     }
 
-    /// The node's ACL instead of the client's [`AclProvider`](crate::AclProvider)'s.
+    /// The node's ACL instead of the client's [`AclProvider`](crate::framework::AclProvider)'s.
     pub fn with_acl(mut self, acls: Vec<Acl>) -> Self {
         self.acls = Some(acls);
         self
@@ -1256,7 +1256,7 @@ impl OpResult {
 
 /// Operations applied atomically: all or none (ZooKeeper's `multi`). Build it with the chained
 /// methods (nothing is checked until commit), then give it to [`CuratorClient::commit`] or to a
-/// lock's `guarded_write` ([`GuardedWrite`](crate::GuardedWrite) is this type).
+/// lock's `guarded_write` ([`GuardedWrite`](crate::locks::GuardedWrite) is this type).
 ///
 /// ```
 /// use zk_curator::{CreateMode, Transaction};

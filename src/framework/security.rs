@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 ///
 /// ```no_run
 /// # fn demo() -> zk_curator::Result<()> {
-/// use zk_curator::{CuratorClient, TlsOptions};
+/// use zk_curator::CuratorClient;
+/// use zk_curator::framework::TlsOptions;
 ///
 /// let ca = std::fs::read_to_string("/etc/zookeeper/tls/ca.pem").unwrap();
 /// let cert = std::fs::read_to_string("/etc/zookeeper/tls/client.pem").unwrap();
@@ -81,7 +82,8 @@ impl std::fmt::Debug for TlsOptions {
 /// SASL credentials a client authenticates every session with (feature `sasl`).
 ///
 /// ```
-/// use zk_curator::{CuratorClient, SaslOptions};
+/// use zk_curator::CuratorClient;
+/// use zk_curator::framework::SaslOptions;
 ///
 /// let builder = CuratorClient::builder("127.0.0.1:2181").sasl(SaslOptions::digest_md5("alice", "secret"));
 /// assert!(!format!("{builder:?}").contains("secret"));

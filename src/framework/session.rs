@@ -707,7 +707,7 @@ mod tests {
     use super::*;
 
     /// The default fraction of the session timeout at which a suspended session is LOST.
-    const LOST_BY_FRACTION_OF_SESSION: f64 = crate::DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT / 100.0;
+    const LOST_BY_FRACTION_OF_SESSION: f64 = crate::framework::DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT / 100.0;
 
     #[test]
     fn a_read_only_connection_serves_no_hold() {

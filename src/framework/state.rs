@@ -55,8 +55,8 @@ impl ConnectionState {
 /// |---|---|---|
 /// | error states | `SUSPENDED`, `LOST` | `LOST` |
 /// | Curator | `StandardConnectionStateErrorPolicy`, Curator's default | `SessionConnectionStateErrorPolicy` |
-/// | [`LeaderLatch`](crate::LeaderLatch) on `SUSPENDED` | gives leadership up (`NotLeader`), releases its node and queues again with a new one, as Curator's latch | leadership suspended (`has_leadership()` false — Curator's says true), the same node leads again if the session survives |
-/// | [`LeaderSelector`](crate::LeaderSelector) on `SUSPENDED` | the work is cancelled, as Curator's `LeaderSelectorListenerAdapter` interrupts it | the work goes on and is told ([`Leadership::state`](crate::Leadership::state)) |
+/// | [`LeaderLatch`](crate::leader::LeaderLatch) on `SUSPENDED` | gives leadership up (`NotLeader`), releases its node and queues again with a new one, as Curator's latch | leadership suspended (`has_leadership()` false — Curator's says true), the same node leads again if the session survives |
+/// | [`LeaderSelector`](crate::leader::LeaderSelector) on `SUSPENDED` | the work is cancelled, as Curator's `LeaderSelectorListenerAdapter` interrupts it | the work goes on and is told ([`Leadership::state`](crate::leader::Leadership::state)) |
 /// | on `LOST` | leadership given up, work cancelled | the same |
 ///
 /// A leader reacts to its hold being suspended, so under `Standard` a connection served
@@ -64,7 +64,7 @@ impl ConnectionState {
 /// reporting leadership there.
 ///
 /// Locks and the other recipes report `SUSPENDED` through their holds
-/// ([`HoldState::Suspended`](crate::HoldState::Suspended): never `Held` while suspended) under
+/// ([`HoldState::Suspended`](crate::locks::HoldState::Suspended): never `Held` while suspended) under
 /// either policy, as Curator's locks do not react to connection states at all.
 ///
 /// **Why zk-curator defaults to `Session`:** its `LOST` comes before the server can expire the

@@ -47,10 +47,10 @@ pub enum LatchState {
 /// leadership and, while started, queues again with a new node on the client's current session.
 ///
 /// On a suspended connection, it follows the client's
-/// [`ConnectionStateErrorPolicy`](crate::ConnectionStateErrorPolicy): under
-/// [`Session`](crate::ConnectionStateErrorPolicy::Session) (zk-curator's default) leadership is
+/// [`ConnectionStateErrorPolicy`](crate::framework::ConnectionStateErrorPolicy): under
+/// [`Session`](crate::framework::ConnectionStateErrorPolicy::Session) (zk-curator's default) leadership is
 /// only suspended — [`LeadershipState::Suspended`], and the same node leads again if the session
-/// survives; under [`Standard`](crate::ConnectionStateErrorPolicy::Standard) (Curator's default)
+/// survives; under [`Standard`](crate::framework::ConnectionStateErrorPolicy::Standard) (Curator's default)
 /// leadership is given up at once, as Curator's latch does — [`LeadershipState::NotLeader`], our
 /// node released (deleted once the connection is back) and a new one queued.
 ///
@@ -199,7 +199,7 @@ impl LeaderLatch {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let latch = zk_curator::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
+    /// let latch = zk_curator::leader::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
     /// latch.start()?;
     /// // ...
     /// latch.close().await?;
@@ -223,8 +223,8 @@ impl LeaderLatch {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
-    /// latch.close_with(zk_curator::CloseMode::NotifyLeader).await?;
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
+    /// latch.close_with(zk_curator::leader::CloseMode::NotifyLeader).await?;
     /// # Ok(()) }
     /// ```
     pub async fn close_with(&self, mode: CloseMode) -> Result<()> {
@@ -309,7 +309,7 @@ impl LeaderLatch {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
     /// let write = zk_curator::Transaction::new().set_data("/config/active", b"worker-1", None);
     /// latch.guarded_write(write).await?;
     /// # Ok(()) }
@@ -332,7 +332,7 @@ impl LeaderLatch {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let latch = zk_curator::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
+    /// let latch = zk_curator::leader::LeaderLatch::new(&client, "/election/reports", "worker-1")?;
     /// latch.start()?;
     /// latch.await_leadership().await?;
     /// println!("leading with token {:?}", latch.fencing_token());
@@ -355,7 +355,7 @@ impl LeaderLatch {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
     /// if latch.await_leadership_timeout(Duration::from_secs(5)).await? {
     ///     println!("{} leads", latch.id());
     /// } else {
@@ -407,7 +407,7 @@ impl LeaderLatch {
     /// # Examples
     /// ```no_run
     /// # async fn work() {}
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
     /// latch.await_leadership().await?;
     /// tokio::select! {
     ///     _ = work() => {}
@@ -432,7 +432,7 @@ impl LeaderLatch {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
     /// for p in latch.participants().await? {
     ///     println!("{}{}", p.id, if p.is_leader { " (leader)" } else { "" });
     /// }
@@ -452,7 +452,7 @@ impl LeaderLatch {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
     /// match latch.leader().await? {
     ///     Some(leader) => println!("{} leads", leader.id),
     ///     None => println!("nobody takes part"),

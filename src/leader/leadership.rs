@@ -1,5 +1,5 @@
-//! What the two election recipes ([`LeaderLatch`](crate::LeaderLatch) and
-//! [`LeaderSelector`](crate::LeaderSelector)) share: the leadership state and its stream
+//! What the two election recipes ([`LeaderLatch`](crate::leader::LeaderLatch) and
+//! [`LeaderSelector`](crate::leader::LeaderSelector)) share: the leadership state and its stream
 //! (Curator's `LeaderLatchListener` / `ConnectionStateListener` for a selector), close modes, and
 //! reading the participants in line.
 
@@ -152,9 +152,9 @@ const LEADERSHIP_BUFFER: usize = 64;
 /// leadership's fencing token too: a new token means a new term.
 ///
 /// ```no_run
-/// # async fn demo(latch: zk_curator::LeaderLatch) {
+/// # async fn demo(latch: zk_curator::leader::LeaderLatch) {
 /// use futures::StreamExt;
-/// use zk_curator::LeadershipState;
+/// use zk_curator::leader::LeadershipState;
 ///
 /// // Only the moments leadership starts.
 /// let mut terms = latch.leadership_changes().filter(|s| std::future::ready(*s == LeadershipState::Leader));
@@ -184,8 +184,8 @@ impl LeadershipStream {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(latch: zk_curator::LeaderLatch) -> zk_curator::Result<()> {
-    /// use zk_curator::LeadershipState;
+    /// # async fn demo(latch: zk_curator::leader::LeaderLatch) -> zk_curator::Result<()> {
+    /// use zk_curator::leader::LeadershipState;
     /// let mut changes = latch.leadership_changes();
     /// while let Some(state) = changes.next().await {
     ///     match state {

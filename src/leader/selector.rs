@@ -48,15 +48,15 @@ type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 ///   `.await` (it runs as its own task, aborted). The lock node is deleted, and the next
 ///   participant can lead, only after the work has stopped. (Curator interrupts the thread.)
 /// * **Suspended** (the connection is lost; the session may survive): it depends on the client's
-///   [`ConnectionStateErrorPolicy`](crate::ConnectionStateErrorPolicy).
-///   - [`Session`](crate::ConnectionStateErrorPolicy::Session) (zk-curator's default): the work
+///   [`ConnectionStateErrorPolicy`](crate::framework::ConnectionStateErrorPolicy).
+///   - [`Session`](crate::framework::ConnectionStateErrorPolicy::Session) (zk-curator's default): the work
 ///     is **told**, not cancelled — [`Leadership::state`] is `Suspended`,
 ///     [`Leadership::state_changes`] reports it, and guarded writes fail — because a suspended
 ///     hold is given up (and the work cancelled) at
 ///     [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent)
 ///     (85% by default) of the session timeout after the last reply from the server, before the
 ///     server can expire the session and elect someone else.
-///   - [`Standard`](crate::ConnectionStateErrorPolicy::Standard) (**Curator's default**, what its
+///   - [`Standard`](crate::framework::ConnectionStateErrorPolicy::Standard) (**Curator's default**, what its
 ///     `LeaderSelectorListenerAdapter` does): the work is **cancelled** and leadership given up
 ///     as soon as the connection is suspended.
 ///
@@ -75,9 +75,9 @@ type Work = dyn Fn(Leadership) -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 ///
 /// # Examples
 /// ```no_run
-/// # async fn run_scheduler(_token: zk_curator::FencingToken) {}
+/// # async fn run_scheduler(_token: zk_curator::locks::FencingToken) {}
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-/// use zk_curator::{Leadership, LeaderSelector};
+/// use zk_curator::leader::{LeaderSelector, Leadership};
 ///
 /// let selector = LeaderSelector::new(&client, "/election/scheduler", "host-a", |leadership: Leadership| async move {
 ///     // Runs while this participant leads; cancelled if leadership is lost.
@@ -197,7 +197,7 @@ impl LeaderSelector {
 
     /// Cancel the work as soon as the connection is lost ([`HoldState::Suspended`]), as Curator's
     /// default listener does, instead of when leadership is lost: this selector behaves as under
-    /// [`ConnectionStateErrorPolicy::Standard`](crate::ConnectionStateErrorPolicy::Standard)
+    /// [`ConnectionStateErrorPolicy::Standard`](crate::framework::ConnectionStateErrorPolicy::Standard)
     /// whatever the client's policy (see the type's documentation). A cancelled term gives
     /// leadership up.
     pub fn cancel_on_suspended(&self) {
@@ -206,13 +206,13 @@ impl LeaderSelector {
 
     /// The same selector, closing with `mode` (what [`close`](Self::close) and the last drop tell
     /// leadership listeners; default [`CloseMode::Silent`]), as
-    /// [`LeaderLatch::with_close_mode`](crate::LeaderLatch::with_close_mode). The mode is the
+    /// [`LeaderLatch::with_close_mode`](crate::leader::LeaderLatch::with_close_mode). The mode is the
     /// participant's: every clone closes with it.
     ///
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// use zk_curator::{CloseMode, LeaderSelector};
+    /// use zk_curator::leader::{CloseMode, LeaderSelector};
     /// let selector = LeaderSelector::new(&client, "/election/a", "host-a", |_| async {})?
     ///     .with_close_mode(CloseMode::NotifyLeader);
     /// # Ok(()) }
@@ -342,7 +342,7 @@ impl LeaderSelector {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// # async fn demo(selector: zk_curator::leader::LeaderSelector) -> zk_curator::Result<()> {
     /// selector.close().await?;
     /// assert!(!selector.has_leadership());
     /// # Ok(()) }
@@ -380,7 +380,7 @@ impl LeaderSelector {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// # async fn demo(selector: zk_curator::leader::LeaderSelector) -> zk_curator::Result<()> {
     /// for p in selector.participants().await? {
     ///     println!("{}{}", p.id, if p.is_leader { " (leader)" } else { "" });
     /// }
@@ -400,7 +400,7 @@ impl LeaderSelector {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(selector: zk_curator::LeaderSelector) -> zk_curator::Result<()> {
+    /// # async fn demo(selector: zk_curator::leader::LeaderSelector) -> zk_curator::Result<()> {
     /// if let Some(leader) = selector.leader().await? {
     ///     println!("{} leads", leader.id);
     /// }
@@ -503,7 +503,7 @@ impl Leadership {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(leadership: zk_curator::Leadership) {
+    /// # async fn demo(leadership: zk_curator::leader::Leadership) {
     /// let watcher = leadership.clone();
     /// tokio::spawn(async move {
     ///     watcher.lost().await;
@@ -525,7 +525,7 @@ impl Leadership {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(leadership: zk_curator::Leadership) -> zk_curator::Result<()> {
+    /// # async fn demo(leadership: zk_curator::leader::Leadership) -> zk_curator::Result<()> {
     /// let write = zk_curator::Transaction::new().set_data("/config/active", leadership.id(), None);
     /// leadership.guarded_write(write).await?;
     /// # Ok(()) }

@@ -1,8 +1,22 @@
-//! Layer 3: the pluggable driver (Curator's `LockInternalsDriver`): how a contender's node is named
-//! and created, how the children are sorted, and whether a contender holds the lock — given who
-//! is asking ([`Contender`]) — or what it must watch until it does ([`Verdict`]).
+//! For writing a [`LockDriver`]: the policy that names, sorts and judges a lock's nodes (Curator's
+//! `LockInternalsDriver`), and the helpers the crate's own drivers are made of.
+//!
+//! A driver decides three things for
+//! [`InterProcessMutex::with_driver`](crate::locks::InterProcessMutex::with_driver): the node a
+//! contender creates ([`NodeSpec`]), the order of the lock's children (a sort key, compared like
+//! Java's `String.compareTo`: [`java_cmp`]), and, for one contender ([`Contender`]), whether it
+//! holds the lock or what it must watch until it does ([`Verdict`]). [`StandardLockDriver`] is
+//! Curator's (first in sequence order holds); [`standard_sort_key`], [`standard_verdict`],
+//! [`standard_evaluate`] and [`evaluate_by_key`] are its parts, for a driver that changes only one
+//! of them; [`read_write_sort_key`], [`ReadLockDriver`], [`WriteLockDriver`] and [`LeaseDriver`]
+//! are the read-write lock's and the semaphore's.
+//!
+//! (Inside the lock layers this is layer 3, below `internals` and `reentrancy`.)
 
 use crate::CreateMode;
+
+pub use super::read_write::{read_write_sort_key, ReadLockDriver, WriteLockDriver};
+pub use super::semaphore::LeaseDriver;
 
 /// How the next contender node is created.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,8 +16,9 @@ use zookeeper_client as zk;
 use crate::error::{Error, Result};
 use crate::framework::guaranteed_delete::{DeleteTarget, OwnedMark};
 use crate::framework::session::{SessionKeep, Status};
+use crate::framework::{CreatedNode, SessionIdentity};
 use crate::metrics::{HoldMeter, LossCause};
-use crate::{CreatedNode, CuratorClient, OpResult, SessionIdentity};
+use crate::{CuratorClient, OpResult};
 
 /// Whether a hold is still good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,7 +46,7 @@ pub enum HoldState {
 ///   leader epoch is in the high 32 bits, so a new leader's zxids are larger than any before).
 /// * [`handoff`](Self::handoff): how many local holders had this node before this one. Guards of
 ///   one client on one path share one node per turn (see the
-///   [local queue](crate::InterProcessMutex#thousands-of-tasks-one-node-per-process)): the node's
+///   [local queue](crate::locks::InterProcessMutex#thousands-of-tasks-one-node-per-process)): the node's
 ///   first holder has 0, the next task it is handed to inside the process 1, and so on. The next
 ///   node granted has a larger zxid, so it comes after every local holder of this one.
 ///
@@ -70,7 +71,7 @@ pub enum HoldState {
 ///
 /// # Examples
 /// ```
-/// use zk_curator::FencingToken;
+/// use zk_curator::locks::FencingToken;
 /// assert_eq!(FencingToken::new(123, 0).to_string(), "123");
 /// assert_eq!(FencingToken::new(123, 9).to_string(), "123.0000000009");
 /// assert_eq!(FencingToken::new(123, 10).to_string(), "123.0000000010"); // above 123.0000000009
@@ -415,7 +416,7 @@ impl Hold {
     }
 
     /// Resolves once someone asked for the lock: `__REVOKE__` was written into our node (Curator's
-    /// `Revoker`; see [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)). Never resolves
+    /// `Revoker`; see [`Revoker::attempt_revoke`](crate::locks::Revoker::attempt_revoke)). Never resolves
     /// otherwise — `select!` it with [`lost`](Self::lost) and the work.
     ///
     /// # Cancel safety
@@ -424,7 +425,7 @@ impl Hold {
     /// # Examples
     /// ```no_run
     /// # async fn work() {}
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// mutex.make_revocable();
     /// mutex.acquire().await?;
     /// let hold = mutex.current_hold().expect("held by this task");
@@ -450,7 +451,7 @@ impl Hold {
     /// # Examples
     /// ```no_run
     /// # async fn work() {}
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// mutex.acquire().await?;
     /// let hold = mutex.current_hold().expect("held by this task");
     /// tokio::select! {
@@ -630,9 +631,9 @@ impl Hold {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let guard = mutex.lock().await?;
-    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
+    /// let write = zk_curator::locks::GuardedWrite::new().set_data("/reports/latest", b"done", None);
     /// guard.hold().guarded_write(write).await?;
     /// # Ok(()) }
     /// ```
@@ -811,7 +812,7 @@ impl HoldStateStream {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let guard = mutex.lock().await?;
     /// let mut changes = guard.state_changes();
     /// while let Some(state) = changes.next().await {

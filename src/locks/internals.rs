@@ -25,8 +25,9 @@ use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorKind, Result};
 use crate::framework::guaranteed_delete::{DeleteOnDrop, DeleteTarget, OwnedMark};
 use crate::framework::paths;
+use crate::framework::{CreatedNode, SessionIdentity};
 use crate::metrics::{measure_acquire, LockLabels};
-use crate::{CreatedNode, CuratorClient, SessionIdentity};
+use crate::CuratorClient;
 
 /// After its deadline, how long a failed or timed-out acquire still waits for the delete of its
 /// node (so a caller told "not acquired" normally finds no node of ours). A delete that takes longer

@@ -19,13 +19,13 @@ pub type LockFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>
 /// InterProcessLock>>`.
 ///
 /// Each method behaves as the recipe's own method of the same name (errors, cancel safety, strict
-/// deadlines); see [`InterProcessMutex`](crate::InterProcessMutex).
+/// deadlines); see [`InterProcessMutex`](crate::locks::InterProcessMutex).
 ///
 /// # Examples
 /// ```
 /// use std::future::Future;
 /// use std::time::Duration;
-/// use zk_curator::InterProcessLock;
+/// use zk_curator::locks::InterProcessLock;
 ///
 /// /// Runs `job` under any Curator-style lock: `Ok(false)` if the lock stayed busy for 5 s.
 /// async fn exclusively(lock: &dyn InterProcessLock, job: impl Future<Output = ()>) -> zk_curator::Result<bool> {
@@ -44,7 +44,7 @@ pub trait InterProcessLock: Send + Sync {
     /// Waits until the calling task holds the lock (re-entrant).
     ///
     /// # Errors
-    /// As the recipe's own `acquire`, e.g. [`InterProcessMutex::acquire`](crate::InterProcessMutex::acquire).
+    /// As the recipe's own `acquire`, e.g. [`InterProcessMutex::acquire`](crate::locks::InterProcessMutex::acquire).
     ///
     /// # Cancel safety
     /// Cancel safe for every lock of this crate: a dropped future leaves no node behind.
@@ -75,15 +75,15 @@ pub trait InterProcessLock: Send + Sync {
     /// Releases one hold of `holder` without waiting, deleting the node in the background — for a
     /// caller that cannot await (a cancelled multi-lock acquire giving back what it took). Must
     /// not block or panic. The default does nothing: implement it for locks used in a
-    /// [`InterProcessMultiLock`](crate::InterProcessMultiLock) that may be cancelled; every lock of
+    /// [`InterProcessMultiLock`](crate::locks::InterProcessMultiLock) that may be cancelled; every lock of
     /// this crate does.
     fn release_abandoned(&self, holder: HolderId) {
         let _ = holder;
     }
 
     /// The holds `holder` has of this lock (one, or one per part of a multi-lock; none if it
-    /// holds nothing), so a [`InterProcessMultiLock`](crate::InterProcessMultiLock) can check that
-    /// every part it took is still [`HoldState::Held`](crate::HoldState::Held) before it reports
+    /// holds nothing), so a [`InterProcessMultiLock`](crate::locks::InterProcessMultiLock) can check that
+    /// every part it took is still [`HoldState::Held`](crate::locks::HoldState::Held) before it reports
     /// success. The default has none to show (nothing is checked): every lock of this crate
     /// shows its holds.
     fn holds_of(&self, holder: HolderId) -> Vec<Arc<Hold>> {

@@ -1,21 +1,46 @@
-//! Lock recipes and the three layers they share:
+//! Locks (Curator's `recipes/locks`): mutexes, a read-write lock, semaphores and a multi-lock,
+//! every one of them wire-compatible with its Curator counterpart on the same path.
 //!
-//! 1. [`reentrancy`]: who holds a lock Curator-style in this process and how many times;
-//! 2. [`internals`]: `LockInternals` (crate-private), the create / list / verdict / watch loop;
-//! 3. [`driver`]: [`LockDriver`](crate::LockDriver) (public as [`crate::driver`]), the pluggable naming, sorting and verdict policy.
+//! Start from [`InterProcessMutex`]: one holder at a time, first come first served, a
+//! [`MutexGuard`] that releases on drop. The others:
 //!
-//! Recipes: [`InterProcessMutex`](crate::InterProcessMutex), [`InterProcessNonFairMutex`](crate::InterProcessNonFairMutex) (one raced node), [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock),
-//! [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2) (with [`Lease`](crate::Lease)s),
-//! [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex) and
-//! [`InterProcessMultiLock`](crate::InterProcessMultiLock), the locks behind the common [`InterProcessLock`](crate::InterProcessLock) trait, the mutex and
-//! the read-write halves revocable ([`Revoker`](crate::Revoker)). Every
-//! hold of every recipe is a [`Hold`](crate::Hold) with a [`FencingToken`](crate::FencingToken), a [`HoldState`](crate::HoldState), the node's data and
-//! guarded writes.
+//! | type | Curator | holds |
+//! |---|---|---|
+//! | [`InterProcessMutex`] | `InterProcessMutex` | one holder, fair (sequence order), re-entrant per task |
+//! | [`InterProcessNonFairMutex`] | — | one holder, one raced node (no queue) |
+//! | [`InterProcessReadWriteLock`] | `InterProcessReadWriteLock` | many readers ([`ReadLock`]) or one writer ([`WriteLock`]) |
+//! | [`InterProcessSemaphoreV2`] | `InterProcessSemaphoreV2` | up to `max_leases` [`Lease`]s |
+//! | [`InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one holder, not re-entrant |
+//! | [`InterProcessMultiLock`] | `InterProcessMultiLock` | several locks taken as one |
 //!
-//! Leader election, built on the same layers, has its own folder: [`crate::leader`]. This door
-//! re-exports every public item; the crate root re-exports them from here.
+//! What they share: the [`InterProcessLock`] trait (Curator's `InterProcessLock`); revocation
+//! ([`Revoker`]); and the [`Hold`] behind every guard and lease, with its [`FencingToken`], its
+//! [`HoldState`] (and [`HoldStateStream`]), the node's data and [`GuardedWrite`]s that only
+//! succeed while the hold is held. [`driver`] is for writing a lock driver of one's own (Curator's
+//! `LockInternalsDriver`).
+//!
+//! Leader election is built on the same layers and has its own module, [`crate::leader`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_curator::CuratorClient;
+//! use zk_curator::locks::InterProcessMutex;
+//!
+//! # async fn demo() -> zk_curator::Result<()> {
+//! let client = CuratorClient::connect("127.0.0.1:2181").await?;
+//! let mutex = InterProcessMutex::new(&client, "/locks/nightly-report")?;
+//! if let Some(guard) = mutex.try_lock_for(Duration::from_secs(5)).await? {
+//!     // ... generate the report, passing guard.fencing_token() to the store ...
+//!     guard.release().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Inside, the recipes share three layers: `reentrancy` (who holds a lock Curator-style in this
+//! process and how many times), `internals` (`LockInternals`, the create / list / verdict / watch
+//! loop) and [`driver`] (the pluggable naming, sorting and verdict policy).
 
-pub(crate) mod driver;
+pub mod driver;
 pub(crate) mod hold;
 pub(crate) mod internals;
 pub(crate) mod interprocess_lock;
@@ -28,22 +53,17 @@ pub(crate) mod reentrancy;
 pub(crate) mod revocation;
 pub(crate) mod semaphore;
 
-pub use driver::{
-    evaluate_by_key, java_cmp, standard_evaluate, standard_sort_key, standard_verdict, Contender, LockDriver, NodeSpec,
-    StandardLockDriver, Verdict,
-};
 pub use hold::{FencingToken, GuardedWrite, Hold, HoldState, HoldStateStream};
 pub use interprocess_lock::{InterProcessLock, LockFuture};
 pub use multi_lock::InterProcessMultiLock;
 pub use mutex::{InterProcessMutex, MutexGuard};
 pub use nonfair::{InterProcessNonFairMutex, NONFAIR_LOCK_NAME};
 pub use read_write::{
-    read_write_sort_key, InterProcessReadWriteLock, ReadLock, ReadLockDriver, ReadLockGuard, WriteLock,
-    WriteLockDriver, WriteLockGuard, READ_LOCK_NAME, WRITE_LOCK_NAME,
+    InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard, READ_LOCK_NAME, WRITE_LOCK_NAME,
 };
 pub use reentrancy::HolderId;
 pub use revocation::Revoker;
 pub use semaphore::{
-    return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LeaseDriver, LEASE_NODE_NAME,
-    SEMAPHORE_LEASE_PARENT, SEMAPHORE_LOCK_PARENT,
+    return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LEASE_NODE_NAME, SEMAPHORE_LEASE_PARENT,
+    SEMAPHORE_LOCK_PARENT,
 };

@@ -23,7 +23,7 @@ use crate::CuratorClient;
 ///
 /// ```no_run
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-/// use zk_curator::{InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock};
+/// use zk_curator::locks::{InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock};
 ///
 /// // A transfer between two accounts, while the ledger is not being rewritten.
 /// let ledger = InterProcessReadWriteLock::new(&client, "/locks/ledger")?;
@@ -75,7 +75,7 @@ impl InterProcessMultiLock {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// use zk_curator::{InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex};
+    /// use zk_curator::locks::{InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex};
     ///
     /// let locks: Vec<Box<dyn InterProcessLock>> = vec![
     ///     Box::new(InterProcessMutex::new(&client, "/locks/a")?),
@@ -100,7 +100,7 @@ impl InterProcessMultiLock {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let both = zk_curator::InterProcessMultiLock::from_paths(&client, &["/locks/a", "/locks/b"])?;
+    /// let both = zk_curator::locks::InterProcessMultiLock::from_paths(&client, &["/locks/a", "/locks/b"])?;
     /// assert_eq!(both.path(), "/locks/a,/locks/b");
     /// # Ok(()) }
     /// ```
@@ -117,7 +117,7 @@ impl InterProcessMultiLock {
         &self.path
     }
 
-    /// Waits until every lock is held by the calling task, each [`HoldState::Held`](crate::HoldState::Held) on the
+    /// Waits until every lock is held by the calling task, each [`HoldState::Held`](crate::locks::HoldState::Held) on the
     /// current session when it returns.
     ///
     /// The locks are taken one after another, so an earlier one may become suspended or lost
@@ -135,7 +135,7 @@ impl InterProcessMultiLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// # async fn demo(locks: zk_curator::locks::InterProcessMultiLock) -> zk_curator::Result<()> {
     /// locks.acquire().await?; // every lock, in order
     /// // ... work ...
     /// locks.release().await?;
@@ -148,7 +148,7 @@ impl InterProcessMultiLock {
     /// Every lock within one `timeout` for the whole set, strictly, or `Ok(false)` with the locks
     /// already taken given back (in reverse order).
     ///
-    /// `Ok(true)` only if every lock is [`HoldState::Held`](crate::HoldState::Held) on the current session when the call
+    /// `Ok(true)` only if every lock is [`HoldState::Held`](crate::locks::HoldState::Held) on the current session when the call
     /// returns: a lock suspended after it was taken is waited for until the deadline (then
     /// `Ok(false)`, everything given back); if one is lost, everything is given back and the set
     /// is taken again while time is left. A zero timeout is one attempt at each lock, which
@@ -163,7 +163,7 @@ impl InterProcessMultiLock {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// # async fn demo(locks: zk_curator::locks::InterProcessMultiLock) -> zk_curator::Result<()> {
     /// // 5 s for the whole set, giving back included.
     /// if locks.acquire_timeout(Duration::from_secs(5)).await? {
     ///     // ... work ...
@@ -284,7 +284,7 @@ impl InterProcessMultiLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(locks: zk_curator::InterProcessMultiLock) -> zk_curator::Result<()> {
+    /// # async fn demo(locks: zk_curator::locks::InterProcessMultiLock) -> zk_curator::Result<()> {
     /// locks.acquire().await?;
     /// // ... work ...
     /// if let Err(e) = locks.release().await {

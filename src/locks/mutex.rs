@@ -207,7 +207,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?.with_node_per_task();
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/report")?.with_node_per_task();
     /// # Ok(()) }
     /// ```
     pub fn with_node_per_task(self) -> Self {
@@ -251,7 +251,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
 
     /// Makes later acquisitions revocable (Curator's `makeRevocable`): their nodes are created with
     /// empty data, as Curator's, and the holder is told when someone asks for the lock through
-    /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke) — see
+    /// [`Revoker::attempt_revoke`](crate::locks::Revoker::attempt_revoke) — see
     /// [`MutexGuard::revocation_requested`] and [`Hold::revocation_requested`]. Releasing is up to
     /// the holder (cooperative revocation).
     pub fn make_revocable(&self) {
@@ -275,7 +275,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/report")?;
     /// mutex.acquire().await?;
     /// mutex.acquire().await?; // re-entered: no round trip
     /// mutex.release().await?;
@@ -300,7 +300,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// if mutex.acquire_timeout(Duration::from_secs(5)).await? {
     ///     // ... work while holding the lock ...
     ///     mutex.release().await?;
@@ -401,7 +401,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # async fn work() -> zk_curator::Result<()> { Ok(()) }
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// mutex.acquire().await?;
     /// let outcome = work().await;
     /// mutex.release().await?; // on every path: nobody else can release this task's hold
@@ -451,7 +451,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let nodes = mutex.participant_nodes().await?;
     /// if let Some(holder) = nodes.first() {
     ///     println!("held through {holder}, {} waiting", nodes.len() - 1);
@@ -476,7 +476,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let nodes = mutex.participant_nodes_within(Duration::from_secs(2)).await?;
     /// println!("{} contenders on {}", nodes.len(), mutex.path());
     /// # Ok(()) }
@@ -519,7 +519,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/report")?;
     /// let guard = mutex.lock().await?;
     /// // The guard may move to another task; the hold goes with it.
     /// tokio::spawn(async move {
@@ -546,7 +546,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// match mutex.try_lock_for(Duration::from_secs(5)).await? {
     ///     Some(guard) => {
     ///         // ... work, passing guard.fencing_token() to the store ...
@@ -573,7 +573,7 @@ impl<D: LockDriver> InterProcessMutex<D> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let Some(guard) = mutex.try_lock().await? else {
     ///     return Ok(()); // another process runs the job
     /// };
@@ -727,7 +727,7 @@ impl<D: LockDriver> MutexGuard<D> {
     }
 
     /// Resolves once someone asked this holder to release (Curator's revocation: `__REVOKE__`
-    /// written into our node, e.g. by [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)).
+    /// written into our node, e.g. by [`Revoker::attempt_revoke`](crate::locks::Revoker::attempt_revoke)).
     /// Works on any hold; [`InterProcessMutex::make_revocable`] makes the nodes Curator-compatible.
     ///
     /// # Cancel safety
@@ -737,7 +737,7 @@ impl<D: LockDriver> MutexGuard<D> {
     /// ```no_run
     /// # async fn work() {}
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/report")?;
     /// mutex.make_revocable();
     /// let guard = mutex.lock().await?;
     /// tokio::select! {
@@ -758,8 +758,8 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn write_report(_token: zk_curator::FencingToken) {}
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn write_report(_token: zk_curator::locks::FencingToken) {}
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let guard = mutex.lock().await?;
     /// tokio::select! {
     ///     _ = write_report(guard.fencing_token()) => {}
@@ -787,9 +787,9 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Example
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let guard = mutex.lock().await?;
-    /// let write = zk_curator::GuardedWrite::new().set_data("/reports/latest", b"done", None);
+    /// let write = zk_curator::locks::GuardedWrite::new().set_data("/reports/latest", b"done", None);
     /// guard.guarded_write(write).await?;
     /// # Ok(()) }
     /// ```
@@ -808,7 +808,7 @@ impl<D: LockDriver> MutexGuard<D> {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(mutex: zk_curator::locks::InterProcessMutex) -> zk_curator::Result<()> {
     /// let guard = mutex.lock().await?;
     /// // ... work ...
     /// if let Err(e) = guard.release().await {

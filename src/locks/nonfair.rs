@@ -22,7 +22,7 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 /// * **Contended**, an acquire watches the node (a data watch) and races again when it is deleted:
 ///   no queue, no order. Inside a process, waiters — guards and Curator-style first acquisitions
 ///   alike — go through the same
-///   [local queue](crate::InterProcessMutex#thousands-of-tasks-one-node-per-process) as the fair
+///   [local queue](crate::locks::InterProcessMutex#thousands-of-tasks-one-node-per-process) as the fair
 ///   mutex's guards: one racer per process and lock path, and the node handed from local holder to
 ///   local holder without a round trip. So a release wakes one racer per process, not one per task.
 /// * **A create whose reply was lost** is resolved by the node itself: each attempt writes a fresh
@@ -33,12 +33,12 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 ///   session has ended, the node went with it and the one at the path is a later holder's — and the
 ///   clean-up of a create whose outcome is unknown first checks the owner session and the mark.
 ///
-/// Everything else is the [hold contract](crate::InterProcessMutex) of every lock here: guards
+/// Everything else is the [hold contract](crate::locks::InterProcessMutex) of every lock here: guards
 /// ([`lock`](Self::lock), movable, never re-entered) or Curator-style [`acquire`](Self::acquire)
 /// / [`release`](Self::release), re-entrant per task; a [`Hold`] handed out only
-/// [`HoldState::Held`](crate::HoldState::Held) with `Suspended`/`Lost` and
+/// [`HoldState::Held`](crate::locks::HoldState::Held) with `Suspended`/`Lost` and
 /// [`lost`](MutexGuard::lost); guarded writes; strict deadlines; cancel safety (no node left
-/// behind); [`FencingToken`](crate::FencingToken)s that increase from holder to holder (each
+/// behind); [`FencingToken`](crate::locks::FencingToken)s that increase from holder to holder (each
 /// holder's node is created after the last one was deleted, so its czxid is larger; local hand-offs
 /// count on top).
 ///
@@ -47,7 +47,7 @@ pub const NONFAIR_LOCK_NAME: &str = "nonfair-lock";
 /// request): one round trip to take a free lock instead of a create and a listing. It gives up
 /// **order**: a waiter may lose every race to newcomers (starvation), and a release wakes every
 /// waiting process at once (a herd of one racer per process). Under steady contention use the fair
-/// [`InterProcessMutex`](crate::InterProcessMutex). Not Curator-compatible: Curator has no such
+/// [`InterProcessMutex`](crate::locks::InterProcessMutex). Not Curator-compatible: Curator has no such
 /// recipe, and neither mutex must be used on the other's path.
 ///
 /// A node deleted by hand while it is held can let that holder's guarded writes — and its release —
@@ -79,7 +79,7 @@ impl InterProcessNonFairMutex {
     /// # Examples
     /// ```no_run
     /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let lock = zk_curator::InterProcessNonFairMutex::new(&client, "/locks/order-42")?;
+    /// let lock = zk_curator::locks::InterProcessNonFairMutex::new(&client, "/locks/order-42")?;
     /// # Ok(()) }
     /// ```
     pub fn new(client: &CuratorClient, path: &str) -> Result<Self> {
@@ -112,7 +112,7 @@ impl InterProcessNonFairMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// let guard = lock.lock().await?;
     /// println!("holding with token {}", guard.fencing_token());
     /// guard.release().await?;
@@ -135,7 +135,7 @@ impl InterProcessNonFairMutex {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// match lock.try_lock_for(Duration::from_millis(200)).await? {
     ///     Some(guard) => guard.release().await?,
     ///     None => println!("{} is busy", lock.path()),
@@ -158,7 +158,7 @@ impl InterProcessNonFairMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// let Some(guard) = lock.try_lock().await? else {
     ///     return Ok(()); // a duplicate submission: someone else is on it
     /// };
@@ -181,7 +181,7 @@ impl InterProcessNonFairMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// lock.acquire().await?;
     /// lock.acquire().await?; // re-entered: no round trip
     /// lock.release().await?;
@@ -204,7 +204,7 @@ impl InterProcessNonFairMutex {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// if lock.acquire_timeout(Duration::from_secs(1)).await? {
     ///     lock.release().await?;
     /// }
@@ -226,7 +226,7 @@ impl InterProcessNonFairMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessNonFairMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessNonFairMutex) -> zk_curator::Result<()> {
     /// lock.acquire().await?;
     /// lock.release().await?;
     /// # Ok(()) }

@@ -145,7 +145,7 @@ pub type WriteLockGuard = MutexGuard<WriteLockDriver>;
 ///
 /// ```no_run
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-/// let lock = zk_curator::InterProcessReadWriteLock::new(&client, "/locks/config")?;
+/// let lock = zk_curator::locks::InterProcessReadWriteLock::new(&client, "/locks/config")?;
 /// let read = lock.read_lock().lock().await?; // many readers at once
 /// read.release().await?;
 /// let write = lock.write_lock().lock().await?; // alone
@@ -193,7 +193,7 @@ impl InterProcessReadWriteLock {
     /// # Examples
     /// ```no_run
     /// # fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let lock = zk_curator::InterProcessReadWriteLock::new(&client, "/config")?.with_node_per_task();
+    /// let lock = zk_curator::locks::InterProcessReadWriteLock::new(&client, "/config")?.with_node_per_task();
     /// # Ok(()) }
     /// ```
     pub fn with_node_per_task(self) -> Self {
@@ -251,7 +251,7 @@ macro_rules! half_methods {
         ///
         /// # Examples
         /// ```no_run
-        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
         #[doc = concat!("let half = lock.", $name, "_lock();")]
         /// half.acquire().await?;
         /// // ...
@@ -298,7 +298,7 @@ macro_rules! half_methods {
         ///
         /// # Examples
         /// ```no_run
-        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
         #[doc = concat!("let half = lock.", $name, "_lock();")]
         /// for node in half.participant_nodes().await? {
         ///     println!("{node}");
@@ -321,7 +321,7 @@ macro_rules! half_methods {
         /// # Examples
         /// ```no_run
         /// # use std::time::Duration;
-        /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+        /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
         #[doc = concat!("let half = lock.", $name, "_lock();")]
         /// let nodes = half.participant_nodes_within(Duration::from_secs(2)).await?;
         /// println!("{} on {}", nodes.len(), half.path());
@@ -376,7 +376,7 @@ impl ReadLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// // A downgrade, Curator-style: the read lock at the writer's place, then the write lock goes.
     /// lock.write_lock().acquire().await?;
     /// lock.read_lock().acquire().await?;
@@ -400,7 +400,7 @@ impl ReadLock {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// if lock.read_lock().acquire_timeout(Duration::from_secs(1)).await? {
     ///     // ... read ...
     ///     lock.read_lock().release().await?;
@@ -425,7 +425,7 @@ impl ReadLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// let guard = lock.read_lock().lock().await?;
     /// // ... read; other readers may hold the lock at the same time ...
     /// guard.release().await?;
@@ -446,7 +446,7 @@ impl ReadLock {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// if let Some(guard) = lock.read_lock().try_lock_for(Duration::from_millis(500)).await? {
     ///     // ... serve from the current configuration ...
     ///     guard.release().await?;
@@ -468,7 +468,7 @@ impl ReadLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// match lock.read_lock().try_lock().await? {
     ///     Some(guard) => guard.release().await?,
     ///     None => println!("a writer holds or waits for {}", lock.path()),
@@ -494,7 +494,7 @@ impl ReadLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// let write = lock.write_lock().lock().await?;
     /// // ... write ...
     /// let read = lock.read_lock().lock_while_writing(&write).await?;
@@ -546,7 +546,7 @@ impl WriteLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// lock.write_lock().acquire().await?;
     /// // ... write, alone ...
     /// lock.write_lock().release().await?;
@@ -568,7 +568,7 @@ impl WriteLock {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// if !lock.write_lock().acquire_timeout(Duration::from_secs(5)).await? {
     ///     return Ok(()); // readers or another writer kept it for 5 s
     /// }
@@ -594,7 +594,7 @@ impl WriteLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// let guard = lock.write_lock().lock().await?;
     /// // ... write, alone; the guard may move to another task ...
     /// guard.release().await?;
@@ -616,7 +616,7 @@ impl WriteLock {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// match lock.write_lock().try_lock_for(Duration::from_secs(5)).await? {
     ///     Some(guard) => guard.release().await?,
     ///     None => println!("{} stayed busy", lock.path()),
@@ -639,7 +639,7 @@ impl WriteLock {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessReadWriteLock) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessReadWriteLock) -> zk_curator::Result<()> {
     /// if let Some(guard) = lock.write_lock().try_lock().await? {
     ///     // ... write ...
     ///     guard.release().await?;
@@ -671,10 +671,10 @@ macro_rules! impl_interprocess_lock {
             fn is_acquired_in_this_process(&self) -> bool {
                 <$half>::is_acquired_in_this_process(self)
             }
-            fn release_abandoned(&self, holder: crate::HolderId) {
+            fn release_abandoned(&self, holder: crate::locks::HolderId) {
                 InterProcessLock::release_abandoned(&self.mutex, holder)
             }
-            fn holds_of(&self, holder: crate::HolderId) -> Vec<Arc<Hold>> {
+            fn holds_of(&self, holder: crate::locks::HolderId) -> Vec<Arc<Hold>> {
                 InterProcessLock::holds_of(&self.mutex, holder)
             }
         }

@@ -20,7 +20,7 @@
 //!
 //! The orphaned entry stays until the lock instance is dropped; then it is released (its node
 //! deleted in the background) and reported with a `tracing` warning — see
-//! [`InterProcessMutex`](crate::InterProcessMutex).
+//! [`InterProcessMutex`](crate::locks::InterProcessMutex).
 
 use std::collections::HashMap;
 use std::hash::Hash;

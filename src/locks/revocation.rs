@@ -1,6 +1,6 @@
 //! Cooperative revocation (Curator's `Revoker` / `RevocationListener`): anyone may ask the holder
 //! of a lock node to release it by writing `__REVOKE__` into the node; a holder learns of it through
-//! [`Hold::revocation_requested`](crate::Hold::revocation_requested) (its monitor watches the node's
+//! [`Hold::revocation_requested`](crate::locks::Hold::revocation_requested) (its monitor watches the node's
 //! data) and decides whether to release. Wire-compatible with Curator in both directions.
 
 use crate::error::Result;
@@ -30,9 +30,9 @@ impl Revoker {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/report")?;
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/report")?;
     /// if let Some(holder) = mutex.participant_nodes().await?.first() {
-    ///     zk_curator::Revoker::attempt_revoke(&client, holder).await?;
+    ///     zk_curator::locks::Revoker::attempt_revoke(&client, holder).await?;
     /// }
     /// # Ok(()) }
     /// ```

@@ -71,7 +71,7 @@ impl LockDriver for LeaseDriver {
 ///
 /// ```no_run
 /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-/// let jobs = zk_curator::InterProcessSemaphoreV2::new(&client, "/throttle/reports", 3)?;
+/// let jobs = zk_curator::locks::InterProcessSemaphoreV2::new(&client, "/throttle/reports", 3)?;
 /// let lease = jobs.acquire().await?; // one of at most 3, across all processes
 /// // ... run the job ...
 /// lease.release().await?;
@@ -89,7 +89,7 @@ struct Shared {
     leases: LockInternals<LeaseDriver>,
     data: Option<Vec<u8>>,
     /// The shared count the maximum follows ([`InterProcessSemaphoreV2::with_shared_count`]).
-    count: std::sync::OnceLock<crate::SharedCount>,
+    count: std::sync::OnceLock<crate::shared::SharedCount>,
 }
 
 impl InterProcessSemaphoreV2 {
@@ -148,7 +148,7 @@ impl InterProcessSemaphoreV2 {
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
     /// // The limit is the integer in /throttle/reports-limit (created with 3), changeable at run time.
-    /// let jobs = zk_curator::InterProcessSemaphoreV2::with_shared_count(
+    /// let jobs = zk_curator::locks::InterProcessSemaphoreV2::with_shared_count(
     ///     &client,
     ///     "/throttle/reports",
     ///     "/throttle/reports-limit",
@@ -165,7 +165,7 @@ impl InterProcessSemaphoreV2 {
         }
         // Every argument is checked before anything is written.
         let semaphore = Self::build(client, path, 1, None, Recipe::Semaphore)?;
-        let count = crate::SharedCount::start(client, count_path, seed).await?;
+        let count = crate::shared::SharedCount::start(client, count_path, seed).await?;
         // The stream starts from the value read by `start`, which sets the first maximum.
         let changes = count.changes();
         semaphore.shared.leases.set_max_leases(count.count().max(0) as usize);
@@ -195,7 +195,7 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let lease = jobs.acquire().await?;
     /// // ... run the job; the lease may move to another task ...
     /// lease.release().await?;
@@ -217,7 +217,7 @@ impl InterProcessSemaphoreV2 {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let Some(lease) = jobs.acquire_timeout(Duration::from_secs(10)).await? else {
     ///     return Ok(()); // every lease stayed taken for 10 s
     /// };
@@ -250,10 +250,10 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let leases = jobs.acquire_many(2).await?; // a job that counts double
     /// // ... run it ...
-    /// zk_curator::return_all(leases).await?;
+    /// zk_curator::locks::return_all(leases).await?;
     /// # Ok(()) }
     /// ```
     pub async fn acquire_many(&self, n: usize) -> Result<Vec<Lease>> {
@@ -276,10 +276,10 @@ impl InterProcessSemaphoreV2 {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// if let Some(leases) = jobs.acquire_many_timeout(2, Duration::from_secs(10)).await? {
     ///     // ... run it ...
-    ///     zk_curator::return_all(leases).await?;
+    ///     zk_curator::locks::return_all(leases).await?;
     /// }
     /// # Ok(()) }
     /// ```
@@ -405,7 +405,7 @@ impl InterProcessSemaphoreV2 {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let leases = jobs.participant_nodes().await?;
     /// println!("{} of {} leases taken", leases.len(), jobs.max_leases());
     /// # Ok(()) }
@@ -425,13 +425,13 @@ impl InterProcessSemaphoreV2 {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+/// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
 /// let mut leases = Vec::new();
 /// for _ in 0..2 {
 ///     leases.push(jobs.acquire().await?);
 /// }
 /// // ... run the jobs ...
-/// zk_curator::return_all(leases).await?;
+/// zk_curator::locks::return_all(leases).await?;
 /// # Ok(()) }
 /// ```
 pub async fn return_all(leases: Vec<Lease>) -> Result<()> {
@@ -506,7 +506,7 @@ impl Lease {
     /// # Examples
     /// ```no_run
     /// # async fn run_job() {}
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let lease = jobs.acquire().await?;
     /// tokio::select! {
     ///     _ = run_job() => {}
@@ -545,7 +545,7 @@ impl Lease {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(jobs: zk_curator::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
+    /// # async fn demo(jobs: zk_curator::locks::InterProcessSemaphoreV2) -> zk_curator::Result<()> {
     /// let lease = jobs.acquire().await?;
     /// // ... run the job ...
     /// if let Err(e) = lease.release().await {
@@ -571,7 +571,7 @@ impl Drop for Lease {
 /// Keeps a semaphore's maximum equal to its shared count while the semaphore exists. The count
 /// lives in the semaphore: when the semaphore goes, the count's follower stops and the stream
 /// ends.
-async fn follow_count(semaphore: Weak<Shared>, mut changes: crate::SharedValueStream<i32>) {
+async fn follow_count(semaphore: Weak<Shared>, mut changes: crate::shared::SharedValueStream<i32>) {
     while let Some(value) = changes.next().await {
         let Some(shared) = semaphore.upgrade() else { return };
         shared.leases.set_max_leases((*value.value()).max(0) as usize);
@@ -611,7 +611,7 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
     /// lock.acquire().await?;
     /// // ... work; any task may release ...
     /// lock.release().await?;
@@ -634,7 +634,7 @@ impl InterProcessSemaphoreMutex {
     /// # Examples
     /// ```no_run
     /// # use std::time::Duration;
-    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
     /// if lock.acquire_timeout(Duration::from_secs(5)).await? {
     ///     // ... work ...
     ///     lock.release().await?;
@@ -660,7 +660,7 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(lock: zk_curator::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
+    /// # async fn demo(lock: zk_curator::locks::InterProcessSemaphoreMutex) -> zk_curator::Result<()> {
     /// lock.acquire().await?;
     /// let lock = lock.clone();
     /// tokio::spawn(async move {
@@ -704,11 +704,11 @@ impl super::interprocess_lock::InterProcessLock for InterProcessSemaphoreMutex {
     fn is_acquired_in_this_process(&self) -> bool {
         InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
     }
-    fn release_abandoned(&self, _holder: crate::HolderId) {
+    fn release_abandoned(&self, _holder: crate::locks::HolderId) {
         // Not task-owned: the lease is released in the background when dropped.
         drop(self.lease.lock().take());
     }
-    fn holds_of(&self, _holder: crate::HolderId) -> Vec<Arc<Hold>> {
+    fn holds_of(&self, _holder: crate::locks::HolderId) -> Vec<Arc<Hold>> {
         // Not task-owned: the instance's lease is the hold.
         self.current_hold().into_iter().collect()
     }

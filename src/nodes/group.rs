@@ -160,7 +160,7 @@ impl GroupMember {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let member = zk_curator::GroupMember::new(&client, "/groups/workers", "w1", b"10.0.0.7".to_vec())?;
+    /// let member = zk_curator::nodes::GroupMember::new(&client, "/groups/workers", "w1", b"10.0.0.7".to_vec())?;
     /// member.start()?;
     /// if member.wait_for_initial_create(Duration::from_secs(5)).await? {
     ///     println!("members: {:?}", member.current_members().keys());
@@ -202,7 +202,7 @@ impl GroupMember {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(member: zk_curator::GroupMember) -> zk_curator::Result<()> {
+    /// # async fn demo(member: zk_curator::nodes::GroupMember) -> zk_curator::Result<()> {
     /// member.close().await?;
     /// # Ok(()) }
     /// ```
@@ -227,9 +227,9 @@ impl GroupMember {
 /// and left between two reads is not reported) and never misses the group it converges on.
 ///
 /// ```no_run
-/// # async fn demo(member: zk_curator::GroupMember) {
+/// # async fn demo(member: zk_curator::nodes::GroupMember) {
 /// use futures::StreamExt;
-/// use zk_curator::MembershipEvent;
+/// use zk_curator::nodes::MembershipEvent;
 ///
 /// let mut joins = member.changes().filter(|e| std::future::ready(matches!(e, MembershipEvent::Joined { .. })));
 /// while let Some(joined) = joins.next().await {
@@ -258,7 +258,7 @@ impl MembershipStream {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(member: zk_curator::GroupMember) {
+    /// # async fn demo(member: zk_curator::nodes::GroupMember) {
     /// let mut changes = member.changes();
     /// while let Some(change) = changes.next().await {
     ///     println!("{change:?}");

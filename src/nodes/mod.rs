@@ -1,6 +1,31 @@
-//! Curator's `recipes/nodes` and `recipes/nodes/GroupMember`: nodes kept present while a process
-//! lives ([`PersistentNode`], [`PersistentTtlNode`]) and group membership built on them
-//! ([`GroupMember`]).
+//! Nodes kept present while a process lives, and group membership built on them (Curator's
+//! `recipes/nodes` and `recipes/nodes/GroupMember`).
+//!
+//! * [`PersistentNode`] (Curator's `PersistentNode`): start from it — a node (often ephemeral,
+//!   optionally [`Protection`]-named) re-created after every session loss, with its
+//!   [`NodeState`];
+//! * [`PersistentTtlNode`] (Curator's `PersistentTtlNode`): a TTL node kept alive by touching a
+//!   child ([`TTL_TOUCH_NODE_NAME`]);
+//! * [`GroupMember`] (Curator's `GroupMember`): a member's node plus the group's current members,
+//!   with a [`MembershipStream`] of [`MembershipEvent`]s.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_curator::CreateMode;
+//! use zk_curator::nodes::{PersistentNode, Protection};
+//!
+//! # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+//! let node = PersistentNode::new(
+//!     &client,
+//!     "/services/api/host-a",
+//!     CreateMode::Ephemeral,
+//!     Protection::Unprotected,
+//!     b"10.0.0.7:8080".to_vec(),
+//! )?;
+//! node.start()?;
+//! node.wait_for_initial_create(Duration::from_secs(5)).await?;
+//! # Ok(()) }
+//! ```
 
 mod group;
 mod persistent;

@@ -11,8 +11,9 @@ use zookeeper_client as zk;
 use crate::deadline::deadline_after;
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
+use crate::framework::SessionIdentity;
 use crate::framework::{backoff::Backoff, paths};
-use crate::{ConnectionState, CreateMode, CuratorClient, SessionIdentity};
+use crate::{ConnectionState, CreateMode, CuratorClient};
 
 /// How long the background task waits before creating again after a refused create (e.g. no
 /// permission, or TTL nodes disabled on the server).
@@ -312,7 +313,8 @@ impl PersistentNode {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// use zk_curator::{CreateMode, PersistentNode, Protection};
+    /// use zk_curator::CreateMode;
+    /// use zk_curator::nodes::{PersistentNode, Protection};
     ///
     /// let node = PersistentNode::new(&client, "/services/api/host-a", CreateMode::Ephemeral, Protection::Unprotected, b"10.0.0.7:8080".to_vec())?;
     /// node.start()?;
@@ -342,7 +344,7 @@ impl PersistentNode {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(node: zk_curator::PersistentNode) -> zk_curator::Result<()> {
+    /// # async fn demo(node: zk_curator::nodes::PersistentNode) -> zk_curator::Result<()> {
     /// node.close().await?;
     /// assert_eq!(node.actual_path(), None);
     /// # Ok(()) }

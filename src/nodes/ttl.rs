@@ -144,7 +144,7 @@ impl PersistentTtlNode {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let node = zk_curator::PersistentTtlNode::new(&client, "/workers/w1", Duration::from_secs(30), b"busy".to_vec())?;
+    /// let node = zk_curator::nodes::PersistentTtlNode::new(&client, "/workers/w1", Duration::from_secs(30), b"busy".to_vec())?;
     /// node.start()?;
     /// assert!(node.wait_for_initial_create(Duration::from_secs(5)).await?);
     /// # Ok(()) }
@@ -197,7 +197,7 @@ impl PersistentTtlNode {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(node: zk_curator::PersistentTtlNode) -> zk_curator::Result<()> {
+    /// # async fn demo(node: zk_curator::nodes::PersistentTtlNode) -> zk_curator::Result<()> {
     /// node.close().await?;
     /// # Ok(()) }
     /// ```

@@ -17,7 +17,7 @@ fn decode(bytes: &[u8]) -> i32 {
 
 /// An integer in one node shared by every process (Curator's `SharedCount`: 4 bytes,
 /// big-endian), read, followed and set with a versioned compare-and-set. The semaphore's
-/// [`with_shared_count`](crate::InterProcessSemaphoreV2::with_shared_count) follows one.
+/// [`with_shared_count`](crate::locks::InterProcessSemaphoreV2::with_shared_count) follows one.
 ///
 /// Changes are ordered by the zxid that wrote them, never by the node's version, so a count keeps
 /// following past the version's wrap-around at `i32::MAX` sets (Curator's CURATOR-688).
@@ -44,7 +44,7 @@ impl SharedCount {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let limit = zk_curator::SharedCount::start(&client, "/throttle/limit", 10).await?;
+    /// let limit = zk_curator::shared::SharedCount::start(&client, "/throttle/limit", 10).await?;
     /// println!("limit {}", limit.count());
     /// # Ok(()) }
     /// ```
@@ -55,13 +55,13 @@ impl SharedCount {
 
     /// The same count (the same follower) with every write ([`set_count`](Self::set_count),
     /// [`try_set`](Self::try_set)) bounded by `timeout`, strictly, as the atomics'
-    /// [`timeout`](crate::DistributedAtomicLong::timeout): past it a write returns
+    /// [`timeout`](crate::atomic::DistributedAtomicLong::timeout): past it a write returns
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) whatever the connection does
     /// and sends nothing more.
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(limit: zk_curator::SharedCount) -> zk_curator::Result<()> {
+    /// # async fn demo(limit: zk_curator::shared::SharedCount) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     /// let limit = limit.timeout(Duration::from_secs(2));
     /// limit.set_count(20).await?;
@@ -106,7 +106,7 @@ impl SharedCount {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(limit: zk_curator::SharedCount) -> zk_curator::Result<()> {
+    /// # async fn demo(limit: zk_curator::shared::SharedCount) -> zk_curator::Result<()> {
     /// limit.set_count(20).await?;
     /// # Ok(()) }
     /// ```
@@ -129,7 +129,7 @@ impl SharedCount {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(limit: zk_curator::SharedCount) -> zk_curator::Result<()> {
+    /// # async fn demo(limit: zk_curator::shared::SharedCount) -> zk_curator::Result<()> {
     /// // Double the limit, whoever else changes it meanwhile.
     /// loop {
     ///     let current = limit.versioned_value();

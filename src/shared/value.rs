@@ -17,7 +17,7 @@ use crate::framework::{backoff::Backoff, paths};
 use crate::{ConnectionState, CuratorClient};
 
 /// A value with the node version it was read at (Curator's `VersionedValue`): what
-/// [`SharedValue::try_set`] and [`SharedCount::try_set`](crate::SharedCount::try_set) compare.
+/// [`SharedValue::try_set`] and [`SharedCount::try_set`](crate::shared::SharedCount::try_set) compare.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VersionedValue<T> {
     version: i32,
@@ -139,7 +139,7 @@ impl SharedValue {
     /// # Examples
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let mode = zk_curator::SharedValue::start(&client, "/config/mode", b"normal".to_vec()).await?;
+    /// let mode = zk_curator::shared::SharedValue::start(&client, "/config/mode", b"normal".to_vec()).await?;
     /// println!("mode: {}", String::from_utf8_lossy(&mode.value()));
     /// # Ok(()) }
     /// ```
@@ -180,12 +180,12 @@ impl SharedValue {
 
     /// The same shared value (the same follower) with every write ([`set`](Self::set),
     /// [`try_set`](Self::try_set)) bounded by `timeout`, strictly, as the atomics'
-    /// [`timeout`](crate::DistributedAtomicLong::timeout): past it a write returns
+    /// [`timeout`](crate::atomic::DistributedAtomicLong::timeout): past it a write returns
     /// [`Error::DeadlineExceeded`] whatever the connection does and sends nothing more.
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// # async fn demo(mode: zk_curator::shared::SharedValue) -> zk_curator::Result<()> {
     /// use std::time::Duration;
     /// let mode = mode.timeout(Duration::from_secs(2));
     /// mode.set(b"maintenance".to_vec()).await?;
@@ -254,7 +254,7 @@ impl SharedValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// # async fn demo(mode: zk_curator::shared::SharedValue) -> zk_curator::Result<()> {
     /// mode.set(b"maintenance".to_vec()).await?;
     /// # Ok(()) }
     /// ```
@@ -289,7 +289,7 @@ impl SharedValue {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn demo(mode: zk_curator::SharedValue) -> zk_curator::Result<()> {
+    /// # async fn demo(mode: zk_curator::shared::SharedValue) -> zk_curator::Result<()> {
     /// loop {
     ///     let current = mode.versioned_value();
     ///     let mut next = current.value().clone();
@@ -339,7 +339,7 @@ impl SharedValue {
     }
 }
 
-/// The values of a [`SharedValue`] or [`SharedCount`](crate::SharedCount) as they change, a
+/// The values of a [`SharedValue`] or [`SharedCount`](crate::shared::SharedCount) as they change, a
 /// [`Stream`](futures_core::Stream) of [`VersionedValue`]s: [`next`](Self::next) is the same as
 /// `StreamExt::next`.
 ///
@@ -347,7 +347,7 @@ impl SharedValue {
 /// gets the newest one, which it never misses; nothing queues.
 ///
 /// ```no_run
-/// # async fn demo(limit: zk_curator::SharedCount) {
+/// # async fn demo(limit: zk_curator::shared::SharedCount) {
 /// use futures::StreamExt;
 ///
 /// let mut raised = limit.changes().map(|seen| *seen.value()).filter(|n| std::future::ready(*n > 100));
@@ -380,7 +380,7 @@ impl<T> SharedValueStream<T> {
     ///
     /// ```no_run
     /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
-    /// let limit = zk_curator::SharedCount::start(&client, "/config/limit", 10).await?;
+    /// let limit = zk_curator::shared::SharedCount::start(&client, "/config/limit", 10).await?;
     /// let mut changes = limit.changes();
     /// while let Some(seen) = changes.next().await {
     ///     println!("limit {} (version {})", seen.value(), seen.version());
@@ -462,7 +462,7 @@ async fn follow(inner: Arc<Inner>, first: zookeeper_client::OneshotWatcher) {
 }
 
 /// Returns at the next `Reconnected` (a new connection or a new session: watches may be gone).
-pub(crate) async fn reconnected(states: &mut crate::ConnectionStateStream) {
+pub(crate) async fn reconnected(states: &mut crate::framework::ConnectionStateStream) {
     loop {
         match states.next().await {
             Some(ConnectionState::Reconnected) => return,

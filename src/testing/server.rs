@@ -660,7 +660,7 @@ impl TestingServer {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let server = zk_curator::testing::TestingServer::start().await?;
     /// let client = zk_curator::CuratorClient::connect(&server.connect_string()).await?;
-    /// let mutex = zk_curator::InterProcessMutex::new(&client, "/locks/test")?;
+    /// let mutex = zk_curator::locks::InterProcessMutex::new(&client, "/locks/test")?;
     /// // ... the test ...
     /// client.close().await;
     /// # Ok(()) }

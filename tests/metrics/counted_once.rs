@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::testing::expire_session;
-use zk_curator::{
-    CuratorClient, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
-    InterProcessSemaphoreV2, LeaderLatch,
+use zk_curator::leader::LeaderLatch;
+use zk_curator::locks::{
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2,
 };
+use zk_curator::testing::expire_session;
+use zk_curator::CuratorClient;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -99,9 +101,9 @@ async fn cancelled_acquires_of_every_recipe_leave_no_waiter_and_one_sample_each(
     cancel_everywhere(|| theirs.acquire_many(2), step, rounds).await;
     cancel_everywhere(|| theirs.acquire_many_timeout(2, WITHIN), step, rounds).await;
     assert_eq!(waiters("semaphore", &path), 0.0);
-    zk_curator::return_all(leases).await.unwrap();
+    zk_curator::locks::return_all(leases).await.unwrap();
     let got = theirs.acquire_many(3).await.unwrap();
-    zk_curator::return_all(got).await.unwrap();
+    zk_curator::locks::return_all(got).await.unwrap();
     assert_eq!(waiters("semaphore", &path), 0.0);
     assert_eq!(
         count(HOLD, &[("recipe", "semaphore"), ("path", path.as_str())]),
@@ -345,10 +347,10 @@ async fn queued_latch_and_selector_through_an_expiry_and_close_leave_no_waiter()
             std::future::pending::<()>().await;
         }
     };
-    let first = zk_curator::LeaderSelector::new(&a, &path, "first", work.clone()).unwrap();
+    let first = zk_curator::leader::LeaderSelector::new(&a, &path, "first", work.clone()).unwrap();
     first.start().unwrap();
     tokio::time::timeout(WITHIN, led_rx.recv()).await.expect("first leads");
-    let second = zk_curator::LeaderSelector::new(&b, &path, "second", work).unwrap();
+    let second = zk_curator::leader::LeaderSelector::new(&b, &path, "second", work).unwrap();
     second.start().unwrap();
     support::eventually(WITHIN, "the second waits", || async { waiters("selector", &path) == 1.0 }).await;
     second.close().await.unwrap();

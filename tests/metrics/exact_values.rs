@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use metrics::Unit;
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{
-    ConnectionState, CuratorClient, HoldState, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector,
+use zk_curator::leader::{LeaderLatch, LeaderSelector};
+use zk_curator::locks::{
+    HoldState, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
 };
+use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
+use zk_curator::{ConnectionState, CuratorClient};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -133,7 +134,10 @@ static COUNTING_STATES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new((
 /// The changes `stream` has delivered so far, in order (after its first item, the state when it
 /// was made, which the caller has read), checked against the documented rule.
 #[track_caller]
-fn delivered(stream: &mut zk_curator::ConnectionStateStream, first: ConnectionState) -> Vec<ConnectionState> {
+fn delivered(
+    stream: &mut zk_curator::framework::ConnectionStateStream,
+    first: ConnectionState,
+) -> Vec<ConnectionState> {
     let changes = support::queued_states(stream);
     assert_eq!(stream.missed(), 0);
     support::assert_documented_states(&[&[first][..], &changes].concat());
@@ -283,7 +287,7 @@ async fn every_recipe_is_measured_under_its_own_name() {
     let leases = vec![semaphore.acquire().await.unwrap(), semaphore.acquire().await.unwrap()];
     let other = InterProcessSemaphoreV2::new(&b, &semaphore_path, 2).unwrap();
     assert!(other.acquire_timeout(Duration::from_millis(200)).await.unwrap().is_none());
-    zk_curator::return_all(leases).await.unwrap();
+    zk_curator::locks::return_all(leases).await.unwrap();
     assert_eq!(wait("semaphore", &semaphore_path, "acquired"), 2);
     assert_eq!(wait("semaphore", &semaphore_path, "timed_out"), 1);
     assert_eq!(hold("semaphore", &semaphore_path), 2);

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use zk_curator::{CuratorClient, InterProcessMutex, MutexGuard};
+use zk_curator::locks::{InterProcessMutex, MutexGuard};
+use zk_curator::CuratorClient;
 
 use crate::capture::{gauge, install};
 use crate::support;

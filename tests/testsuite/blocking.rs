@@ -23,8 +23,9 @@ use zk_curator::blocking::{
     self, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
     InterProcessSemaphoreV2,
 };
+use zk_curator::locks::HoldState;
 use zk_curator::testing::TestingServer;
-use zk_curator::{Error, ErrorKind, HoldState, RetryNTimes};
+use zk_curator::{Error, ErrorKind, RetryNTimes};
 
 /// Generous slack on top of a timeout, for a loaded 2-core machine; only ever an upper bound.
 const SLACK: Duration = Duration::from_secs(5);
@@ -686,18 +687,18 @@ fn a_blocking_latch_leads_and_the_next_leads_after_it_closes() {
     let path = support::unique_path("blocking-latch");
     let a = blocking::LeaderLatch::new(&ca, &path, "a").unwrap();
     let b = blocking::LeaderLatch::new(&cb, &path, "b").unwrap();
-    assert_eq!(a.state(), zk_curator::LatchState::Latent);
+    assert_eq!(a.state(), zk_curator::leader::LatchState::Latent);
     assert_eq!(b.await_leadership_timeout(Duration::from_millis(10)).unwrap_err().kind(), ErrorKind::Closed);
     a.start().unwrap();
     assert!(a.await_leadership_timeout(Duration::from_secs(10)).unwrap(), "the only participant leads");
     assert!(a.has_leadership());
-    assert_eq!(a.leadership_state(), zk_curator::LeadershipState::Leader);
+    assert_eq!(a.leadership_state(), zk_curator::leader::LeadershipState::Leader);
     let a_token = a.fencing_token().expect("a leader has a token");
     assert_eq!(a.start().unwrap_err().kind(), ErrorKind::BadArgument, "a latch starts once");
 
     b.start().unwrap();
     let mut b_changes = b.leadership_changes();
-    assert_eq!(b_changes.next(), Some(zk_curator::LeadershipState::NotLeader));
+    assert_eq!(b_changes.next(), Some(zk_curator::leader::LeadershipState::NotLeader));
     let timeout = Duration::from_millis(700);
     let start = Instant::now();
     assert!(!b.await_leadership_timeout(timeout).unwrap(), "b leads while a does");
@@ -716,7 +717,10 @@ fn a_blocking_latch_leads_and_the_next_leads_after_it_closes() {
     assert_eq!(zk.children(&path).len(), 1, "a's node was deleted before close returned");
     assert!(b.await_leadership_timeout(Duration::from_secs(10)).unwrap(), "b leads after a closed");
     assert!(b.fencing_token().unwrap() > a_token, "fencing tokens increase from leader to leader");
-    assert_eq!(b_changes.next_timeout(Duration::from_secs(5)).unwrap(), Some(zk_curator::LeadershipState::Leader));
+    assert_eq!(
+        b_changes.next_timeout(Duration::from_secs(5)).unwrap(),
+        Some(zk_curator::leader::LeadershipState::Leader)
+    );
     b.close().unwrap();
     assert_eq!(b_changes.next_timeout(Duration::from_secs(5)).unwrap(), None, "the iterator ends on close");
     assert!(zk.children(&path).is_empty(), "nothing left behind");
@@ -775,7 +779,7 @@ fn selector_work_runs_on_plain_threads_and_never_twice_at_once() {
                     on_runtime.fetch_add(1, Ordering::SeqCst);
                 }
                 // A blocking call from the work's thread.
-                let write = zk_curator::GuardedWrite::new().set_data(&marker, who.as_bytes(), None);
+                let write = zk_curator::locks::GuardedWrite::new().set_data(&marker, who.as_bytes(), None);
                 leadership.guarded_write(write).expect("a guarded write from the work");
                 leadership.cancelled_timeout(Duration::from_millis(20));
                 inside.fetch_sub(1, Ordering::SeqCst);
@@ -1201,8 +1205,12 @@ fn blocking_idempotency_keys_run_each_key_once_across_threads_and_free_a_dropped
     let zk = Zk::start();
     let client = zk.client();
     let base = support::unique_path("blocking-idem");
-    let keys = blocking::IdempotencyKeys::new(&client, &base, zk_curator::Retention::Ttl(Duration::from_secs(3600)))
-        .expect("keys");
+    let keys = blocking::IdempotencyKeys::new(
+        &client,
+        &base,
+        zk_curator::idempotency::Retention::Ttl(Duration::from_secs(3600)),
+    )
+    .expect("keys");
     let started = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(6));
     let threads: Vec<_> = (0..6)
@@ -1247,15 +1255,15 @@ fn blocking_claims_and_idempotency_claims_are_told_lost_when_their_session_expir
     let keys = blocking::IdempotencyKeys::new(
         &client,
         &support::unique_path("blocking-idem-lost"),
-        zk_curator::Retention::Ttl(Duration::from_secs(3600)),
+        zk_curator::idempotency::Retention::Ttl(Duration::from_secs(3600)),
     )
     .expect("keys");
     let key = match keys.begin("req").expect("begin") {
         blocking::Begin::Started(claim) => claim,
         other => panic!("expected Started, got {other:?}"),
     };
-    assert_eq!(claim.state(), zk_curator::ClaimState::Held);
-    assert_eq!(key.state(), zk_curator::HoldState::Held);
+    assert_eq!(claim.state(), zk_curator::claims::ClaimState::Held);
+    assert_eq!(key.state(), zk_curator::locks::HoldState::Held);
     assert!(!work.lost_timeout(&claim, Duration::from_millis(50)).unwrap(), "a held claim is not lost");
     assert!(!key.lost_timeout(Duration::from_millis(50)).unwrap());
     let changes = work.state_changes(&claim);
@@ -1264,13 +1272,13 @@ fn blocking_claims_and_idempotency_claims_are_told_lost_when_their_session_expir
     zk.rt.block_on(zk_curator::testing::expire_session(&zk.connect(), client.async_client())).expect("expire");
     assert!(work.lost_timeout(&claim, Duration::from_secs(30)).unwrap(), "the claim is told lost");
     assert!(key.lost_timeout(Duration::from_secs(30)).unwrap(), "the idempotency claim is told lost");
-    assert_eq!(claim.state(), zk_curator::ClaimState::Lost);
-    assert_eq!(key.state(), zk_curator::HoldState::Lost);
+    assert_eq!(claim.state(), zk_curator::claims::ClaimState::Lost);
+    assert_eq!(key.state(), zk_curator::locks::HoldState::Lost);
     // Both streams end with Lost (an iterator on a plain thread).
     let seen: Vec<_> = thread::spawn(move || changes.collect::<Vec<_>>()).join().unwrap();
-    assert_eq!(seen.last(), Some(&zk_curator::HoldState::Lost), "{seen:?}");
+    assert_eq!(seen.last(), Some(&zk_curator::locks::HoldState::Lost), "{seen:?}");
     let seen: Vec<_> = thread::spawn(move || key_changes.collect::<Vec<_>>()).join().unwrap();
-    assert_eq!(seen.last(), Some(&zk_curator::HoldState::Lost), "{seen:?}");
+    assert_eq!(seen.last(), Some(&zk_curator::locks::HoldState::Lost), "{seen:?}");
 }
 
 #[test]

@@ -22,10 +22,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use zk_curator::{
-    CuratorClient, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
-    Revoker,
+use zk_curator::locks::{
+    InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Revoker,
 };
+use zk_curator::CuratorClient;
 use zookeeper_client as zk;
 
 use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
@@ -433,13 +433,13 @@ async fn participants_agree() {
 
 enum Waiter {
     Curator(String),
-    Rust(tokio::task::JoinHandle<zk_curator::MutexGuard>),
+    Rust(tokio::task::JoinHandle<zk_curator::locks::MutexGuard>),
     Done,
 }
 
 enum Holder {
     Curator(String),
-    Rust(zk_curator::MutexGuard),
+    Rust(zk_curator::locks::MutexGuard),
 }
 
 /// Fails if any of `waiters` already holds the lock (it jumped the queue).

@@ -55,13 +55,13 @@ fn assert_blocking_feed<I: Iterator + Send + 'static>() {}
 
 #[test]
 fn every_change_feed_is_a_stream_or_an_iterator_listed_with_its_bound_in_the_docs() {
-    assert_stream::<zk_curator::CacheEventStream>();
-    assert_stream::<zk_curator::ConnectionStateStream>();
-    assert_stream::<zk_curator::LeadershipStream>();
-    assert_stream::<zk_curator::HoldStateStream>();
-    assert_stream::<zk_curator::MembershipStream>();
-    assert_stream::<zk_curator::SharedValueStream<i32>>();
-    assert_stream::<zk_curator::WatchStream>();
+    assert_stream::<zk_curator::cache::CacheEventStream>();
+    assert_stream::<zk_curator::framework::ConnectionStateStream>();
+    assert_stream::<zk_curator::leader::LeadershipStream>();
+    assert_stream::<zk_curator::locks::HoldStateStream>();
+    assert_stream::<zk_curator::nodes::MembershipStream>();
+    assert_stream::<zk_curator::shared::SharedValueStream<i32>>();
+    assert_stream::<zk_curator::framework::WatchStream>();
     assert_blocking_feed::<zk_curator::blocking::CacheEvents>();
     assert_blocking_feed::<zk_curator::blocking::LeadershipChanges>();
     assert_blocking_feed::<zk_curator::blocking::HoldStateChanges>();

@@ -25,6 +25,7 @@ mod idempotency;
 mod inspect;
 mod leader;
 mod local_queue;
+mod module_paths;
 mod mutex;
 mod nodes;
 mod nonfair_mutex;

@@ -5,11 +5,12 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use zk_curator::framework::{SaslOptions, TlsOptions};
+use zk_curator::locks::{FencingToken, GuardedWrite, HoldState, InterProcessMutex};
 use zk_curator::testing::TestingServer;
 use zk_curator::{
-    blocking, Acl, CreateMode, CuratorClient, Error, ErrorCode, ErrorKind, EventType, FencingToken, GuardedWrite,
-    HoldState, Id, InterProcessMutex, OpResult, Permissions, RetryNTimes, SaslOptions, Stat, TlsOptions, Transaction,
-    WatchedEvent,
+    blocking, Acl, CreateMode, CuratorClient, Error, ErrorCode, ErrorKind, EventType, Id, OpResult, Permissions,
+    RetryNTimes, Stat, Transaction, WatchedEvent,
 };
 
 /// Hang guard for awaits that must finish.
@@ -230,7 +231,7 @@ fn options_acls_and_codes_without_a_server() {
     assert_eq!(ErrorCode::SessionExpired.kind(), ErrorKind::SessionLost);
     assert_eq!(ErrorCode::NoAuth.kind(), ErrorKind::NotAuthorized);
     assert_eq!(ErrorCode::BadVersion.as_i32(), Some(-103));
-    let bad = zk_curator::validate_path("/a//b").expect_err("empty segment");
+    let bad = zk_curator::framework::validate_path("/a//b").expect_err("empty segment");
     assert!(matches!(bad, Error::InvalidPath { .. }) && bad.code().is_none());
     assert_eq!(CreateMode::default(), CreateMode::Persistent);
     assert!(CreateMode::EphemeralSequential.is_sequential() && CreateMode::EphemeralSequential.is_ephemeral());

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::{server_and_clients, unique_path};
-use zk_curator::InterProcessMutex;
+use zk_curator::locks::InterProcessMutex;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zk_curator::{
-    CuratorClient, Hold, HoldState, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, Lease, LockDriver, MutexGuard,
+use zk_curator::locks::driver::LockDriver;
+use zk_curator::locks::{
+    Hold, HoldState, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
+    Lease, MutexGuard,
 };
+use zk_curator::CuratorClient;
 
 use crate::common::{
     exit, signal_exit, Signals, Wait, EXIT_CANNOT_EXECUTE, EXIT_LOCK_LOST, EXIT_NOT_FOUND, EXIT_UNAVAILABLE,

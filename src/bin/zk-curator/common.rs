@@ -92,7 +92,7 @@ pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 pub(crate) fn parse_lock_path(text: &str) -> Result<String, String> {
-    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    zk_curator::framework::validate_path(text).map_err(|e| e.to_string())?;
     if text == "/" {
         // The recipes refuse it too, but only once connected (which made it status 69).
         return Err(format!("{text:?}: a lock cannot live at the root"));

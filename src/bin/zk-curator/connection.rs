@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use tokio::time::Instant;
-use zk_curator::{CuratorClient, TlsOptions};
+use zk_curator::framework::TlsOptions;
+use zk_curator::CuratorClient;
 
 use crate::common::{exit, host_and_pid, parse_seconds, signal_exit, Signals, Wait, EXIT_LOCK_LOST, EXIT_UNAVAILABLE};
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zk_curator::{ConnectionState, CuratorClient, Hold, HoldState};
+use zk_curator::locks::{Hold, HoldState};
+use zk_curator::{ConnectionState, CuratorClient};
 
 use crate::common::{Signals, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 

@@ -4,11 +4,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use zk_curator::atomic::{DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, PromotedToLock};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{
-    DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicValue, Error, ErrorCode, ErrorKind,
-    PromotedToLock, RetryNTimes,
-};
+use zk_curator::{Error, ErrorCode, ErrorKind, RetryNTimes};
 
 use crate::support::{self, curator_peer::CuratorPeer};
 

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zk_curator::atomic::DistributedAtomicLong;
 use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{CuratorClient, DistributedAtomicLong, Error, ErrorKind, RetryNTimes};
+use zk_curator::{CuratorClient, Error, ErrorKind, RetryNTimes};
 
 use crate::support::{self, curator_peer::CuratorPeer};
 

@@ -5,7 +5,7 @@
 
 use zookeeper_client as zk;
 
-use zk_curator::DistributedAtomicLong;
+use zk_curator::atomic::DistributedAtomicLong;
 
 use crate::support;
 

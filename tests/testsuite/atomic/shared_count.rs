@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::shared::{SharedCount, SharedValue};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{Error, ErrorCode, ErrorKind, SharedCount, SharedValue};
+use zk_curator::{Error, ErrorCode, ErrorKind};
 
 use crate::support;
 

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use zk_curator::DistributedBarrier;
+use zk_curator::barriers::DistributedBarrier;
 
 use crate::support;
 

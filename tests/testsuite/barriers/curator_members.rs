@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{DistributedBarrier, DistributedDoubleBarrier};
+use zk_curator::barriers::{DistributedBarrier, DistributedDoubleBarrier};
 
 use crate::support::{self, curator_peer::CuratorPeer};
 

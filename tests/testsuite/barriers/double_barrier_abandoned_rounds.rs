@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use zk_curator::DistributedDoubleBarrier;
+use zk_curator::barriers::DistributedDoubleBarrier;
 
 use crate::support;
 

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::barriers::DistributedDoubleBarrier;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ConnectionState, DistributedDoubleBarrier, Error, ErrorCode, ErrorKind};
+use zk_curator::{ConnectionState, Error, ErrorCode, ErrorKind};
 
 use crate::support;
 

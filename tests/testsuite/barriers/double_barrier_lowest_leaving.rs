@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{CuratorClient, DistributedDoubleBarrier};
+use zk_curator::barriers::DistributedDoubleBarrier;
+use zk_curator::CuratorClient;
 
 use crate::support;
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::DistributedDoubleBarrier;
+use zk_curator::barriers::DistributedDoubleBarrier;
 
 use crate::support;
 
@@ -156,14 +156,14 @@ async fn a_leaving_member_does_not_wait_for_a_node_made_after_its_round_closed()
 async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_closed() {
     let (_server, clients) = support::server_and_clients(2).await;
     let path = support::unique_path("double-inspect");
-    assert!(zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().is_none());
+    assert!(zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().is_none());
     let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
     let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let a = support::join("a enters", HANG, a_in).await.unwrap();
-    let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
-    assert_eq!(seen.ready, Some(zk_curator::BarrierReady::Open));
+    let seen = zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
+    assert_eq!(seen.ready, Some(zk_curator::inspect::BarrierReady::Open));
     let mut nodes: Vec<_> = seen.members.iter().map(|m| m.node.clone()).collect();
     nodes.sort();
     let mut expected = vec![a.member_node().unwrap().to_string(), b.member_node().unwrap().to_string()];
@@ -175,8 +175,8 @@ async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_clos
     let (mut first, mut last) = if a.member_node() > b.member_node() { (a, b) } else { (b, a) };
     let first_out = tokio::spawn(async move { first.leave().await });
     support::eventually(HANG, "the round is closed", || async {
-        let seen = zk_curator::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
-        seen.ready == Some(zk_curator::BarrierReady::Closed) && seen.members.len() == 1
+        let seen = zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
+        seen.ready == Some(zk_curator::inspect::BarrierReady::Closed) && seen.members.len() == 1
     })
     .await;
     last.leave().await.unwrap();

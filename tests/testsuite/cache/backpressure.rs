@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use futures::StreamExt;
-use zk_curator::{CacheEvent, CuratorCache};
+use zk_curator::cache::{CacheEvent, CuratorCache};
 
 use super::{assert_converges, put, server_tree, set, written, Replay};
 use crate::support::{eventually, observer, server_and_clients, unique_path};

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use zk_curator::blocking::{CuratorCache, CuratorClient};
+use zk_curator::cache::{CacheEvent, CacheMode};
 use zk_curator::testing::TestingServer;
-use zk_curator::{CacheEvent, CacheMode, ErrorKind};
+use zk_curator::ErrorKind;
 
 #[test]
 fn the_blocking_cache_loads_and_follows_changes_from_a_plain_thread() {

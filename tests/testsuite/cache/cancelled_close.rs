@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{CacheState, CuratorCache};
+use zk_curator::cache::{CacheState, CuratorCache};
 
 use super::{put, set};
 use crate::support::{eventually, server_and_clients, unique_path};

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_curator::cache::{CacheState, CuratorCache};
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster};
-use zk_curator::{CacheState, CreateMode, CuratorCache, CuratorClient};
+use zk_curator::{CreateMode, CuratorClient};
 
 use super::{assert_converges, put, Replay};
 use crate::support::{self, client, client_with_timeouts, init_tracing, join, owned_server, seed, server, unique_path};

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use zk_curator::cache::{CacheState, CuratorCache};
 use zk_curator::testing::{Direction, FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{Acl, CacheState, CreateMode, CuratorCache, Id, Permissions};
+use zk_curator::{Acl, CreateMode, Id, Permissions};
 
 use super::{assert_converges, del, put, set, Replay};
 use crate::support::{

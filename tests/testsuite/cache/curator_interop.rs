@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use zk_curator::{CreateMode, CuratorCache};
+use zk_curator::cache::CuratorCache;
+use zk_curator::CreateMode;
 
 use super::{assert_converges, del, put, set, Replay};
 use crate::support::curator_peer::CuratorPeer;
@@ -33,7 +34,7 @@ async fn curator_writes_protected_sequential_and_ttl_nodes_included_are_seen_lik
     let protected = created(&peer.cmd(&format!("cwrite protected {root}/java/lock- q")).await);
     let sequential = created(&peer.cmd(&format!("cwrite sequential {root}/java/seq- s")).await);
     let ttl = created(&peer.cmd(&format!("cwrite ttl {root}/java/ttl t")).await);
-    assert!(zk_curator::is_protected(protected.rsplit('/').next().unwrap()), "{protected}");
+    assert!(zk_curator::framework::is_protected(protected.rsplit('/').next().unwrap()), "{protected}");
     peer.cmd(&format!("cset {plain} p2")).await;
     // Ours, of the same kinds.
     c.create(&format!("{root}/rust/seq-"))

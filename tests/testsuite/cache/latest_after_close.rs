@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{CacheMode, CuratorCache};
+use zk_curator::cache::{CacheMode, CuratorCache};
 
 use super::put;
 use crate::support::{server_and_clients, unique_path};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
 
-use zk_curator::CuratorCache;
+use zk_curator::cache::CuratorCache;
 
 use super::{assert_converges, Replay};
 use crate::support::{client, init_tracing, observer, owned_server, unique_path};

@@ -20,7 +20,7 @@ mod watch_cli_huge_timeout;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use zk_curator::{CacheEntry, CacheEvent, CacheEventStream, CacheState, CuratorCache};
+use zk_curator::cache::{CacheEntry, CacheEvent, CacheEventStream, CacheState, CuratorCache};
 
 /// A node as compared between the cache and the server: its data, and the stat fields that a
 /// write of the node (`mzxid`, `version`) or of its children (`cversion`, `num_children`, `pzxid`)

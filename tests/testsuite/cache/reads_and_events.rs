@@ -3,15 +3,16 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::cache::{CacheEvent, CacheMode, CacheState, CuratorCache};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CacheEvent, CacheMode, CacheState, CuratorCache, Error, ErrorKind};
+use zk_curator::{Error, ErrorKind};
 
 use super::{assert_converges, del, put, set, Replay};
 use crate::support::{client, client_with_timeouts, eventually, server_and_clients, unique_path};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
-async fn next_event(events: &mut zk_curator::CacheEventStream) -> CacheEvent {
+async fn next_event(events: &mut zk_curator::cache::CacheEventStream) -> CacheEvent {
     tokio::time::timeout(WITHIN, events.next()).await.expect("an event in time").expect("the stream goes on")
 }
 

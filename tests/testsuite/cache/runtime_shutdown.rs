@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{CacheState, CuratorCache, CuratorClient};
+use zk_curator::cache::{CacheState, CuratorCache};
+use zk_curator::CuratorClient;
 
 use super::put;
 use crate::support;

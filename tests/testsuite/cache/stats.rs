@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use zk_curator::cache::{CacheEntry, CacheEvent, CacheMode, CacheState, CuratorCache};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CacheEntry, CacheEvent, CacheMode, CacheState, CuratorCache, CuratorClient};
+use zk_curator::CuratorClient;
 
 use super::{del, put, set, Node, Replay};
 use crate::support::{client, client_with_timeouts, init_tracing, observer, server, unique_path};
@@ -54,7 +55,7 @@ async fn stats_converge(cache: &CuratorCache, connect: &str, expected: usize) {
 }
 
 /// The events buffered in `events` now.
-fn buffered(events: &mut zk_curator::CacheEventStream) -> Vec<CacheEvent> {
+fn buffered(events: &mut zk_curator::cache::CacheEventStream) -> Vec<CacheEvent> {
     std::iter::from_fn(|| events.try_next()).collect()
 }
 
@@ -174,7 +175,7 @@ async fn a_reconnect_announces_only_the_nodes_written_meanwhile_and_whether_thei
 }
 
 /// The next event, which must be a `Changed`: its old and new entries and `data_changed`.
-async fn next_change(events: &mut zk_curator::CacheEventStream) -> (CacheEntry, CacheEntry, bool) {
+async fn next_change(events: &mut zk_curator::cache::CacheEventStream) -> (CacheEntry, CacheEntry, bool) {
     match tokio::time::timeout(WITHIN, events.next()).await.expect("an event").expect("the stream") {
         CacheEvent::Changed { old, new, data_changed, .. } => (old, new, data_changed),
         other => panic!("not a change: {other:?}"),

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::cache::{CacheState, CuratorCache};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CacheState, CuratorCache, ErrorKind};
+use zk_curator::ErrorKind;
 
 use super::{put, set};
 use crate::support::{client, client_with_timeouts, init_tracing, server, unique_path};

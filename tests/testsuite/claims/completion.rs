@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use zk_curator::{ClaimState, Error, ErrorKind, WorkClaims};
+use zk_curator::claims::{ClaimState, WorkClaims};
+use zk_curator::{Error, ErrorKind};
 
 use super::{add_items, claims, HANG};
 use crate::support;

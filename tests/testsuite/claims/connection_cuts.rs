@@ -2,8 +2,8 @@
 //! the connection timeout under the client's retry policy (as every data call does), on the same
 //! session, and the claims stay held.
 
+use zk_curator::claims::ClaimState;
 use zk_curator::testing::FaultProxy;
-use zk_curator::ClaimState;
 
 use super::{add_items, claims};
 use crate::support::{self, during_a_cut, riding_client};

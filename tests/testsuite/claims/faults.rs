@@ -34,8 +34,10 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tokio::sync::oneshot;
+use zk_curator::claims::{Claim, ClaimState, WorkClaims};
+use zk_curator::locks::HoldState;
 use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode};
-use zk_curator::{Claim, ClaimState, CuratorClient, Error, ErrorKind, HoldState, WorkClaims};
+use zk_curator::{CuratorClient, Error, ErrorKind};
 
 use super::claims;
 use crate::support;

@@ -3,8 +3,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use zk_curator::claims::ClaimState;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ClaimState, ConnectionState};
+use zk_curator::ConnectionState;
 
 use super::{add_items, claims, HANG};
 use crate::support;

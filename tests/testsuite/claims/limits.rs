@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{Error, WorkClaims};
+use zk_curator::claims::WorkClaims;
+use zk_curator::Error;
 
 use super::{add_items, claims, HANG};
 use crate::support;
@@ -84,7 +85,7 @@ async fn an_item_that_add_accepts_can_be_claimed() {
     let client = &clients[0];
     let path = support::unique_path("claims-big-item");
     let work = claims(client, &path, &"t".repeat(256));
-    let max = zk_curator::DEFAULT_MAX_DATA_SIZE;
+    let max = zk_curator::framework::DEFAULT_MAX_DATA_SIZE;
     let name = "n".repeat(1_900);
     let session = client.session_id();
     match work.add(&name, &vec![7u8; max]).await {

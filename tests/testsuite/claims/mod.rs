@@ -12,7 +12,8 @@ mod waiting;
 
 use std::time::Duration;
 
-use zk_curator::{CuratorClient, WorkClaims};
+use zk_curator::claims::WorkClaims;
+use zk_curator::CuratorClient;
 
 const HANG: Duration = Duration::from_secs(60);
 

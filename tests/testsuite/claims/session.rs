@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use zk_curator::claims::ClaimState;
+use zk_curator::locks::HoldState;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ClaimState, ConnectionState, HoldState};
+use zk_curator::ConnectionState;
 
 use super::{add_items, claims, HANG};
 use crate::support;

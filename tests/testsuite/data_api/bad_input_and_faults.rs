@@ -123,7 +123,7 @@ fn node(path: &str) -> String {
     support::node_name(path).to_string()
 }
 
-/// The default max data size: 1 MiB - 4 KiB (`zk_curator::DEFAULT_MAX_DATA_SIZE`).
+/// The default max data size: 1 MiB - 4 KiB (`zk_curator::framework::DEFAULT_MAX_DATA_SIZE`).
 const MAX_DATA: usize = 1024 * 1024 - 4096;
 
 /// Asserts `r` is `InvalidArgument` for the data, naming its size and `path`.
@@ -567,7 +567,7 @@ async fn a_persistent_watch_reports_changes_after_a_reconnect_of_its_session() {
     client.close().await;
 }
 
-async fn futures_util_next(s: &mut zk_curator::WatchStream) -> Option<zk_curator::WatchedEvent> {
+async fn futures_util_next(s: &mut zk_curator::framework::WatchStream) -> Option<zk_curator::WatchedEvent> {
     use futures_core::Stream;
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await
 }

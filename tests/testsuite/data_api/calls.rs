@@ -10,10 +10,11 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use zk_curator::framework::{is_protected, strip_protection};
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
 use zk_curator::{
-    is_protected, strip_protection, Acl, CreateMode, CuratorClient, Error, ErrorCode, ErrorKind, EventType, Id,
-    OpResult, Permissions, RetryNTimes, Transaction,
+    Acl, CreateMode, CuratorClient, Error, ErrorCode, ErrorKind, EventType, Id, OpResult, Permissions, RetryNTimes,
+    Transaction,
 };
 
 /// Hang guard for awaits that must finish (never a timing assertion).
@@ -55,7 +56,7 @@ async fn observed_stat(zk: &zookeeper_client::Client, path: &str) -> zookeeper_c
 }
 
 /// A watch must not have fired yet: polling it briefly times out.
-async fn assert_not_fired(watch: &mut zk_curator::Watch, what: &str) {
+async fn assert_not_fired(watch: &mut zk_curator::framework::Watch, what: &str) {
     let early = tokio::time::timeout(Duration::from_millis(100), &mut *watch).await;
     assert!(early.is_err(), "{what}: fired before anything changed: {early:?}");
 }

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use zk_curator::framework::ConnectionStateStream;
+use zk_curator::locks::InterProcessMutex;
 use zk_curator::raw as zk;
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{
-    ConnectionState, ConnectionStateStream, CuratorClient, Error, ErrorKind, InterProcessMutex, RetryNTimes,
-    RetryOneTime,
-};
+use zk_curator::{ConnectionState, CuratorClient, Error, ErrorKind, RetryNTimes, RetryOneTime};
 
 use ConnectionState::{Lost, Reconnected, Suspended};
 
@@ -147,8 +146,8 @@ async fn the_max_data_size_is_configurable_and_covers_the_default_data() {
     let server = support::server().await;
     let connect = server.connect_string();
     let default = support::client(&connect).await;
-    assert_eq!(default.max_data_size(), zk_curator::DEFAULT_MAX_DATA_SIZE);
-    assert_eq!(zk_curator::DEFAULT_MAX_DATA_SIZE, 0xfffff - 4095, "jute.maxbuffer's default less 4 KiB - 1");
+    assert_eq!(default.max_data_size(), zk_curator::framework::DEFAULT_MAX_DATA_SIZE);
+    assert_eq!(zk_curator::framework::DEFAULT_MAX_DATA_SIZE, 0xfffff - 4095, "jute.maxbuffer's default less 4 KiB - 1");
     default.close().await;
 
     let client = CuratorClient::builder(&connect).max_data_size(100).connect().await.unwrap();
@@ -510,7 +509,7 @@ async fn container_parents() {
     let listing = client.get_children(&parent).await.expect("listing");
     assert!(node.path.starts_with(&format!("{parent}/_c_")), "{node:?}");
     assert_eq!(node.path, format!("{parent}/{}", node.name));
-    assert!(zk_curator::is_protected(&node.name), "{node:?}");
+    assert!(zk_curator::framework::is_protected(&node.name), "{node:?}");
     assert!(node.name[40..].starts_with("lock-"), "{node:?}");
     assert!(node.sequence >= 0);
     assert_eq!(listing, vec![node.name.clone()]);
@@ -550,7 +549,7 @@ async fn protected(client: &CuratorClient, parent: &str, data: &[u8]) -> zk_cura
         .with_protection()
         .await?;
     let name = path.rsplit('/').next().unwrap_or_default().to_string();
-    Ok(Made { sequence: zk_curator::parse_sequence(&name).unwrap_or(-1), path, name })
+    Ok(Made { sequence: zk_curator::framework::parse_sequence(&name).unwrap_or(-1), path, name })
 }
 
 /// Children of `parent` starting with the protection prefix of `name`.
@@ -925,7 +924,7 @@ async fn acls_apply_to_lock_nodes_and_parents() {
         .await
         .expect("connect");
     let path = support::unique_path("acl");
-    let mutex = zk_curator::InterProcessMutex::new(&client, &path).unwrap();
+    let mutex = zk_curator::locks::InterProcessMutex::new(&client, &path).unwrap();
     let guard = mutex.lock().await.unwrap();
     let observer = support::observer(&connect).await;
     for node in [format!("/ns{path}"), format!("/ns{}", guard.node_path()), "/ns".to_string()] {

@@ -4,8 +4,10 @@
 use std::future::IntoFuture;
 use std::time::Duration;
 
+use zk_curator::atomic::DistributedAtomicLong;
+use zk_curator::idempotency::{IdempotencyKeys, Retention};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{DistributedAtomicLong, Error, IdempotencyKeys, Retention};
+use zk_curator::Error;
 
 use crate::support::{self, cut_off, riding_client};
 

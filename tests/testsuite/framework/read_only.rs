@@ -7,8 +7,10 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use zk_curator::framework::ConnectionStateStream;
+use zk_curator::locks::{HoldState, InterProcessMutex};
 use zk_curator::testing::TestingCluster;
-use zk_curator::{ConnectionState, ConnectionStateStream, CreateMode, CuratorClient, HoldState, InterProcessMutex};
+use zk_curator::{ConnectionState, CreateMode, CuratorClient};
 
 use ConnectionState::{Connected, Latent, Lost, ReadOnly, Reconnected, Suspended};
 

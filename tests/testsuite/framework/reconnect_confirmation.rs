@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use zk_curator::{ConnectionState, HoldState, LeaderLatch};
+use zk_curator::leader::LeaderLatch;
+use zk_curator::locks::HoldState;
+use zk_curator::ConnectionState;
 
 /// Hang guard of one wait.
 const HANG: Duration = Duration::from_secs(20);

@@ -6,7 +6,8 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::{ConnectionState, CuratorClient, ErrorKind, InterProcessMutex};
+use zk_curator::locks::InterProcessMutex;
+use zk_curator::{ConnectionState, CuratorClient, ErrorKind};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use zk_curator::idempotency::IdempotencyKeys;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CuratorClient, ErrorKind, IdempotencyKeys};
+use zk_curator::{CuratorClient, ErrorKind};
 
 use super::{keys, kind, started};
 use crate::support::{self, cut_off, during_a_cut, riding_client};

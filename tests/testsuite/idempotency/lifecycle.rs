@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{Error, ErrorKind, IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
+use zk_curator::idempotency::{IdempotencyKeys, Retention, MAX_IDEMPOTENCY_KEY_LEN};
+use zk_curator::{Error, ErrorKind};
 
 use super::{keys, kind, started};
 use crate::support::{self, eventually, observer, server_and_clients};
@@ -94,7 +95,7 @@ async fn cancelled_begins_and_completes_leave_no_claim_behind() {
         let cut = Duration::from_micros(50 * i);
         let _ = tokio::time::timeout(cut, keys.begin(&key)).await;
         // Cancelled completes: the outcome is recorded or not, and no claim stays.
-        if let Ok(Ok(zk_curator::Begin::Started(claim))) =
+        if let Ok(Ok(zk_curator::idempotency::Begin::Started(claim))) =
             tokio::time::timeout(Duration::from_secs(10), keys.begin(&format!("c{i}"))).await
         {
             let _ = tokio::time::timeout(cut, claim.complete(b"done".to_vec())).await;
@@ -129,7 +130,7 @@ async fn cancelled_begins_and_completes_leave_no_claim_behind() {
             let begun = keys.begin(&key).await.expect("begin");
             let k = kind(&begun);
             assert!(k == "started" || k == "done:done", "{key}: {k}");
-            if let zk_curator::Begin::Started(claim) = begun {
+            if let zk_curator::idempotency::Begin::Started(claim) = begun {
                 claim.abandon().await.expect("abandon");
             }
         }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use zk_curator::idempotency::{Begin, IdempotencyKeys};
 use zk_curator::testing::{FaultProxy, Latency, ProxyMode};
-use zk_curator::{Begin, IdempotencyKeys};
 
 use super::{keys, kind, started};
 use crate::support::{self, eventually, join, observer};

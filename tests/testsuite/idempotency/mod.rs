@@ -11,7 +11,8 @@ mod states;
 
 use std::time::Duration;
 
-use zk_curator::{Begin, CuratorClient, IdempotencyKeys, Retention};
+use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention};
+use zk_curator::CuratorClient;
 
 /// Keys under a fresh base path, outcomes kept a day (TTL nodes: the testing server enables them).
 pub fn keys(client: &CuratorClient, name: &str) -> IdempotencyKeys {
@@ -30,7 +31,7 @@ pub fn kind(begun: &Begin) -> String {
 }
 
 /// The claim of a `Started`, or a panic naming what was answered.
-pub fn started(begun: Begin, what: &str) -> zk_curator::IdempotencyClaim {
+pub fn started(begun: Begin, what: &str) -> zk_curator::idempotency::IdempotencyClaim {
     match begun {
         Begin::Started(claim) => claim,
         other => panic!("{what}: expected Started, got {}", kind(&other)),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zk_curator::{IdempotencyKeys, Retention};
+use zk_curator::idempotency::{IdempotencyKeys, Retention};
 
 use super::{kind, started};
 use crate::support::{self, eventually, observer, server_and_clients, unique_path};

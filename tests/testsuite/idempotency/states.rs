@@ -4,8 +4,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use zk_curator::idempotency::Begin;
+use zk_curator::locks::HoldState;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{Begin, Error, HoldState};
+use zk_curator::Error;
 
 use super::{keys, kind, started};
 use crate::support::{self, observer, server_and_clients};
@@ -58,7 +60,7 @@ async fn an_idempotency_claim_is_lost_when_its_session_expires_and_lost_resolves
 async fn a_claim_whose_node_was_deleted_is_lost_and_never_completes_over_the_next_claim_at_its_key() {
     let (server, clients) = server_and_clients(2).await;
     let a = keys(&clients[0], "idem-replaced");
-    let b = zk_curator::IdempotencyKeys::new(&clients[1], a.base(), a.retention()).expect("keys");
+    let b = zk_curator::idempotency::IdempotencyKeys::new(&clients[1], a.base(), a.retention()).expect("keys");
     let first = started(a.begin("req").await.expect("begin"), "a");
     // An operator deletes the claim node; another worker begins the key again.
     observer(&server.connect_string()).await.delete(first.path(), None).await.expect("delete the claim node");

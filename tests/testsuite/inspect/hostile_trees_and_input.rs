@@ -6,11 +6,9 @@ use crate::support;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use zk_curator::inspect::{inspect, inspect_lock, inspect_with, InspectOptions, LockKind};
+use zk_curator::locks::{InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_curator::raw::{self as zkc, Acl, Acls, AuthId, Permission};
-use zk_curator::{
-    inspect, inspect_lock, inspect_with, InspectOptions, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, LockKind,
-};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 /// Hang guard.

@@ -8,12 +8,14 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use zk_curator::testing::TestingServer;
-use zk_curator::{
-    inspect, inspect_with, CuratorClient, InspectOptions, Inspection, InterProcessMutex, InterProcessNonFairMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch, LeaderSelector,
-    Leadership, LockInfo, LockKind, RetryNTimes,
+use zk_curator::inspect::{inspect, inspect_with, InspectOptions, Inspection, LockInfo, LockKind};
+use zk_curator::leader::{LeaderLatch, LeaderSelector, Leadership};
+use zk_curator::locks::{
+    InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2,
 };
+use zk_curator::testing::TestingServer;
+use zk_curator::{CuratorClient, RetryNTimes};
 
 /// Hang guard.
 const WITHIN: Duration = Duration::from_secs(20);

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use zk_curator::framework::ConnectionStateErrorPolicy;
+use zk_curator::leader::{LeaderLatch, LeaderSelector, Leadership, LeadershipState};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{
-    ConnectionStateErrorPolicy, CuratorClient, LeaderLatch, LeaderSelector, Leadership, LeadershipState, RetryNTimes,
-};
+use zk_curator::{CuratorClient, RetryNTimes};
 
 const WITHIN: Duration = Duration::from_secs(10);
 

@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_curator::leader::LeaderLatch;
+use zk_curator::locks::HoldState;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster, TestingServer};
-use zk_curator::{CuratorClient, HoldState, LeaderLatch};
+use zk_curator::CuratorClient;
 
 /// Hang guard for waits that normally take well under a second.
 const WITHIN: Duration = Duration::from_secs(15);

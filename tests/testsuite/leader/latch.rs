@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_curator::{HoldState, LatchState, LeaderLatch, Participant};
+use zk_curator::leader::{LatchState, LeaderLatch, Participant};
+use zk_curator::locks::HoldState;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -457,7 +458,7 @@ fn start_and_drop_outside_a_runtime_never_panic() {
     let idle = LeaderLatch::new(&client, &path, "idle").unwrap();
     let err = idle.start().expect_err("no runtime here");
     assert!(matches!(&err, zk_curator::Error::InvalidArgument { name: "runtime", .. }), "{err:?}");
-    assert_eq!(idle.state(), zk_curator::LatchState::Latent, "still unstarted");
+    assert_eq!(idle.state(), zk_curator::leader::LatchState::Latent, "still unstarted");
     let running = {
         let _entered = rt.enter();
         let latch = LeaderLatch::new(&client, &path, "running").unwrap();
@@ -478,7 +479,8 @@ fn start_and_drop_outside_a_runtime_never_panic() {
 /// silent one without a word. Leader-guarded writes apply only while leading.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_stream_close_modes_and_guarded_writes() {
-    use zk_curator::{CloseMode, LeadershipState, Transaction};
+    use zk_curator::leader::{CloseMode, LeadershipState};
+    use zk_curator::Transaction;
     support::init_tracing();
     let server = support::server().await;
     let connect = server.connect_string();
@@ -515,7 +517,7 @@ async fn leadership_stream_close_modes_and_guarded_writes() {
     b.close().await.unwrap();
     assert!(a.await_leadership_timeout(WITHIN).await.unwrap());
     a.close().await.unwrap();
-    let collect = |mut s: zk_curator::LeadershipStream| async move {
+    let collect = |mut s: zk_curator::leader::LeadershipStream| async move {
         let mut seen = Vec::new();
         while let Some(state) = tokio::time::timeout(WITHIN, s.next()).await.expect("the stream ends on close") {
             seen.push(state);
@@ -599,7 +601,7 @@ fn a_cancelled_close_then_a_shut_down_runtime_still_frees_the_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_changes_drain_as_a_stream_with_stream_combinators() {
     use futures::StreamExt;
-    use zk_curator::LeadershipState;
+    use zk_curator::leader::LeadershipState;
 
     let (_server, clients) = support::server_and_clients(1).await;
     let path = support::unique_path("latch-stream");

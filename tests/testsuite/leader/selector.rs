@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zk_curator::leader::{CloseMode, LatchState, LeaderSelector, Leadership, LeadershipState};
+use zk_curator::locks::{FencingToken, HoldState};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{
-    CloseMode, CuratorClient, FencingToken, HoldState, LatchState, LeaderSelector, Leadership, LeadershipState,
-};
+use zk_curator::CuratorClient;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -554,7 +554,8 @@ async fn interop_with_curator_selector() {
     for name in support::sorted_children(&obs, &path).await {
         assert_selector_name(&name);
     }
-    let ids = |ps: Vec<zk_curator::Participant>| ps.into_iter().map(|p| (p.id, p.is_leader)).collect::<Vec<_>>();
+    let ids =
+        |ps: Vec<zk_curator::leader::Participant>| ps.into_iter().map(|p| (p.id, p.is_leader)).collect::<Vec<_>>();
     assert_eq!(ids(rust.participants().await.unwrap()), [("rust".into(), true), ("java".into(), false)]);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(rust.has_leadership(), "still the leader");

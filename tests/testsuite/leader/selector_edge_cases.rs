@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use zk_curator::leader::{CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState};
+use zk_curator::locks::HoldState;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{
-    CloseMode, CuratorClient, Error, HoldState, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState,
-};
+use zk_curator::{CuratorClient, Error};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -24,7 +24,7 @@ struct Works {
     started: AtomicUsize,
     ended: AtomicUsize,
     cancelled: AtomicUsize,
-    holds: parking_lot::Mutex<Vec<Arc<zk_curator::Hold>>>,
+    holds: parking_lot::Mutex<Vec<Arc<zk_curator::locks::Hold>>>,
 }
 
 /// Marks the end of a work when dropped (returned or cancelled at an await).
@@ -53,7 +53,7 @@ impl Works {
     fn cancelled(&self) -> usize {
         self.cancelled.load(Ordering::SeqCst)
     }
-    fn last_hold(&self) -> Option<Arc<zk_curator::Hold>> {
+    fn last_hold(&self) -> Option<Arc<zk_curator::locks::Hold>> {
         self.holds.lock().last().cloned()
     }
 }

@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
+use zk_curator::framework::SessionIdentity;
+use zk_curator::locks::{HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard, Revoker, WriteLockGuard};
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{
-    CuratorClient, HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard, RetryNTimes, Revoker,
-    SessionIdentity, WriteLockGuard,
-};
+use zk_curator::{CuratorClient, RetryNTimes};
 
 use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
 use crate::support::exclusion::{HoldLog, Interval};
@@ -49,7 +48,7 @@ struct Granted<G> {
 
 /// Spawns a task that waits for `lock` and sends what it got (with the hold's state and session
 /// as seen right at the grant, and `client`'s session then) on `tx`.
-fn spawn_lock<D: zk_curator::LockDriver>(
+fn spawn_lock<D: zk_curator::locks::driver::LockDriver>(
     client: &CuratorClient,
     who: impl Into<String>,
     tx: mpsc::UnboundedSender<Granted<MutexGuard<D>>>,
@@ -92,7 +91,7 @@ async fn nothing_granted<G>(rx: &mut mpsc::UnboundedReceiver<Granted<G>>, what: 
     }
 }
 
-fn token<D: zk_curator::LockDriver>(guard: &MutexGuard<D>) -> u128 {
+fn token<D: zk_curator::locks::driver::LockDriver>(guard: &MutexGuard<D>) -> u128 {
     guard.fencing_token().as_u128()
 }
 
@@ -1104,7 +1103,7 @@ async fn local_turns_and_real_curator_stay_exclusive() {
         let node = parse_acquired(&acquired).unwrap_or_else(|| panic!("round {round}: {acquired}"));
         let zk = support::observer(&connect).await;
         let czxid = support::stat(&zk, &node).await.expect("Curator's node").czxid;
-        let holding = log.start(format!("curator{round}"), zk_curator::FencingToken::new(czxid, 0).as_u128());
+        let holding = log.start(format!("curator{round}"), zk_curator::locks::FencingToken::new(czxid, 0).as_u128());
         tokio::time::sleep(Duration::from_millis(20)).await;
         holding.end();
         assert_eq!(peer.cmd("release cur").await, "RELEASED");
@@ -1550,7 +1549,7 @@ async fn a_curator_contender_waits_at_most_one_local_batch() {
     nothing_granted(&mut rx, "local tasks of the next turn while Curator holds").await;
     log.push(Interval {
         who: "curator".into(),
-        token: zk_curator::FencingToken::new(czxid, 0).as_u128(),
+        token: zk_curator::locks::FencingToken::new(czxid, 0).as_u128(),
         start,
         end: Instant::now(),
         lost: false,

@@ -39,11 +39,9 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
+use zk_curator::locks::{FencingToken, HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard};
 use zk_curator::testing::expire_session;
-use zk_curator::{
-    CuratorClient, Error, FencingToken, HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard,
-    Transaction,
-};
+use zk_curator::{CuratorClient, Error, Transaction};
 use zookeeper_client as zk;
 
 use crate::support::curator_peer::{compiled_peer, parse_acquired, CuratorPeer};
@@ -1560,7 +1558,7 @@ async fn a_revoked_node_is_not_handed_on_locally() {
         }
     });
     support::eventually_queued(&obs, &path, 2, "our turn, then the remote contender").await;
-    zk_curator::Revoker::attempt_revoke(&clients[1], holder.node_path()).await.unwrap();
+    zk_curator::locks::Revoker::attempt_revoke(&clients[1], holder.node_path()).await.unwrap();
     tokio::time::timeout(HANG, holder.revocation_requested()).await.expect("the holder is asked to release");
     holder.release().await.unwrap();
     support::join("remote contender", HANG, contender).await;
@@ -1637,7 +1635,7 @@ async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
 }
 
 /// Holds a read or write guard briefly under the witness, then releases or drops it.
-async fn hold_rw<D: zk_curator::LockDriver>(
+async fn hold_rw<D: zk_curator::locks::driver::LockDriver>(
     guard: MutexGuard<D>,
     witness: &Witness,
     who: &str,

@@ -15,8 +15,9 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+use zk_curator::locks::{HoldState, InterProcessMutex, MutexGuard};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CuratorClient, Error, HoldState, InterProcessMutex, MutexGuard, RetryNTimes};
+use zk_curator::{CuratorClient, Error, RetryNTimes};
 
 const WITHIN: Duration = Duration::from_secs(20);
 /// The timed waiter's timeout: long enough for the turn's node to be acquired first.

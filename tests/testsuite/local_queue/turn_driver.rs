@@ -27,8 +27,9 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
+use zk_curator::locks::{HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard};
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{CuratorClient, HoldState, InterProcessMutex, InterProcessReadWriteLock, MutexGuard};
+use zk_curator::CuratorClient;
 
 use crate::support::exclusion::HoldLog;
 

@@ -2,7 +2,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use zk_curator::InterProcessMutex;
+use zk_curator::locks::InterProcessMutex;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke() {

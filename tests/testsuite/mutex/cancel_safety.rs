@@ -23,8 +23,9 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_curator::locks::InterProcessMutex;
 use zk_curator::raw as zkc;
-use zk_curator::{CuratorClient, InterProcessMutex};
+use zk_curator::CuratorClient;
 
 const ITERATIONS: usize = 400;
 

@@ -1,8 +1,9 @@
 //! A hold across a connection cut: a guarded write (sent once) waits for the connection under the
 //! client's retry policy, riding out a cut longer than the connection timeout on the hold's session.
 
+use zk_curator::locks::{GuardedWrite, HoldState, InterProcessMutex};
 use zk_curator::testing::FaultProxy;
-use zk_curator::{CreateMode, GuardedWrite, HoldState, InterProcessMutex};
+use zk_curator::CreateMode;
 
 use crate::support::{self, during_a_cut, riding_client};
 

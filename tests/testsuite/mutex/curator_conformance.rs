@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zk_curator::{
-    ConnectionState, CuratorClient, Error, ErrorKind, HoldState, InterProcessMutex, LockDriver, MutexGuard, NodeSpec,
-    StandardLockDriver,
-};
+use zk_curator::locks::driver::{LockDriver, NodeSpec, StandardLockDriver};
+use zk_curator::locks::{HoldState, InterProcessMutex, MutexGuard};
+use zk_curator::{ConnectionState, CuratorClient, Error, ErrorKind};
 
 // ---------------------------------------------------------------------------------------------
 // helpers

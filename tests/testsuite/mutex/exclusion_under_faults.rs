@@ -24,12 +24,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::oneshot;
+use zk_curator::framework::SessionIdentity;
+use zk_curator::locks::driver::StandardLockDriver;
+use zk_curator::locks::{FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, MutexGuard};
 use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingCluster, TestingServer};
-use zk_curator::{
-    CuratorClient, Error, ErrorKind, FencingToken, GuardedWrite, Hold, HoldState, InterProcessMutex, MutexGuard,
-    RetryNTimes, SessionIdentity, StandardLockDriver,
-};
+use zk_curator::{CuratorClient, Error, ErrorKind, RetryNTimes};
 
 /// Session timeout of clients whose session a test lets expire (server tick 200 ms).
 const SHORT_SESSION: Duration = Duration::from_secs(2);
@@ -814,7 +814,13 @@ async fn killed_holder_process() {
 
         let killed = Instant::now();
         child.kill().await.expect("SIGKILL the holder process");
-        log.record("process", zk_curator::FencingToken::new(child_token, 0).as_u128(), child_start, killed, false);
+        log.record(
+            "process",
+            zk_curator::locks::FencingToken::new(child_token, 0).as_u128(),
+            child_start,
+            killed,
+            false,
+        );
         let (b_start, b_token) =
             tokio::time::timeout(Duration::from_secs(10), acquired_rx).await.expect("B acquires").unwrap();
         let delay = b_start - killed;
@@ -1237,16 +1243,16 @@ async fn hold_state_stream_follows_the_connection() {
     let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
     let client = support::client_with(&proxy.connect_string(), Duration::from_secs(20)).await;
     let path = support::unique_path("stream");
-    let guard = zk_curator::InterProcessMutex::new(&client, &path).unwrap().lock().await.unwrap();
+    let guard = zk_curator::locks::InterProcessMutex::new(&client, &path).unwrap().lock().await.unwrap();
     let mut changes = guard.state_changes();
     proxy.set_mode(ProxyMode::Cut);
     let next = tokio::time::timeout(Duration::from_secs(10), changes.next()).await.expect("a change");
-    assert_eq!(next, Some(zk_curator::HoldState::Suspended));
+    assert_eq!(next, Some(zk_curator::locks::HoldState::Suspended));
     proxy.set_mode(ProxyMode::Pass);
     let next = tokio::time::timeout(Duration::from_secs(15), changes.next()).await.expect("a change");
-    assert_eq!(next, Some(zk_curator::HoldState::Held));
+    assert_eq!(next, Some(zk_curator::locks::HoldState::Held));
     guard.release().await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(5), changes.next()).await.expect("a change");
-    assert_eq!(next, Some(zk_curator::HoldState::Lost));
+    assert_eq!(next, Some(zk_curator::locks::HoldState::Lost));
     assert_eq!(changes.next().await, None, "the stream ends after Lost");
 }

@@ -11,12 +11,11 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+use zk_curator::locks::driver::{Contender, LockDriver, StandardLockDriver, Verdict};
+use zk_curator::locks::{GuardedWrite, HoldState, InterProcessMutex};
 use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{
-    ConnectionState, Contender, CuratorClient, Error, ErrorKind, GuardedWrite, HoldState, InterProcessMutex,
-    LockDriver, RetryNTimes, StandardLockDriver, Verdict,
-};
+use zk_curator::{ConnectionState, CuratorClient, Error, ErrorKind, RetryNTimes};
 
 /// Upper bound for calls that must not wait: far below the connection timeouts these tests use
 /// (15 s), far above any machine's scheduling noise. Only a hang fails it.

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use zk_curator::locks::{HoldState, InterProcessMutex};
 use zk_curator::testing::expire_session;
-use zk_curator::{ConnectionState, Error, HoldState, InterProcessMutex};
+use zk_curator::{ConnectionState, Error};
 
 const PROMPT: Duration = Duration::from_secs(3);
 

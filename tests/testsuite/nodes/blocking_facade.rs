@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{blocking, CreateMode, MembershipEvent, Protection, RetryNTimes};
+use zk_curator::nodes::{MembershipEvent, Protection};
+use zk_curator::{blocking, CreateMode, RetryNTimes};
 
 use super::WITHIN;
 use crate::support;

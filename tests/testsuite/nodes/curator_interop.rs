@@ -1,7 +1,8 @@
 //! Interop with a real Curator 5.4 (tests/java/CuratorPeer.java): a Curator `PersistentNode` and
 //! ours side by side, and a group with Curator and Rust `GroupMember`s that see each other.
 
-use zk_curator::{CreateMode, GroupMember, PersistentNode, Protection};
+use zk_curator::nodes::{GroupMember, PersistentNode, Protection};
+use zk_curator::CreateMode;
 
 use super::WITHIN;
 use crate::support;
@@ -31,8 +32,8 @@ async fn a_curator_persistent_node_and_ours_live_side_by_side_and_close_only_the
     assert_eq!(children.len(), 2, "one node each: {children:?}");
     // The same layout: `_c_<uuid>-node-<seq>`, both protected.
     for name in &children {
-        assert!(zk_curator::is_protected(name), "{name} is protected");
-        assert!(zk_curator::strip_protection(name).starts_with("node-"), "{name}");
+        assert!(zk_curator::framework::is_protected(name), "{name} is protected");
+        assert!(zk_curator::framework::strip_protection(name).starts_with("node-"), "{name}");
     }
     assert_eq!(obs.get_data(&theirs).await.unwrap().0, b"curator");
     assert_eq!(obs.get_data(&actual).await.unwrap().0, b"rust");

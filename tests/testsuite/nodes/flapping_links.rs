@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
+use zk_curator::nodes::{PersistentNode, Protection};
 use zk_curator::testing::{expire_session, FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{CreateMode, PersistentNode, Protection};
+use zk_curator::CreateMode;
 
 use super::WITHIN;
 use crate::support;

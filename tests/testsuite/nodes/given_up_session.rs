@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use zk_curator::nodes::{PersistentNode, Protection};
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{ConnectionState, CreateMode, PersistentNode, Protection};
+use zk_curator::{ConnectionState, CreateMode};
 
 use super::WITHIN;
 use crate::support;

@@ -1,13 +1,13 @@
 //! `GroupMember`: members see each other join, change data and leave; a member is back after
 //! its session is replaced.
 
+use zk_curator::nodes::{GroupMember, MembershipEvent};
 use zk_curator::testing::expire_session;
-use zk_curator::{GroupMember, MembershipEvent};
 
 use super::WITHIN;
 use crate::support;
 
-async fn next_event(stream: &mut zk_curator::MembershipStream) -> MembershipEvent {
+async fn next_event(stream: &mut zk_curator::nodes::MembershipStream) -> MembershipEvent {
     tokio::time::timeout(WITHIN, stream.next()).await.expect("an event in time").expect("stream open")
 }
 

@@ -1,7 +1,8 @@
 //! `inspect` recognises a group: its members (ephemeral children) with their data, Curator's and
 //! ours alike.
 
-use zk_curator::{inspect, GroupMember, LockKind};
+use zk_curator::inspect::{inspect, LockKind};
+use zk_curator::nodes::GroupMember;
 
 use super::WITHIN;
 use crate::support;

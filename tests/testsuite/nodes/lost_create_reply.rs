@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use zk_curator::nodes::{PersistentNode, Protection};
 use zk_curator::testing::{FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{CreateMode, CuratorClient, PersistentNode, Protection};
+use zk_curator::{CreateMode, CuratorClient};
 
 use super::WITHIN;
 use crate::support;
@@ -134,7 +135,7 @@ async fn close_while_a_create_outcome_is_unknown_deletes_the_node_only_when_that
 #[derive(Debug)]
 struct NoChildrenUnderTheNode;
 
-impl zk_curator::AclProvider for NoChildrenUnderTheNode {
+impl zk_curator::framework::AclProvider for NoChildrenUnderTheNode {
     fn default_acl(&self) -> Vec<zk_curator::Acl> {
         vec![zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"))]
     }
@@ -173,7 +174,7 @@ async fn a_node_whose_acl_refuses_the_create_marker_is_still_created_and_deleted
 #[derive(Debug)]
 struct NoDeletesUnderTheNode;
 
-impl zk_curator::AclProvider for NoDeletesUnderTheNode {
+impl zk_curator::framework::AclProvider for NoDeletesUnderTheNode {
     fn default_acl(&self) -> Vec<zk_curator::Acl> {
         vec![zk_curator::Acl::new(zk_curator::Permissions::ALL, zk_curator::Id::new("ip", "127.0.0.1"))]
     }

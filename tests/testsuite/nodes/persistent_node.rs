@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use zk_curator::{CreateMode, Error, ErrorKind, PersistentNode, Protection};
+use zk_curator::nodes::{PersistentNode, Protection};
+use zk_curator::{CreateMode, Error, ErrorKind};
 
 use super::WITHIN;
 use crate::support;
@@ -44,7 +45,7 @@ async fn every_mode_keeps_one_node_with_its_data_and_close_deletes_exactly_it() 
         let children = support::sorted_children(&obs, &parent).await;
         assert_eq!(children.len(), 1, "{mode:?} protected={protected}: one node: {children:?}");
         assert_eq!(format!("{parent}/{}", children[0]), actual, "{mode:?}: the actual path is the node");
-        assert_eq!(zk_curator::is_protected(&children[0]), protected, "{mode:?}: protection as asked");
+        assert_eq!(zk_curator::framework::is_protected(&children[0]), protected, "{mode:?}: protection as asked");
         let (data, stat) = obs.get_data(&actual).await.unwrap();
         assert_eq!(data, b"v1");
         assert_eq!(stat.ephemeral_owner != 0, mode.is_ephemeral(), "{mode:?}: ephemeral as asked");
@@ -221,9 +222,9 @@ async fn bad_input_is_a_typed_error_naming_it() {
     node.start().unwrap();
     assert!(matches!(node.start(), Err(Error::InvalidArgument { .. })), "started twice");
     node.close().await.unwrap();
-    let ttl = zk_curator::PersistentTtlNode::new(client, "/t", Duration::from_millis(1), vec![]);
+    let ttl = zk_curator::nodes::PersistentTtlNode::new(client, "/t", Duration::from_millis(1), vec![]);
     assert!(matches!(ttl, Err(Error::InvalidArgument { name: "ttl", .. })), "{ttl:?}");
-    let member = zk_curator::GroupMember::new(client, "/g", "a/b", vec![]);
+    let member = zk_curator::nodes::GroupMember::new(client, "/g", "a/b", vec![]);
     assert!(matches!(member, Err(Error::InvalidArgument { .. }) | Err(Error::InvalidPath { .. })), "{member:?}");
 }
 
@@ -267,7 +268,7 @@ async fn a_persistent_node_stays_until_its_last_clone_is_dropped_then_nothing_is
     assert_eq!(clone.actual_path(), node.actual_path(), "one node for every clone");
 
     drop(node);
-    assert_eq!(clone.state(), zk_curator::NodeState::Started, "dropping one clone leaves the node started");
+    assert_eq!(clone.state(), zk_curator::nodes::NodeState::Started, "dropping one clone leaves the node started");
     clone.set_data(b"v2".to_vec()).unwrap();
     support::eventually(WITHIN, "the remaining clone writes to the same node, still there", || async {
         obs.get_data(&path).await.is_ok_and(|(data, _)| data == b"v2")
@@ -276,7 +277,7 @@ async fn a_persistent_node_stays_until_its_last_clone_is_dropped_then_nothing_is
     assert_eq!(third.data(), b"v2", "every clone sees the same data");
 
     drop(clone);
-    assert_eq!(third.state(), zk_curator::NodeState::Started, "still started while a clone lives");
+    assert_eq!(third.state(), zk_curator::nodes::NodeState::Started, "still started while a clone lives");
     drop(third);
     let left = support::eventually_no_children(&server.connect_string(), &parent, WITHIN).await;
     assert!(left.is_empty(), "the last clone dropped deletes the node: {left:?}");
@@ -285,6 +286,6 @@ async fn a_persistent_node_stays_until_its_last_clone_is_dropped_then_nothing_is
     let node = started(client, &path, CreateMode::Persistent, true).await;
     let clone = node.clone();
     clone.close().await.unwrap();
-    assert_eq!(node.state(), zk_curator::NodeState::Closed, "closed for every clone");
+    assert_eq!(node.state(), zk_curator::nodes::NodeState::Closed, "closed for every clone");
     assert!(support::sorted_children(&obs, &parent).await.is_empty(), "close deleted the node");
 }

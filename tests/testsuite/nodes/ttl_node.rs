@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use zk_curator::nodes::{PersistentTtlNode, TTL_TOUCH_NODE_NAME};
 use zk_curator::testing::TestingServer;
-use zk_curator::{Error, PersistentTtlNode, TTL_TOUCH_NODE_NAME};
+use zk_curator::Error;
 
 use super::WITHIN;
 use crate::support;
@@ -43,11 +44,11 @@ async fn a_ttl_node_on_a_server_without_ttl_nodes_is_an_invalid_argument_naming_
     let waited = node.wait_for_initial_create(WITHIN).await;
     assert!(matches!(waited, Err(Error::InvalidArgument { name: "ttl", .. })), "{waited:?}");
     node.close().await.unwrap();
-    let plain = zk_curator::PersistentNode::new(
+    let plain = zk_curator::nodes::PersistentNode::new(
         &client,
         &support::unique_path("no-ttl-plain"),
         zk_curator::CreateMode::PersistentWithTtl(Duration::from_secs(2)),
-        zk_curator::Protection::Unprotected,
+        zk_curator::nodes::Protection::Unprotected,
         vec![],
     )
     .unwrap();

@@ -10,8 +10,8 @@ use crate::support;
 use crate::support::exclusion::HoldLog;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_curator::locks::{Hold, HoldState, InterProcessNonFairMutex, MutexGuard, NONFAIR_LOCK_NAME};
 use zk_curator::testing::{FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{Hold, HoldState, InterProcessNonFairMutex, MutexGuard, NONFAIR_LOCK_NAME};
 
 /// Runs until `done` or until the hold is observed `Lost`, then records the interval.
 async fn work(log: &HoldLog, who: &str, hold: &Arc<Hold>, start: Instant, done: impl Future<Output = ()>) -> bool {

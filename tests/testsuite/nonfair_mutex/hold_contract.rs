@@ -4,8 +4,9 @@
 use std::time::{Duration, Instant};
 
 use crate::support;
+use zk_curator::locks::{GuardedWrite, HoldState, InterProcessNonFairMutex, NONFAIR_LOCK_NAME};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{Error, ErrorKind, GuardedWrite, HoldState, InterProcessNonFairMutex, NONFAIR_LOCK_NAME};
+use zk_curator::{Error, ErrorKind};
 
 /// A generous bound against a hang, not a performance assertion.
 const PROMPT: Duration = Duration::from_secs(3);

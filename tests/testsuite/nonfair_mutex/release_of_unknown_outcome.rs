@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use crate::support;
+use zk_curator::locks::{HoldState, InterProcessNonFairMutex, NONFAIR_LOCK_NAME};
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CuratorClient, HoldState, InterProcessNonFairMutex, RetryNTimes, NONFAIR_LOCK_NAME};
+use zk_curator::{CuratorClient, RetryNTimes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_release_never_deletes_the_node_our_session_made_since() {

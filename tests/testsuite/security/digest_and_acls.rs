@@ -5,12 +5,12 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use zk_curator::framework::AclProvider;
+use zk_curator::locks::{InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_curator::raw as zkc;
 use zk_curator::testing::expire_session;
 use zk_curator::{Acl, Id, Permissions};
-use zk_curator::{
-    AclProvider, CuratorClient, ErrorKind, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
-};
+use zk_curator::{CuratorClient, ErrorKind};
 
 /// An upper bound for calls that must fail promptly; only a hang exceeds it.
 const PROMPT: Duration = Duration::from_secs(10);

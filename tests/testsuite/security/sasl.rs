@@ -7,10 +7,12 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use zk_curator::framework::SaslOptions;
+use zk_curator::locks::InterProcessMutex;
 use zk_curator::raw as zkc;
 use zk_curator::testing::{expire_session, TestingServer};
-use zk_curator::{Acl, Id, Permissions, SaslOptions};
-use zk_curator::{CuratorClient, CuratorClientBuilder, ErrorKind, InterProcessMutex};
+use zk_curator::{Acl, Id, Permissions};
+use zk_curator::{CuratorClient, CuratorClientBuilder, ErrorKind};
 
 /// An upper bound for calls that must fail promptly; only a hang exceeds it.
 const PROMPT: Duration = Duration::from_secs(15);

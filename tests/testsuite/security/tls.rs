@@ -7,9 +7,10 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+use zk_curator::framework::TlsOptions;
+use zk_curator::locks::InterProcessMutex;
 use zk_curator::testing::{ServerTls, TestingServer};
-use zk_curator::TlsOptions;
-use zk_curator::{CuratorClient, InterProcessMutex};
+use zk_curator::CuratorClient;
 
 /// A CA and PEM texts of certificates it signed.
 struct Pki {

@@ -33,12 +33,13 @@ use crate::support::exclusion::{check_exclusion, HoldLog, Interval};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{oneshot, Notify};
+use zk_curator::locks::{
+    GuardedWrite, Hold, HoldState, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease, ReadLockGuard,
+    WriteLockGuard,
+};
 use zk_curator::raw as zkc;
 use zk_curator::testing::{FaultProxy, Latency, ProxyMode, TestingServer};
-use zk_curator::{
-    CuratorClient, Error, ErrorKind, GuardedWrite, Hold, HoldState, InterProcessReadWriteLock, InterProcessSemaphoreV2,
-    Lease, ReadLockGuard, RetryNTimes, WriteLockGuard,
-};
+use zk_curator::{CuratorClient, Error, ErrorKind, RetryNTimes};
 
 /// Session timeout of the clients whose session a run lets the server expire (tick 200 ms).
 const SHORT_SESSION: Duration = Duration::from_secs(2);
@@ -110,7 +111,7 @@ fn parse_loop_report(answer: &str, who: &str, clock: &Clock) -> Result<LoopRepor
                     report.intervals.push(Interval {
                         who: format!("{who}-{kind}"),
                         // Curator's token is the node's czxid: a first holder's token (no local hand-off).
-                        token: zk_curator::FencingToken::new(n(token)?, 0).as_u128(),
+                        token: zk_curator::locks::FencingToken::new(n(token)?, 0).as_u128(),
                         start: clock.instant_of(n(start)?),
                         end: clock.instant_of(n(end)?),
                         lost: false,
@@ -369,7 +370,7 @@ fn checkers_detect_bad_histories() {
     let report = parse_loop_report(&answer, "curator", &clock).unwrap();
     assert_eq!((report.holds, report.timeouts, report.intervals.len()), (2, 1, 2));
     assert!(report.intervals[0].shared && !report.intervals[1].shared);
-    assert_eq!(report.intervals[1].token, zk_curator::FencingToken::new(9, 0).as_u128());
+    assert_eq!(report.intervals[1].token, zk_curator::locks::FencingToken::new(9, 0).as_u128());
     assert_eq!(report.intervals[0].end - report.intervals[0].start, Duration::from_millis(5));
     assert_eq!(report.intervals[0].start, clock.instant);
     assert_eq!(clock.instant_of(us(-3)) + Duration::from_millis(3), clock.instant);

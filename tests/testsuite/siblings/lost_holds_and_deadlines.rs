@@ -7,12 +7,13 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
-use zk_curator::{
-    ConnectionState, CuratorClient, Error, ErrorKind, GuardedWrite, HoldState, HolderId, InterProcessLock,
-    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch,
-    LeaderSelector, LockFuture,
+use zk_curator::leader::{LeaderLatch, LeaderSelector};
+use zk_curator::locks::{
+    GuardedWrite, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreV2, LockFuture,
 };
+use zk_curator::testing::{expire_session, FaultProxy, ProxyMode};
+use zk_curator::{ConnectionState, CuratorClient, Error, ErrorKind};
 
 /// Item 1, as reported: a task's write hold (Curator-style) is lost to a session expiry, another
 /// client takes the write lock, and the task then asks for the read lock. The old code downgraded

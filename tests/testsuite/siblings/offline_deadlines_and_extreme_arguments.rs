@@ -7,10 +7,11 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
-use zk_curator::{
-    Error, HoldState, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
+use zk_curator::locks::{
+    HoldState, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
 };
+use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingServer};
+use zk_curator::Error;
 
 /// Session timeout of clients whose session a test lets the client give up (server tick 200 ms).
 const SHORT_SESSION: Duration = Duration::from_secs(2);
@@ -182,7 +183,7 @@ async fn duration_max_everywhere() {
     assert!(semaphore.acquire_many_timeout(2, Duration::ZERO).await.unwrap().is_none());
     assert!(semaphore.acquire_many_timeout(usize::MAX, Duration::ZERO).await.is_err(), "more than the maximum");
     lease.release().await.unwrap();
-    zk_curator::return_all(more).await.unwrap();
+    zk_curator::locks::return_all(more).await.unwrap();
     let multi = InterProcessMultiLock::from_paths(&client, &[&format!("{path}-a"), &format!("{path}-b")]).unwrap();
     assert!(multi.acquire_timeout(Duration::ZERO).await.unwrap());
     multi.release().await.unwrap();

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::support::exclusion::HoldLog;
 use rand::{Rng, SeedableRng};
-use zk_curator::testing::expire_session;
-use zk_curator::{
-    ErrorKind, HoldState, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, Revoker, READ_LOCK_NAME,
-    WRITE_LOCK_NAME,
+use zk_curator::locks::{
+    HoldState, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, Revoker, READ_LOCK_NAME, WRITE_LOCK_NAME,
 };
+use zk_curator::testing::expire_session;
+use zk_curator::ErrorKind;
 
 fn kind_of(node: &str) -> &'static str {
     if node.contains(WRITE_LOCK_NAME) {
@@ -109,7 +109,7 @@ async fn downgrading_is_per_task_and_takes_the_writers_place() {
     assert!(lock.read_lock().acquire_timeout(Duration::from_secs(5)).await.unwrap(), "item 18: downgrade");
     let write_node = lock.write_lock().lock_node_path().unwrap();
     let read_node = lock.read_lock().lock_node_path().unwrap();
-    let seq = zk_curator::driver::read_write_sort_key(&write_node);
+    let seq = zk_curator::locks::driver::read_write_sort_key(&write_node);
     assert!(read_node.ends_with(&format!("{READ_LOCK_NAME}{seq}")), "{read_node} takes {write_node}'s place");
     let stat = support::stat(&obs, &read_node).await.expect("read node");
     assert_ne!(stat.ephemeral_owner, 0, "ephemeral");
@@ -345,7 +345,7 @@ async fn killed_writer_session() {
 }
 
 /// Asks for `hold`'s node through `asker` and waits until the holder is told.
-async fn revoke(asker: &zk_curator::CuratorClient, hold: &std::sync::Arc<zk_curator::Hold>, what: &str) {
+async fn revoke(asker: &zk_curator::CuratorClient, hold: &std::sync::Arc<zk_curator::locks::Hold>, what: &str) {
     let told = {
         let hold = hold.clone();
         tokio::spawn(async move { hold.revocation_requested().await })
@@ -366,7 +366,7 @@ async fn revocation_reaches_the_holder() {
     let a = support::client(&connect).await;
     let b = support::client(&connect).await;
     let obs = support::observer(&connect).await;
-    let empty_data = |hold: std::sync::Arc<zk_curator::Hold>| {
+    let empty_data = |hold: std::sync::Arc<zk_curator::locks::Hold>| {
         let obs = obs.clone();
         async move { obs.get_data(hold.path()).await.unwrap().0.is_empty() }
     };

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use zk_curator::testing::{FaultProxy, Latency, ProxyMode};
-use zk_curator::{
-    Error, ErrorKind, HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockFuture,
+use zk_curator::locks::{
+    HoldState, HolderId, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2, LockFuture,
 };
+use zk_curator::testing::{FaultProxy, Latency, ProxyMode};
+use zk_curator::{Error, ErrorKind};
 
 /// Holders in and out, and the most seen at once.
 #[derive(Default)]
@@ -70,7 +71,7 @@ async fn never_more_than_max_leases() {
                 for _ in &leases {
                     occupancy.leave();
                 }
-                zk_curator::return_all(leases).await.unwrap();
+                zk_curator::locks::return_all(leases).await.unwrap();
             }
             client.close().await;
         }));
@@ -115,7 +116,7 @@ async fn many_leases_all_or_none_and_typed_errors() {
     assert_eq!(left, held, "the lease taken before the timeout was given back");
     let third = semaphore.acquire_timeout(Duration::from_secs(5)).await.unwrap().expect("the third lease");
     assert!(semaphore.acquire_timeout(Duration::ZERO).await.unwrap().is_none(), "a fourth does not fit");
-    zk_curator::return_all(two).await.unwrap();
+    zk_curator::locks::return_all(two).await.unwrap();
     third.release().await.unwrap();
 
     // Bad counts: typed errors at once, nothing sent.
@@ -166,7 +167,7 @@ async fn max_leases_follow_a_shared_count() {
     obs.set_data(&count_path, &2i32.to_be_bytes(), None).await.unwrap();
     let second = support::join("second lease after the count went up", Duration::from_secs(5), second).await;
     assert_eq!(semaphore.max_leases(), 2);
-    zk_curator::return_all(vec![first, second]).await.unwrap();
+    zk_curator::locks::return_all(vec![first, second]).await.unwrap();
 }
 
 /// Acquires cancelled at random points, while the leases are taken, leave no lease and no
@@ -194,7 +195,7 @@ async fn cancelled_acquires_leave_no_orphan() {
     assert!(support::eventually_no_children(&connect, &format!("{path}/locks"), Duration::from_secs(10))
         .await
         .is_empty());
-    zk_curator::return_all(held).await.unwrap();
+    zk_curator::locks::return_all(held).await.unwrap();
     let lease = semaphore.acquire_timeout(Duration::from_secs(5)).await.unwrap().expect("free again");
     lease.release().await.unwrap();
 }
@@ -504,7 +505,7 @@ async fn several_leases_are_handed_out_only_when_each_is_held() {
             lease.node_path()
         );
     }
-    zk_curator::return_all(leases).await.unwrap();
+    zk_curator::locks::return_all(leases).await.unwrap();
     assert!(support::sorted_children(&obs, &format!("{path}/leases")).await.is_empty(), "no lease left behind");
 }
 

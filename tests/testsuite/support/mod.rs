@@ -61,10 +61,10 @@ pub async fn server_and_clients(n: usize) -> (TestingServer, Vec<CuratorClient>)
 /// `mutex.lock()`, panicking with `what` on an error, or when not granted within `within` (a hang
 /// guard, never a performance bound).
 pub async fn lock_within(
-    mutex: &zk_curator::InterProcessMutex,
+    mutex: &zk_curator::locks::InterProcessMutex,
     what: &str,
     within: Duration,
-) -> zk_curator::MutexGuard {
+) -> zk_curator::locks::MutexGuard {
     match tokio::time::timeout(within, mutex.lock()).await {
         Ok(Ok(guard)) => guard,
         Ok(Err(e)) => panic!("{what}: lock() failed: {e}"),
@@ -301,7 +301,7 @@ pub fn assert_documented_states(states: &[zk_curator::ConnectionState]) {
 }
 
 /// Everything `stream` has queued now, in order.
-pub fn queued_states(stream: &mut zk_curator::ConnectionStateStream) -> Vec<zk_curator::ConnectionState> {
+pub fn queued_states(stream: &mut zk_curator::framework::ConnectionStateStream) -> Vec<zk_curator::ConnectionState> {
     std::iter::from_fn(|| stream.try_next()).collect()
 }
 
@@ -317,8 +317,8 @@ pub fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node:
 
 /// Collects a leadership stream in the background: every state it yields, until it ends.
 pub fn record_leadership(
-    mut changes: zk_curator::LeadershipStream,
-) -> tokio::task::JoinHandle<Vec<zk_curator::LeadershipState>> {
+    mut changes: zk_curator::leader::LeadershipStream,
+) -> tokio::task::JoinHandle<Vec<zk_curator::leader::LeadershipState>> {
     tokio::spawn(async move {
         let mut seen = Vec::new();
         while let Some(state) = changes.next().await {

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{CuratorClient, Hold, HoldState, LeaderLatch};
+use zk_curator::leader::LeaderLatch;
+use zk_curator::locks::{Hold, HoldState};
+use zk_curator::CuratorClient;
 
 use crate::common::{
     exit, host_and_pid, parse_seconds, signal_exit, Signals, EXIT_LOCK_LOST, EXIT_UNAVAILABLE, RELEASE_WAIT,
@@ -67,7 +69,7 @@ pub(crate) struct ElectArgs {
 }
 
 fn parse_election_path(text: &str) -> Result<String, String> {
-    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    zk_curator::framework::validate_path(text).map_err(|e| e.to_string())?;
     if text == "/" {
         return Err(format!("{text:?}: an election cannot live at the root"));
     }

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{CuratorClient, HoldState};
+use zk_curator::locks::HoldState;
+use zk_curator::CuratorClient;
 
 use crate::acquire::{acquire_interruptibly, not_acquired, parse_conflict_code, parse_kind, release, Kind};
 use crate::common::{exit, parse_lock_path, parse_seconds, signal_exit, Signals, Wait, EXIT_LOCK_LOST};

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{inspect_with, InspectOptions, LockInfo};
+use zk_curator::inspect::{inspect_with, InspectOptions, LockInfo};
 
 use crate::common::{exit, parse_seconds, EXIT_UNAVAILABLE};
 use crate::connection::Resolved;
@@ -34,7 +34,7 @@ pub(crate) struct InspectArgs {
 }
 
 fn parse_root(text: &str) -> Result<String, String> {
-    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    zk_curator::framework::validate_path(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
 }
 

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{CuratorClient, Hold};
+use zk_curator::locks::Hold;
+use zk_curator::CuratorClient;
 
 use crate::acquire::{acquire_interruptibly, not_acquired, parse_conflict_code, parse_kind, release, Kind};
 use crate::common::{exit, parse_lock_path, parse_seconds, Signals, Wait, EXIT_LOCK_LOST};

@@ -13,7 +13,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use zk_curator::{inspect_lock, CuratorClient};
+use zk_curator::inspect::inspect_lock;
+use zk_curator::CuratorClient;
 
 use crate::common::{exit, EXIT_UNAVAILABLE};
 use crate::connection::Resolved;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 use tokio::time::Instant;
-use zk_curator::{CacheEntry, CacheEvent, CacheState, CuratorCache, CuratorClient};
+use zk_curator::cache::{CacheEntry, CacheEvent, CacheState, CuratorCache};
+use zk_curator::CuratorClient;
 
 use crate::common::{exit, parse_seconds, Signals, EXIT_UNAVAILABLE};
 use crate::connection::Resolved;
@@ -35,7 +36,7 @@ pub(crate) struct WatchArgs {
 }
 
 fn parse_watch_path(text: &str) -> Result<String, String> {
-    zk_curator::validate_path(text).map_err(|e| e.to_string())?;
+    zk_curator::framework::validate_path(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
 }
 
