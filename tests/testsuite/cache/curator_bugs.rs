@@ -99,56 +99,24 @@ async fn a_reaped_container_root_empties_the_cache_which_follows_its_successor()
     cache.close().await;
 }
 
-/// CURATOR-476: children deleted while the cache loads do not keep it from initialising. That the
-/// cache then converges is the known-defect test below (`..._one_at_a_time_...`).
+/// CURATOR-476 and after: children deleted while the cache loads, 50 deletes in flight at a time,
+/// neither keep it from initialising nor leave any of them cached; it converges on the 1,500 left,
+/// its parent's stat included.
 #[tokio::test]
-async fn children_deleted_during_the_load_still_let_the_cache_initialise() {
-    cache_loads_while_every_other_child_goes(1, Converges::NotChecked).await;
-}
-
-/// KNOWN DEFECT (ignored so the suite stays green; run with `--run-ignored only`, on a loaded
-/// machine): with the deletes 50 requests at a time, the cache once kept 9 of the 1,500 children
-/// deleted during its load (the server listed 1,500, the cache 1,509) and did not converge within
-/// 30 s; seen once in a full CI run beside the 100,000-children test, never when run alone. The
-/// cache must converge whatever the timing of the deletes. Not reproduced (issue 34): the same
-/// load and deletes with the link cut, blackholed or slowed, the server paused (SIGSTOP) or the
-/// test's whole runtime frozen past the idle timeout, at random points of the load and after it,
-/// all converged (about 80 runs). The symptom (`Synced`, deleted children kept for good) is that of
-/// a cache following a watch the server no longer holds: zookeeper-client does not set persistent
-/// watches again on a reconnect, which the cache covers by arming its watch again after every gap
-/// (`children_deleted_while_the_load_is_cut_off_are_never_kept` shows the same symptom without
-/// that); or of the server's ZOOKEEPER-4466 (docs/failure-semantics.md).
-/// A clue from that run's report: the cache's own stat of the parent (re-read after each batch of
-/// child events) was exactly 9 child changes behind the server's (cversion 4,491 vs 4,500, pzxid
-/// 4,783 vs 4,792), so the cache stopped hearing or applying events after the 1,491st change of the
-/// parent; the loaded tree and the queued events were merged right.
-#[tokio::test]
-#[ignore = "known defect: children deleted during the load in fast bursts can stay cached (seen under load)"]
 async fn children_deleted_in_bursts_during_the_load_are_never_kept() {
-    cache_loads_while_every_other_child_goes(50, Converges::Checked).await;
+    cache_loads_while_every_other_child_goes(50).await;
 }
 
-/// KNOWN DEFECT, the same as the burst form above, seen with one delete at a time too: in a full CI
-/// run the cache stayed one change behind the server for good (the parent's cversion 4,499 vs
-/// 4,500; 1,501 children cached vs 1,500), `Synced`, its event replay alike: the last delete's
-/// event was never applied. It failed about one full run in eight, so it is ignored until the
-/// cause is found (issue 34).
+/// The same with one delete at a time: the cache initialises and converges on what is left, the
+/// parent's stat (re-read after each event batch) equal to the server's once the deletes stop.
 #[tokio::test]
-#[ignore = "known defect: the cache can stay behind the last changes made during its load (seen under load)"]
 async fn children_deleted_one_at_a_time_during_the_load_are_never_kept() {
-    cache_loads_while_every_other_child_goes(1, Converges::Checked).await;
-}
-
-/// Whether a load-race test checks that the cache converges once the deletes are done.
-#[derive(PartialEq)]
-enum Converges {
-    Checked,
-    NotChecked,
+    cache_loads_while_every_other_child_goes(1).await;
 }
 
 /// A cache starts on 3,000 children while every other one is deleted, `in_flight` deletes at a
 /// time: it initialises (CURATOR-476) and converges on the 1,500 left.
-async fn cache_loads_while_every_other_child_goes(in_flight: usize, converges: Converges) {
+async fn cache_loads_while_every_other_child_goes(in_flight: usize) {
     let (server, clients) = server_and_clients(1).await;
     let c = &clients[0];
     let root = unique_path("cache-load-race");
@@ -177,10 +145,8 @@ async fn cache_loads_while_every_other_child_goes(in_flight: usize, converges: C
     // A hang bound: one delete at a time, sharing this test's thread with the cache, the whole
     // test took up to 95 s in a full CI run (under nextest's 300 s limit).
     crate::support::join("the deletes", Duration::from_secs(240), deletes).await;
-    if converges == Converges::Checked {
-        assert_converges(&cache, &mut events, &mut replay, &server.connect_string(), WITHIN).await;
-        assert_eq!(cache.size(), 1 + 1500);
-    }
+    assert_converges(&cache, &mut events, &mut replay, &server.connect_string(), WITHIN).await;
+    assert_eq!(cache.size(), 1 + 1500);
     cache.close().await;
 }
 

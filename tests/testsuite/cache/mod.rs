@@ -163,6 +163,11 @@ pub async fn server_tree(connect: &str, root: &str) -> BTreeMap<String, Node> {
 /// stats (through `connect`, which carries the cache's client's namespace as a chroot if it has
 /// one), and the replay of `events` equals the cache (what events announce: [`Node::written`]);
 /// panics showing the three after `within`.
+///
+/// The server is read first and the cache after it: listing a large tree of a loaded server can
+/// take the whole `within` (one request per node), and a copy of the cache taken before that read
+/// would be compared, stale, with a server read after it — a cache that caught up meanwhile (its
+/// last stat re-read landing during the listing) would be reported as stuck behind.
 pub async fn assert_converges(
     cache: &CuratorCache,
     events: &mut CacheEventStream,
@@ -173,10 +178,10 @@ pub async fn assert_converges(
     let root = cache.path().to_string();
     let deadline = std::time::Instant::now() + within;
     loop {
+        let server = server_tree(connect, &root).await;
         replay.drain(events);
         let cache_now = cached(cache);
         let state = cache.state();
-        let server = server_tree(connect, &root).await;
         if state == CacheState::Synced && cache_now == server && written(&replay.nodes) == written(&cache_now) {
             break;
         }
