@@ -96,6 +96,9 @@ pub mod blocking;
 mod cache;
 mod claims;
 mod deadline;
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub mod discovery;
 mod error;
 mod feed;
 mod framework;
