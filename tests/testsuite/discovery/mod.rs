@@ -2,6 +2,7 @@
 //! ZooKeeper and, for interop, real Curator 5.4.
 
 mod cache;
+mod interop;
 mod provider;
 mod registration;
 mod wire_format;
