@@ -2,6 +2,7 @@
 //! ZooKeeper and, for interop, real Curator 5.4.
 
 mod cache;
+mod faults;
 mod interop;
 mod provider;
 mod registration;
