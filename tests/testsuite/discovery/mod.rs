@@ -1,6 +1,7 @@
 //! Service discovery (`zk_curator::discovery`, Curator's `curator-x-discovery`), against a real
 //! ZooKeeper and, for interop, real Curator 5.4.
 
+mod blocking_facade;
 mod cache;
 mod faults;
 mod interop;
