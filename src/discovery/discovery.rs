@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
 use crate::{CuratorClient, PersistentNode, Protection};
 
-use super::cache::ServiceCache;
+use super::cache::{ServiceCache, ServiceCacheEvent};
 use super::instance::{check_node_name, ServiceInstance};
 use super::provider::ServiceProviderBuilder;
 use super::serializer::{InstanceSerializer, JsonInstanceSerializer};
@@ -30,9 +30,19 @@ pub struct ServiceDiscoveryBuilder<T> {
     base_path: String,
     serializer: Arc<dyn InstanceSerializer<T>>,
     this_instance: Option<ServiceInstance<T>>,
+    watch_instances: bool,
 }
 
 impl<T: Payload> ServiceDiscoveryBuilder<T> {
+    /// Whether to follow changes made by others to the instances registered here (Curator's
+    /// `watchInstances`, default false): a change written to a registered instance's node by
+    /// someone else becomes this discovery's copy ([`registered`](ServiceDiscovery::registered))
+    /// and the data the node is re-created with. One [`ServiceCache`] per service name registered.
+    pub fn watch_instances(mut self, watch: bool) -> Self {
+        self.watch_instances = watch;
+        self
+    }
+
     /// How instances become node data (default: [`JsonInstanceSerializer::new`], Curator's JSON
     /// in compatible mode). Every reader and writer of the registry must agree.
     pub fn serializer(mut self, serializer: impl InstanceSerializer<T>) -> Self {
@@ -59,6 +69,8 @@ impl<T: Payload> ServiceDiscoveryBuilder<T> {
                 base_path: self.base_path,
                 serializer: self.serializer,
                 this_instance: parking_lot::Mutex::new(self.this_instance),
+                watch_instances: self.watch_instances,
+                watchers: parking_lot::Mutex::new(HashMap::new()),
                 registered: parking_lot::Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
                 closed: std::sync::atomic::AtomicBool::new(false),
@@ -121,6 +133,9 @@ struct Inner<T> {
     base_path: String,
     serializer: Arc<dyn InstanceSerializer<T>>,
     this_instance: parking_lot::Mutex<Option<ServiceInstance<T>>>,
+    watch_instances: bool,
+    /// With `watch_instances`: a cache per service name registered, and its follower task.
+    watchers: parking_lot::Mutex<HashMap<String, (ServiceCache<T>, crate::nodes::HelperTask)>>,
     /// By instance id.
     registered: parking_lot::Mutex<HashMap<String, Registration<T>>>,
     /// Registers, unregisters and close one at a time (each waits for its node).
@@ -151,6 +166,7 @@ impl<T: Payload> ServiceDiscovery<T> {
             base_path: base_path.to_string(),
             serializer: Arc::new(JsonInstanceSerializer::new()),
             this_instance: None,
+            watch_instances: false,
         }
     }
 
@@ -281,6 +297,9 @@ impl<T: Payload> ServiceDiscovery<T> {
             Ok(true) => {
                 let registration = Registration { instance: instance.clone(), node };
                 self.inner.registered.lock().insert(instance.id.clone(), registration);
+                if self.inner.watch_instances {
+                    self.watch(&instance.name);
+                }
                 Ok(())
             }
             Ok(false) => {
@@ -474,6 +493,7 @@ impl<T: Payload> ServiceDiscovery<T> {
         let mut nodes: Vec<PersistentNode> = self.inner.registered.lock().drain().map(|(_, r)| r.node).collect();
         let _one_at_a_time = self.inner.changes.lock().await;
         nodes.extend(self.inner.registered.lock().drain().map(|(_, r)| r.node));
+        self.inner.watchers.lock().clear();
         let mut errors = Vec::new();
         for node in nodes {
             if let Err(e) = node.close().await {
@@ -481,6 +501,51 @@ impl<T: Payload> ServiceDiscovery<T> {
             }
         }
         Error::from_many(errors)
+    }
+
+    /// With `watch_instances`: follows service `name`'s instances (once per name), taking others'
+    /// changes to the instances registered here.
+    fn watch(&self, name: &str) {
+        let mut watchers = self.inner.watchers.lock();
+        if watchers.contains_key(name) {
+            return;
+        }
+        let cache = match self.service_cache(name) {
+            Ok(cache) => cache,
+            Err(e) => {
+                warn!(%e, name, "cannot watch the instances registered here");
+                return;
+            }
+        };
+        let mut events = cache.events();
+        let inner = Arc::downgrade(&self.inner);
+        let task = self.inner.client.runtime().spawn(async move {
+            while let Some(event) = events.next().await {
+                let (ServiceCacheEvent::Added(found) | ServiceCacheEvent::Updated(found)) = event else { continue };
+                let Some(inner) = inner.upgrade() else { return };
+                let mut registered = inner.registered.lock();
+                let Some(registration) = registered.get_mut(&found.id) else { continue };
+                if registration.instance.name != found.name {
+                    continue;
+                }
+                // Compared as written (the payload need not be `PartialEq`): our own writes come
+                // back as events too, and are no change.
+                let ours = inner.serializer.serialize(&registration.instance).ok();
+                let taken = match inner.serializer.serialize(&found) {
+                    Ok(bytes) if Some(&bytes) == ours.as_ref() => continue,
+                    Ok(bytes) => registration.node.set_data(bytes).is_ok(),
+                    Err(_) => false,
+                };
+                if taken {
+                    registration.instance = (*found).clone();
+                } else {
+                    warn!(id = %found.id, "cannot take a registered instance changed by someone else");
+                }
+            }
+        });
+        let helper = crate::nodes::HelperTask::default();
+        *helper.lock() = Some(task);
+        watchers.insert(name.to_string(), (cache, helper));
     }
 
     fn check_open(&self) -> Result<()> {

@@ -9,7 +9,8 @@
 //! * [`JsonInstanceSerializer`]: Curator's JSON byte for byte (a Java payload's type info
 //!   included, Curator's compatible mode by default); the [`InstanceSerializer`] trait for another;
 //! * [`ServiceDiscovery`]: registers instances (`base/NAME/ID`, kept through expiries, restarts
-//!   and deletes), updates and unregisters them, and queries the registry;
+//!   and deletes), updates and unregisters them (following others' changes to them with
+//!   `watch_instances`), and queries the registry;
 //! * [`ServiceCache`]: one service's instances held locally on a converging
 //!   [`CuratorCache`](crate::CuratorCache), with a stream of its changes;
 //! * [`ServiceProvider`]: picks one instance from a cache — a [`ProviderStrategy`]

@@ -177,3 +177,28 @@ async fn malformed_json_from_another_writer_is_skipped_and_reported() {
     clients[0].delete(&bad_path).await.unwrap();
     discovery.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_instances_a_change_by_someone_else_is_taken_and_kept_through_a_re_creation() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let base = support::unique_path("discovery-watch");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).watch_instances(true).build().unwrap();
+    let reader = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
+    let me = instance("api", "me", 1);
+    discovery.register(&me).await.unwrap();
+    let path = format!("{base}/api/me");
+    let changed = me.to_builder().port(99).build().unwrap();
+    let bytes = JsonInstanceSerializer::new().serialize(&changed).unwrap();
+    clients[1].set_data(&path, bytes).await.unwrap();
+    support::eventually(WITHIN, "the change by someone else is taken", || async {
+        discovery.registered() == vec![changed.clone()]
+    })
+    .await;
+    clients[1].delete(&path).await.unwrap();
+    support::eventually(WITHIN, "re-created with the change", || async {
+        reader.query_for_instance("api", "me").await.unwrap().as_ref() == Some(&changed)
+    })
+    .await;
+    discovery.close().await.unwrap();
+    assert!(reader.query_for_instances("api").await.unwrap().is_empty());
+}
