@@ -25,6 +25,9 @@
 //!   ephemeral claim while a request runs, its recorded result for every duplicate after;
 //! * [`WorkClaims`]: lock-tag batch claims of work items (claim a batch, complete or release,
 //!   reclaim a stuck holder's items, wait for work on one re-used watch);
+//! * `discovery` (feature `discovery`): service discovery wire-compatible with Curator's
+//!   `curator-x-discovery` — register, cache and pick service instances in one registry with Java
+//!   services;
 //! * [`inspect()`]: every lock under a path, whoever made it, with its holders (session, hold time,
 //!   node data) and waiters — the library side of `zk-curator inspect`;
 //! * [`blocking`]: the client with its data API, the mutex, the read-write lock, the semaphores,

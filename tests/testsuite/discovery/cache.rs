@@ -71,3 +71,31 @@ async fn a_cache_of_a_service_with_no_node_initializes_empty_and_creates_nothing
     cache.close().await;
     assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap(), "initialized stays true after close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_path_deleted_under_a_running_cache_empties_it_and_a_new_registration_is_seen() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let base = support::unique_path("discovery-deleted-base");
+    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
+    let fixed =
+        instance("api", "s", 1).to_builder().service_type(zk_curator::discovery::ServiceType::Static).build().unwrap();
+    provider.register(&fixed).await.unwrap();
+    let cache = consumer.service_cache("api").unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
+    assert_eq!(cache.len(), 1);
+    // Someone deletes the whole registry: the cache empties, nothing fails.
+    provider.unregister(&fixed).await.unwrap();
+    for path in [format!("{base}/api"), base.clone()] {
+        let _ = clients[1].delete(&path).await;
+    }
+    support::eventually(WITHIN, "the cache empties", || async { cache.is_empty() }).await;
+    provider.register(&instance("api", "again", 2)).await.unwrap();
+    support::eventually(WITHIN, "a new registration under a re-created base is seen", || async {
+        cache.instances().iter().any(|i| i.id() == "again")
+    })
+    .await;
+    assert!(cache.unparsable().is_empty());
+    provider.close().await.unwrap();
+    cache.close().await;
+}

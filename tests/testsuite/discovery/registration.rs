@@ -202,3 +202,16 @@ async fn with_watch_instances_a_change_by_someone_else_is_taken_and_kept_through
     discovery.close().await.unwrap();
     assert!(reader.query_for_instances("api").await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_instance_is_registered_by_start_and_unregistered_by_close() {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-this");
+    let me = instance("api", "me", 1);
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).this_instance(me.clone()).build().unwrap();
+    assert!(discovery.query_for_instances("api").await.unwrap().is_empty(), "nothing before start");
+    discovery.start().await.unwrap();
+    assert_eq!(discovery.query_for_instances("api").await.unwrap(), vec![me]);
+    discovery.close().await.unwrap();
+    assert!(discovery.query_for_instances("api").await.unwrap().is_empty());
+}
