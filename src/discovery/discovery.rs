@@ -246,8 +246,8 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// Registers `instance` (Curator's `registerService`) and waits until its node is created
     /// (at most the client's connection timeout); from then on it is kept registered — through
     /// expiries, restarts and deletes — until [`unregister`](Self::unregister) or
-    /// [`close`](Self::close). Registering an id already registered updates it (a new name moves
-    /// it).
+    /// [`close`](Self::close). Registering an id already registered updates it (a new name or
+    /// service type moves it to a new node).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a name or id that is empty or holds `/`, a payload serde
@@ -275,10 +275,12 @@ impl<T: Payload> ServiceDiscovery<T> {
         self.check_open()?;
         let path = self.checked_path(instance)?;
         let bytes = self.serialize(instance, &path)?;
-        let existing =
-            self.inner.registered.lock().get(&instance.id).map(|r| (r.instance.name.clone(), r.node.clone()));
-        if let Some((name, node)) = existing {
-            if name == instance.name {
+        let existing = self.inner.registered.lock().get(&instance.id).map(|r| {
+            let same_node = r.instance.name == instance.name && r.instance.service_type == instance.service_type;
+            (same_node, r.node.clone())
+        });
+        if let Some((same_node, node)) = existing {
+            if same_node {
                 node.set_data(bytes)?;
                 if let Some(registration) = self.inner.registered.lock().get_mut(&instance.id) {
                     registration.instance = instance.clone();

@@ -215,3 +215,37 @@ async fn this_instance_is_registered_by_start_and_unregistered_by_close() {
     discovery.close().await.unwrap();
     assert!(discovery.query_for_instances("api").await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_an_id_again_updates_it_or_moves_it_to_its_new_name_and_type() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-again");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let zk = support::observer(&server.connect_string()).await;
+    let me = instance("api", "me", 1);
+    discovery.register(&me).await.unwrap();
+    let same = me.to_builder().port(2).build().unwrap();
+    discovery.register(&same).await.unwrap();
+    support::eventually(WITHIN, "the same node updated", || async {
+        discovery.query_for_instance("api", "me").await.unwrap().as_ref() == Some(&same)
+    })
+    .await;
+    let fixed = same.to_builder().service_type(ServiceType::Static).build().unwrap();
+    discovery.register(&fixed).await.unwrap();
+    let stat = support::stat(&zk, &format!("{base}/api/me")).await.expect("registered");
+    assert_eq!(stat.ephemeral_owner, 0, "a new type: a new (persistent) node");
+    let moved: ServiceInstance<Details> = fixed.to_builder().build().unwrap();
+    let moved = ServiceInstance::builder("web")
+        .id(moved.id())
+        .address("127.0.0.1")
+        .port(3)
+        .payload(Details { region: "eu".into() })
+        .build()
+        .unwrap();
+    discovery.register(&moved).await.unwrap();
+    assert!(!support::exists(&zk, &format!("{base}/api/me")).await, "moved away from its old name");
+    assert_eq!(discovery.query_for_instance("web", "me").await.unwrap(), Some(moved));
+    assert_eq!(discovery.registered().len(), 1);
+    discovery.close().await.unwrap();
+    assert!(!support::exists(&zk, &format!("{base}/web/me")).await);
+}
