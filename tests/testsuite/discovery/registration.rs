@@ -234,9 +234,8 @@ async fn registering_an_id_again_updates_it_or_moves_it_to_its_new_name_and_type
     discovery.register(&fixed).await.unwrap();
     let stat = support::stat(&zk, &format!("{base}/api/me")).await.expect("registered");
     assert_eq!(stat.ephemeral_owner, 0, "a new type: a new (persistent) node");
-    let moved: ServiceInstance<Details> = fixed.to_builder().build().unwrap();
     let moved = ServiceInstance::builder("web")
-        .id(moved.id())
+        .id(fixed.id())
         .address("127.0.0.1")
         .port(3)
         .payload(Details { region: "eu".into() })
