@@ -160,6 +160,18 @@ pub enum Error {
         expected: &'static str,
     },
 
+    /// A node holds data its reader cannot parse, written by someone else (e.g. a service
+    /// instance whose JSON is not Curator's `ServiceInstance`). Nothing was written; a reader of
+    /// many nodes reports it and goes on with the others.
+    MalformedData {
+        /// The node's path.
+        path: String,
+        /// What was expected there (e.g. "a service instance").
+        expected: &'static str,
+        /// Why it could not be read.
+        reason: String,
+    },
+
     /// A conditional write was sent, its reply was lost, and what the server holds now cannot
     /// tell whether it was applied: it was applied once or not at all, never twice. The caller
     /// decides (re-read, reconcile); retrying blindly could apply it twice.
@@ -371,6 +383,9 @@ impl std::fmt::Display for Error {
             Error::CorruptedValue { path, len, expected } => {
                 write!(f, "corrupted value in {path}: {len} bytes, expected {expected}")
             }
+            Error::MalformedData { path, expected, reason } => {
+                write!(f, "malformed data in {path}: not {expected} ({reason})")
+            }
             Error::OutcomeUnknown { path, during } => {
                 write!(f, "outcome unknown for {during} {path}: the reply was lost and the node changed since")
             }
@@ -441,9 +456,10 @@ impl Error {
                 code.kind()
             }
             Error::Multiple { errors } => errors.first().map_or(ErrorKind::Other, Error::kind),
-            Error::CorruptedValue { .. } | Error::OutcomeUnknown { .. } | Error::LimitExceeded { .. } => {
-                ErrorKind::Other
-            }
+            Error::CorruptedValue { .. }
+            | Error::MalformedData { .. }
+            | Error::OutcomeUnknown { .. }
+            | Error::LimitExceeded { .. } => ErrorKind::Other,
         }
     }
 

@@ -26,6 +26,7 @@
 //! | [`barriers`] | `recipes/barriers` | [`barriers::DistributedBarrier`], [`barriers::DistributedDoubleBarrier`] |
 //! | [`claims`] | — | [`claims::WorkClaims`]: lock-tag batch claims of work items |
 //! | [`idempotency`] | — | [`idempotency::IdempotencyKeys`]: one execution per request id (Stripe-style) |
+//! | `discovery` (feature `discovery`) | `curator-x-discovery` | `discovery::ServiceDiscovery`, `discovery::ServiceCache`, `discovery::ServiceProvider`: register, cache and pick service instances in one registry with Java services |
 //! | [`mod@inspect`] | — | [`inspect()`](inspect::inspect): every lock under a path, with its holders and waiters |
 //!
 //! Besides them: [`blocking`], the client with its data API, the locks, leader election, the
@@ -113,6 +114,9 @@ pub mod blocking;
 pub mod cache;
 pub mod claims;
 mod deadline;
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub mod discovery;
 mod error;
 mod feed;
 pub mod framework;

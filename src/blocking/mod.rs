@@ -2,7 +2,8 @@
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
 //! `LeaderSelector`), the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]), the cache
 //! (`CuratorCache`), the shared values, the atomic counters and the nodes kept present
-//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`) — for programs that are not async (like
+//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`) and, with the `discovery` feature,
+//! service discovery (`ServiceDiscovery`, `ServiceCache`, `ServiceProvider`) — for programs that are not async (like
 //! `reqwest::blocking`).
 //!
 //! [`CuratorClient`] owns a small tokio runtime on a background thread; every type here wraps its
@@ -64,6 +65,8 @@ mod barrier;
 mod cache;
 mod claims;
 mod client;
+#[cfg(feature = "discovery")]
+mod discovery;
 mod hold_states;
 mod idempotency;
 mod leader_latch;
@@ -89,6 +92,9 @@ pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvents, CuratorCache};
 pub use claims::WorkClaims;
 pub use client::CuratorClient;
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub use discovery::{ServiceCache, ServiceCacheChanges, ServiceDiscovery, ServiceProvider};
 pub use hold_states::HoldStateChanges;
 pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys};
 pub use leader_latch::{LeaderLatch, LeadershipChanges};

@@ -59,6 +59,21 @@
 //   members NAME                -> MEMBERS id=data,...   (getCurrentMembers, sorted by id)
 //   memberclose NAME            -> CLOSED
 //
+// curator-x-discovery (tests/testsuite/discovery/interop.rs; discoveryCommand below), one
+// ServiceDiscovery<Object> per BASE with JsonInstanceSerializer<Object>(Object.class), started on
+// first use; an instance is listed as id|address|port|sslPort|enabled|uri|payload class|payload:
+//   dreg BASE NAME ID PORT REGION WEIGHT -> REGISTERED   (a Dynamic instance at 127.0.0.1, uri spec
+//                                  {scheme}://{address}:{port}, payload a PeerPayload)
+//   dupdate BASE NAME ID PORT REGION WEIGHT -> UPDATED
+//   dunreg BASE NAME ID         -> UNREGISTERED
+//   dnames BASE                 -> NAMES a,b
+//   dlist BASE NAME             -> INSTANCES inst;inst;...   (queryForInstances, sorted by id)
+//   dcache CNAME BASE NAME      -> STARTED   (a started ServiceCache)
+//   dcachedump CNAME            -> INSTANCES ...   (getInstances, sorted by id)
+//   dprovider PNAME BASE NAME   -> STARTED   (a started round-robin ServiceProvider)
+//   dpick PNAME N               -> PICKS id,id,...   (N getInstance calls; "-" for null)
+//   dclose BASE                 -> CLOSED   (ServiceDiscovery.close: unregisters its instances)
+//
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
@@ -500,8 +515,152 @@ public class CuratorPeer {
                 if (nodes != null) {
                     return nodes;
                 }
+                String discovered = discoveryCommand(cmd);
+                if (discovered != null) {
+                    return discovered;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
+        }
+    }
+
+    // ---- curator-x-discovery ------------------------------------------------------------------
+
+    /** The payload the peer registers with: Jackson writes it with its class name (@class). */
+    public static final class PeerPayload {
+        public String region;
+        public int weight;
+
+        public PeerPayload() {}
+
+        PeerPayload(String region, int weight) {
+            this.region = region;
+            this.weight = weight;
+        }
+
+        @Override
+        public String toString() {
+            return "{region=" + region + ", weight=" + weight + "}";
+        }
+    }
+
+    private final Map<String, org.apache.curator.x.discovery.ServiceDiscovery<Object>> discoveries = new HashMap<>();
+    private final Map<String, org.apache.curator.x.discovery.ServiceCache<Object>> serviceCaches = new HashMap<>();
+    private final Map<String, org.apache.curator.x.discovery.ServiceProvider<Object>> providers = new HashMap<>();
+
+    private org.apache.curator.x.discovery.ServiceDiscovery<Object> discovery(String base) throws Exception {
+        org.apache.curator.x.discovery.ServiceDiscovery<Object> d = discoveries.get(base);
+        if (d == null) {
+            d = org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Object.class)
+                    .client(client)
+                    .basePath(base)
+                    .serializer(new org.apache.curator.x.discovery.details.JsonInstanceSerializer<Object>(Object.class))
+                    .build();
+            d.start();
+            discoveries.put(base, d);
+        }
+        return d;
+    }
+
+    private static org.apache.curator.x.discovery.ServiceInstance<Object> peerInstance(String[] cmd) throws Exception {
+        return org.apache.curator.x.discovery.ServiceInstance.builder()
+                .name(cmd[2])
+                .id(cmd[3])
+                .address("127.0.0.1")
+                .port(Integer.parseInt(cmd[4]))
+                .uriSpec(new org.apache.curator.x.discovery.UriSpec("{scheme}://{address}:{port}"))
+                .payload(new PeerPayload(cmd[5], Integer.parseInt(cmd[6])))
+                .build();
+    }
+
+    private static String listed(java.util.Collection<org.apache.curator.x.discovery.ServiceInstance<Object>> instances) {
+        java.util.TreeMap<String, String> byId = new java.util.TreeMap<>();
+        for (org.apache.curator.x.discovery.ServiceInstance<Object> i : instances) {
+            Object payload = i.getPayload();
+            byId.put(i.getId(), i.getId() + "|" + i.getAddress() + "|" + i.getPort() + "|" + i.getSslPort() + "|"
+                    + i.isEnabled() + "|" + i.buildUriSpec() + "|"
+                    + (payload == null ? "null" : payload.getClass().getName()) + "|" + payload);
+        }
+        return "INSTANCES " + String.join(";", byId.values()).replace(' ', '_');
+    }
+
+    /** The answer to a curator-x-discovery command, or null when cmd is not one. */
+    private String discoveryCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "dreg": {
+                arity(cmd, 7);
+                discovery(cmd[1]).registerService(peerInstance(cmd));
+                return "REGISTERED";
+            }
+            case "dupdate": {
+                arity(cmd, 7);
+                discovery(cmd[1]).updateService(peerInstance(cmd));
+                return "UPDATED";
+            }
+            case "dunreg": {
+                arity(cmd, 4);
+                org.apache.curator.x.discovery.ServiceInstance<Object> i =
+                        org.apache.curator.x.discovery.ServiceInstance.builder().name(cmd[2]).id(cmd[3]).build();
+                discovery(cmd[1]).unregisterService(i);
+                return "UNREGISTERED";
+            }
+            case "dnames": {
+                arity(cmd, 2);
+                java.util.List<String> names = new java.util.ArrayList<>(discovery(cmd[1]).queryForNames());
+                java.util.Collections.sort(names);
+                return "NAMES " + String.join(",", names);
+            }
+            case "dlist": {
+                arity(cmd, 3);
+                return listed(discovery(cmd[1]).queryForInstances(cmd[2]));
+            }
+            case "dcache": {
+                arity(cmd, 4);
+                org.apache.curator.x.discovery.ServiceCache<Object> cache =
+                        discovery(cmd[2]).serviceCacheBuilder().name(cmd[3]).build();
+                cache.start();
+                serviceCaches.put(cmd[1], cache);
+                return "STARTED";
+            }
+            case "dcachedump": {
+                arity(cmd, 2);
+                org.apache.curator.x.discovery.ServiceCache<Object> cache = serviceCaches.get(cmd[1]);
+                if (cache == null) {
+                    throw new IllegalArgumentException("no service cache " + cmd[1]);
+                }
+                return listed(cache.getInstances());
+            }
+            case "dprovider": {
+                arity(cmd, 4);
+                org.apache.curator.x.discovery.ServiceProvider<Object> provider =
+                        discovery(cmd[2]).serviceProviderBuilder().serviceName(cmd[3]).build();
+                provider.start();
+                providers.put(cmd[1], provider);
+                return "STARTED";
+            }
+            case "dpick": {
+                arity(cmd, 3);
+                org.apache.curator.x.discovery.ServiceProvider<Object> provider = providers.get(cmd[1]);
+                if (provider == null) {
+                    throw new IllegalArgumentException("no service provider " + cmd[1]);
+                }
+                java.util.List<String> picks = new java.util.ArrayList<>();
+                for (int n = Integer.parseInt(cmd[2]); n > 0; n--) {
+                    org.apache.curator.x.discovery.ServiceInstance<Object> i = provider.getInstance();
+                    picks.add(i == null ? "-" : i.getId());
+                }
+                return "PICKS " + String.join(",", picks);
+            }
+            case "dclose": {
+                arity(cmd, 2);
+                org.apache.curator.x.discovery.ServiceDiscovery<Object> d = discoveries.remove(cmd[1]);
+                if (d != null) {
+                    d.close();
+                }
+                return "CLOSED";
+            }
+            default:
+                return null;
         }
     }
 

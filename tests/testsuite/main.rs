@@ -18,6 +18,8 @@ mod claims;
 mod cli;
 mod curator_interop;
 mod data_api;
+#[cfg(feature = "discovery")]
+mod discovery;
 mod feeds;
 mod framework;
 mod harness;

@@ -3,7 +3,7 @@
 //! test files that use them (`curator_interop.rs`, `sibling_faults.rs`).
 //!
 //! Needs `javac`/`java` (`apt-get install default-jdk-headless`) and the Curator jars
-//! (`apt-get install libcurator-recipes-java zookeeper`).
+//! (`apt-get install libcurator-recipes-java libcurator-discovery-java zookeeper`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +18,10 @@ const CLASSPATH_JARS: &[&str] = &[
     "curator-recipes",
     "curator-framework",
     "curator-client",
+    "curator-x-discovery",
+    "jackson-databind",
+    "jackson-core",
+    "jackson-annotations",
     "zookeeper",
     "zookeeper-jute",
     "guava",
@@ -38,7 +42,7 @@ pub fn classpath() -> String {
         CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).filter(|p| !Path::new(p).exists()).collect();
     assert!(
         missing.is_empty(),
-        "Curator jars missing: {missing:?}; install them with `apt-get install -y libcurator-recipes-java zookeeper slf4j-nop`"
+        "Curator jars missing: {missing:?}; install them with `apt-get install -y libcurator-recipes-java libcurator-discovery-java zookeeper slf4j-nop`"
     );
     CLASSPATH_JARS.iter().map(|j| format!("{JAR_DIR}/{j}.jar")).collect::<Vec<_>>().join(":")
 }
