@@ -11,7 +11,8 @@ use tracing::warn;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
-use crate::{CuratorClient, PersistentNode, Protection};
+use crate::nodes::{PersistentNode, Protection};
+use crate::CuratorClient;
 
 use super::cache::{ServiceCache, ServiceCacheEvent};
 use super::instance::{check_node_name, ServiceInstance};
@@ -200,7 +201,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a name that is empty or holds `/`; as
-    /// [`CuratorCacheBuilder::start`](crate::CuratorCacheBuilder::start).
+    /// [`CuratorCacheBuilder::start`](crate::cache::CuratorCacheBuilder::start).
     pub fn service_cache(&self, name: &str) -> Result<ServiceCache<T>> {
         ServiceCache::start(self, name)
     }

@@ -12,7 +12,7 @@
 //!   and deletes), updates and unregisters them (following others' changes to them with
 //!   `watch_instances`), and queries the registry;
 //! * [`ServiceCache`]: one service's instances held locally on a converging
-//!   [`CuratorCache`](crate::CuratorCache), with a stream of its changes;
+//!   [`CuratorCache`](crate::cache::CuratorCache), with a stream of its changes;
 //! * [`ServiceProvider`]: picks one instance from a cache — a [`ProviderStrategy`]
 //!   ([`RoundRobinStrategy`], [`RandomStrategy`], [`StickyStrategy`] or your own), instance
 //!   filters (enabled ones by default) and a [`DownInstancePolicy`] for instances that fail.

@@ -119,7 +119,7 @@ impl<T: Payload> ServiceProviderBuilder<T> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a service name that is empty
-    /// or holds `/`; as [`CuratorCacheBuilder::start`](crate::CuratorCacheBuilder::start).
+    /// or holds `/`; as [`CuratorCacheBuilder::start`](crate::cache::CuratorCacheBuilder::start).
     pub fn start(self) -> Result<ServiceProvider<T>> {
         let cache = ServiceCache::start(&self.discovery, &self.name)?;
         Ok(ServiceProvider {

@@ -50,6 +50,7 @@ const FAMILIES: &[(&str, Option<&str>, &str)] = &[
     ("claims", None, "WorkClaims"),
     ("idempotency", None, "IdempotencyKeys"),
     ("inspect", None, "inspect()"),
+    ("discovery", Some("curator-x-discovery"), "ServiceDiscovery"),
     ("framework", Some("CuratorFramework"), "ConnectionStateErrorPolicy"),
 ];
 
