@@ -322,6 +322,28 @@ async fn a_cancelled_start_keeps_this_instance_for_the_next_start() {
     discovery.start().await.unwrap();
     assert_eq!(discovery.registered().len(), 1, "the next start registers this instance");
     let zk = support::observer(&server.connect_string()).await;
-    assert_eq!(support::sorted_children(&zk, &format!("{base}/api")).await, ["me"]);
+    support::eventually(WITHIN, "this instance's node is there", || async {
+        support::sorted_children(&zk, &format!("{base}/api")).await == ["me"]
+    })
+    .await;
+    discovery.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_after_a_cancelled_one_of_the_same_id_has_its_node_when_it_returns() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-cancel-again");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let me = instance("api", "me", 1);
+    // Dropped after its first poll: the create is on its way, its outcome unknown to the call.
+    let cancelled = tokio::time::timeout(std::time::Duration::ZERO, discovery.register(&me)).await;
+    assert!(cancelled.is_err(), "register() completed at its first poll: the test needs it cancelled");
+    discovery.register(&me).await.unwrap();
+    let zk = support::observer(&server.connect_string()).await;
+    assert_eq!(
+        support::sorted_children(&zk, &format!("{base}/api")).await,
+        ["me"],
+        "registered, yet the cancelled call's cleanup deleted the node"
+    );
     discovery.close().await.unwrap();
 }
