@@ -74,6 +74,7 @@ impl<T: Payload> ServiceDiscoveryBuilder<T> {
                 watchers: parking_lot::Mutex::new(HashMap::new()),
                 registered: parking_lot::Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
+                abandoned: parking_lot::Mutex::new(HashMap::new()),
                 closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
@@ -141,7 +142,43 @@ struct Inner<T> {
     registered: parking_lot::Mutex<HashMap<String, Registration<T>>>,
     /// Registers, unregisters and close one at a time (each waits for its node).
     changes: tokio::sync::Mutex<()>,
+    /// By path: the close of a node whose register was dropped mid-flight. A later register of
+    /// the path waits for it (it would otherwise take that node as its own, then see it deleted).
+    abandoned: parking_lot::Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     closed: std::sync::atomic::AtomicBool,
+}
+
+/// Closes a registering node if its register is dropped before it is registered.
+struct Registering<'a, T> {
+    inner: &'a Inner<T>,
+    path: String,
+    node: Option<PersistentNode>,
+}
+
+impl<T> Drop for Registering<'_, T> {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            let closing = self.inner.client.runtime().spawn(async move {
+                let _ = node.close().await;
+            });
+            self.inner.abandoned.lock().insert(std::mem::take(&mut self.path), closing);
+        }
+    }
+}
+
+/// The builder's `this_instance` while [`ServiceDiscovery::start`] registers it: put back when
+/// dropped still holding it, so that a failed or cancelled start leaves it for the next.
+struct PendingThisInstance<'a, T> {
+    slot: &'a parking_lot::Mutex<Option<ServiceInstance<T>>>,
+    instance: Option<ServiceInstance<T>>,
+}
+
+impl<T> Drop for PendingThisInstance<'_, T> {
+    fn drop(&mut self) {
+        if let Some(instance) = self.instance.take() {
+            self.slot.lock().get_or_insert(instance);
+        }
+    }
 }
 
 struct Registration<T> {
@@ -219,7 +256,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// As [`register`](Self::register).
     ///
     /// # Cancel safety
-    /// As [`register`](Self::register).
+    /// As [`register`](Self::register); a dropped call leaves the instance to the next `start`.
     ///
     /// # Examples
     /// ```no_run
@@ -231,17 +268,14 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn start(&self) -> Result<()> {
-        let instance = self.inner.this_instance.lock().take();
-        match instance {
-            Some(instance) => {
-                let registered = self.register(&instance).await;
-                if registered.is_err() {
-                    *self.inner.this_instance.lock() = Some(instance);
-                }
-                registered
-            }
-            None => Ok(()),
+        let Some(instance) = self.inner.this_instance.lock().take() else { return Ok(()) };
+        // Given back unless registered: on an error, and when this call is dropped mid-register.
+        let mut pending = PendingThisInstance { slot: &self.inner.this_instance, instance: Some(instance.clone()) };
+        let registered = self.register(&instance).await;
+        if registered.is_ok() {
+            pending.instance = None;
         }
+        registered
     }
 
     /// Registers `instance` (Curator's `registerService`) and waits until its node is created
@@ -261,7 +295,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call registers nothing, and a node it created is deleted in the
-    /// background.
+    /// background (a later register of the same instance waits for that delete).
     ///
     /// # Examples
     /// ```no_run
@@ -291,12 +325,19 @@ impl<T: Payload> ServiceDiscovery<T> {
             self.inner.registered.lock().remove(&instance.id);
             node.close().await?;
         }
+        let abandoned = self.inner.abandoned.lock().remove(&path);
+        if let Some(closing) = abandoned {
+            let _ = closing.await;
+        }
         let mode = instance.service_type.create_mode();
         let node = PersistentNode::new(&self.inner.client, &path, mode, Protection::Unprotected, bytes)?;
         node.start()?;
+        let mut registering = Registering { inner: &self.inner, path: path.clone(), node: Some(node.clone()) };
         let timeout = self.inner.client.connection_timeout();
         let start = Instant::now();
-        match node.wait_for_initial_create(timeout).await {
+        let created = node.wait_for_initial_create(timeout).await;
+        registering.node = None;
+        match created {
             Ok(true) => {
                 let registration = Registration { instance: instance.clone(), node };
                 self.inner.registered.lock().insert(instance.id.clone(), registration);

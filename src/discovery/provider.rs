@@ -231,8 +231,10 @@ impl DownInstances {
         for (id, (since, count)) in errors.iter() {
             if *count >= self.policy.error_threshold {
                 down.insert(id.clone());
-                let back = *since + timeout;
-                until = Some(until.map_or(back, |u| u.min(back)));
+                // A window too long for an `Instant` never ends: no time to look again.
+                if let Some(back) = since.checked_add(timeout) {
+                    until = Some(until.map_or(back, |u| u.min(back)));
+                }
             }
         }
         (self.generation.load(Ordering::Acquire), down, until)

@@ -451,3 +451,49 @@ fn our_own_code_and_docs_use_the_family_paths() {
     }
     assert!(flat.is_empty(), "old flat paths (name them by their family, docs/curator-migration.md): {flat:#?}");
 }
+
+/// Every name of 0.1's flat list (and its `driver` module) still resolves at its old path: the
+/// hidden re-exports are what keeps a 0.1 program compiling. Checked by the compiler, not by
+/// reading the source.
+#[test]
+#[allow(unused_imports, deprecated)]
+fn every_old_flat_path_still_resolves() {
+    #[cfg(feature = "sasl")]
+    use zk_curator::SaslOptions;
+    #[cfg(feature = "tls")]
+    use zk_curator::TlsOptions;
+    use zk_curator::{
+        inspect, inspect_barrier, inspect_lock, inspect_with, is_protected, parse_sequence, return_all,
+        strip_protection, validate_path, Acl, AclProvider, AtomicNumber, AtomicStats, AtomicValue, BarrierInfo,
+        BarrierMember, BarrierReady, Begin, BoundedExponentialBackoffRetry, CacheEntry, CacheEvent, CacheEventStream,
+        CacheMode, CacheState, Claim, ClaimState, CloseMode, CommitBuilder, ConnectionState,
+        ConnectionStateErrorPolicy, ConnectionStateStream, Contender, CreateBuilder, CreateMode, CreatedNode,
+        CuratorCache, CuratorCacheBuilder, CuratorClient, CuratorClientBuilder, Deadline, DefaultAclProvider,
+        DeleteBuilder, DeleteOutcome, DistributedAtomicInteger, DistributedAtomicLong, DistributedAtomicNumber,
+        DistributedAtomicValue, DistributedBarrier, DistributedDoubleBarrier, Error, ErrorCode, ErrorDetail, ErrorKind,
+        EventType, ExistsBuilder, ExistsWatchBuilder, ExponentialBackoffRetry, FencingToken, GetChildrenBuilder,
+        GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, GroupMember, GuardedWrite, Hold, HoldState,
+        HoldStateStream, HolderId, Id, IdempotencyClaim, IdempotencyKeys, InspectOptions, Inspection, InterProcessLock,
+        InterProcessMultiLock, InterProcessMutex, InterProcessNonFairMutex, InterProcessReadWriteLock,
+        InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LatchState, LeaderLatch, LeaderSelector, Leadership,
+        LeadershipState, LeadershipStream, Lease, LeaseDriver, LockDriver, LockFuture, LockHolder, LockInfo, LockKind,
+        MembershipEvent, MembershipStream, MutexGuard, NodeSpec, NodeState, OpResult, Participant, Permissions,
+        PersistentNode, PersistentTtlNode, PersistentWatchBuilder, PromotedToLock, Protection, ReadLock,
+        ReadLockDriver, ReadLockGuard, Reclaimed, Result, Retention, RetryForever, RetryNTimes, RetryOneTime,
+        RetryPolicy, RetryUntilElapsed, Revoker, SessionIdentity, SetDataBuilder, Settled, SharedCount, SharedValue,
+        SharedValueStream, StandardLockDriver, Stat, Transaction, Verdict, VersionedValue, Watch, WatchStream,
+        WatchedEvent, WorkClaims, WriteLock, WriteLockDriver, WriteLockGuard, DEFAULT_CONNECTION_TIMEOUT,
+        DEFAULT_MAX_CLOSE_WAIT, DEFAULT_MAX_DATA_SIZE, DEFAULT_SESSION_TIMEOUT,
+        DEFAULT_SIMULATED_SESSION_EXPIRATION_PERCENT, LATCH_LOCK_NAME, LEASE_NODE_NAME, MAX_IDEMPOTENCY_KEY_LEN,
+        NONFAIR_LOCK_NAME, READY_NODE_NAME, READ_LOCK_NAME, SELECTOR_LOCK_NAME, SEMAPHORE_LEASE_PARENT,
+        SEMAPHORE_LOCK_PARENT, TTL_TOUCH_NODE_NAME, WRITE_LOCK_NAME,
+    };
+    let _ = (validate_path("/a"), is_protected("a"), DEFAULT_MAX_DATA_SIZE);
+    {
+        use zk_curator::driver::{
+            evaluate_by_key, java_cmp, read_write_sort_key, standard_evaluate, standard_sort_key, standard_verdict,
+            Contender, LeaseDriver, LockDriver, NodeSpec, ReadLockDriver, StandardLockDriver, Verdict, WriteLockDriver,
+        };
+        let _ = java_cmp("a", "b");
+    }
+}

@@ -815,3 +815,34 @@ async fn a_guaranteed_recursive_delete_never_deletes_a_subtree_re_created_at_its
     client.delete(&base).deleting_children_if_needed().await.unwrap();
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_instant_already_past_is_a_deadline_error_and_sends_nothing() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let base = support::unique_path("past-instant");
+    client.create(&base).creating_parents_if_needed().await.unwrap();
+    let kept = format!("{base}/kept");
+    client.create(&kept).data(b"1".to_vec()).await.unwrap();
+    let past = Instant::now() - Duration::from_millis(1).min(Instant::now().elapsed());
+    let expect_deadline = |r: Result<(), Error>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{what}: {e:?}");
+    };
+    expect_deadline(client.create(&format!("{base}/plain")).timeout(past).await.map(drop), "create");
+    expect_deadline(
+        client.create(&format!("{base}/seq-")).mode(CreateMode::PersistentSequential).timeout(past).await.map(drop),
+        "sequential create",
+    );
+    expect_deadline(
+        client.create(&format!("{base}/prot")).with_protection().timeout(past).await.map(drop),
+        "protected create",
+    );
+    expect_deadline(client.set_data(&kept, b"2".to_vec()).timeout(past).await.map(drop), "set_data");
+    expect_deadline(client.delete(&kept).timeout(past).await.map(drop), "delete");
+    let tx = Transaction::new().create(&format!("{base}/tx"), b"", CreateMode::Persistent);
+    expect_deadline(client.commit(tx).timeout(past).await.map(drop), "commit");
+    let zk = support::observer(&server.connect_string()).await;
+    assert_eq!(support::sorted_children(&zk, &base).await, ["kept"], "nothing created, nothing deleted");
+    assert_eq!(client.get_data(&kept).await.unwrap().0, b"1".to_vec(), "nothing written");
+}

@@ -128,3 +128,22 @@ async fn a_strategy_of_ones_own_is_used_and_a_buggy_one_cannot_panic() {
     assert!(sticky.get_instance().is_none());
     discovery.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_instance_policy_of_any_window_never_panics() {
+    let (_server, discovery, _clients) = registry(2).await;
+    let provider = discovery
+        .provider_builder("api")
+        .down_instance_policy(DownInstancePolicy::new(Duration::MAX, 1))
+        .start()
+        .unwrap();
+    assert!(provider.wait_initialized_timeout(WITHIN).await.unwrap());
+    let first = provider.get_instance().expect("an instance");
+    provider.note_error(&first);
+    // The window never ends: the instance noted down stays down, and picking must not overflow
+    // computing when it comes back.
+    let picks = ids((0..4).map(|_| provider.get_instance()));
+    assert!(picks.iter().all(|id| id != first.id()), "{picks:?}");
+    assert_eq!(provider.get_all_instances().len(), 1);
+    discovery.close().await.unwrap();
+}

@@ -248,3 +248,102 @@ async fn registering_an_id_again_updates_it_or_moves_it_to_its_new_name_and_type
     discovery.close().await.unwrap();
     assert!(!support::exists(&zk, &format!("{base}/web/me")).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_cancelled_at_any_point_leaves_no_node_behind() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-cancel");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let mut completed = Vec::new();
+    // Cancelled after 0, 100, 200, … µs: before the lock, before the create is sent, while its
+    // reply is awaited, and (at the end) completed.
+    for step in 0..40u64 {
+        let me = instance("api", &format!("c{step}"), 1);
+        let cancel_after = std::time::Duration::from_micros(step * 100);
+        if let Ok(registered) = tokio::time::timeout(cancel_after, discovery.register(&me)).await {
+            registered.unwrap();
+            completed.push(me);
+        }
+    }
+    let mut kept: Vec<String> = discovery.registered().into_iter().map(|i| i.id().to_string()).collect();
+    kept.sort();
+    let mut expected: Vec<String> = completed.iter().map(|i| i.id().to_string()).collect();
+    expected.sort();
+    assert_eq!(kept, expected, "only the completed registers are registered");
+    let zk = support::observer(&server.connect_string()).await;
+    support::eventually(WITHIN, "only the completed registers' nodes remain", || async {
+        let mut nodes = support::sorted_children(&zk, &format!("{base}/api")).await;
+        nodes.sort();
+        nodes == expected
+    })
+    .await;
+    discovery.close().await.unwrap();
+    support::eventually(WITHIN, "nothing once closed", || async {
+        support::sorted_children(&zk, &format!("{base}/api")).await.is_empty()
+    })
+    .await;
+}
+
+#[test]
+fn discovery_cache_and_provider_dropped_after_their_runtime_shut_down_do_not_panic() {
+    let outer = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = outer.block_on(support::server());
+    let connect = server.connect_string();
+    let base = support::unique_path("discovery-late-drop");
+    let inner = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (client, discovery, cache, provider) = inner.block_on(async {
+        let client = support::client(&connect).await;
+        let discovery = ServiceDiscovery::<Details>::builder(&client, &base).watch_instances(true).build().unwrap();
+        discovery.register(&instance("api", "a", 1)).await.unwrap();
+        let cache = discovery.service_cache("api").unwrap();
+        let provider = discovery.provider_builder("api").start().unwrap();
+        assert!(provider.wait_initialized_timeout(WITHIN).await.unwrap());
+        (client, discovery, cache, provider)
+    });
+    inner.shutdown_timeout(std::time::Duration::from_secs(5));
+    // Outside any runtime, after the client's runtime is gone.
+    drop(provider);
+    drop(cache);
+    drop(discovery);
+    drop(client);
+    drop(server);
+    drop(outer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_start_keeps_this_instance_for_the_next_start() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-cancel-start");
+    let me = instance("api", "me", 1);
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).this_instance(me.clone()).build().unwrap();
+    // Dropped after its first poll: the create is on its way, not yet confirmed.
+    let cancelled = tokio::time::timeout(std::time::Duration::ZERO, discovery.start()).await;
+    assert!(cancelled.is_err(), "start() completed at its first poll: the test needs it cancelled");
+    discovery.start().await.unwrap();
+    assert_eq!(discovery.registered().len(), 1, "the next start registers this instance");
+    let zk = support::observer(&server.connect_string()).await;
+    support::eventually(WITHIN, "this instance's node is there", || async {
+        support::sorted_children(&zk, &format!("{base}/api")).await == ["me"]
+    })
+    .await;
+    discovery.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_after_a_cancelled_one_of_the_same_id_has_its_node_when_it_returns() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-cancel-again");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let me = instance("api", "me", 1);
+    // Dropped after its first poll: the create is on its way, its outcome unknown to the call.
+    let cancelled = tokio::time::timeout(std::time::Duration::ZERO, discovery.register(&me)).await;
+    assert!(cancelled.is_err(), "register() completed at its first poll: the test needs it cancelled");
+    discovery.register(&me).await.unwrap();
+    let zk = support::observer(&server.connect_string()).await;
+    assert_eq!(
+        support::sorted_children(&zk, &format!("{base}/api")).await,
+        ["me"],
+        "registered, yet the cancelled call's cleanup deleted the node"
+    );
+    discovery.close().await.unwrap();
+}
