@@ -78,6 +78,7 @@ fn every_change_feed_is_a_stream_or_an_iterator_listed_with_its_bound_in_the_doc
             "HoldStateStream",
             "LeadershipStream",
             "MembershipStream",
+            "ServiceCacheEvents",
             "SharedValueStream",
             "WatchStream"
         ],

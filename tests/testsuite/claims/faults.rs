@@ -447,7 +447,13 @@ struct Expired {
 
 /// Runs each kind of phase once (an expiry twice) and a few more drawn from `rng`, each a short while, healing every
 /// link after each; returns the expiries done from outside.
-async fn drive(rng: &mut StdRng, connect: &str, proxies: &[FaultProxy], clients: &[CuratorClient]) -> Vec<Expired> {
+async fn drive(
+    rng: &mut StdRng,
+    connect: &str,
+    proxies: &[FaultProxy],
+    clients: &[CuratorClient],
+    works: &[WorkClaims],
+) -> Vec<Expired> {
     use Phase::{Cut, DropReplies, Expiry, LongBlackhole, ShortBlackhole};
     // Two expiries: each hands the victim's items to the others, which the overlap check needs.
     let mut schedule = vec![Cut, ShortBlackhole, LongBlackhole, DropReplies, Expiry, Expiry, Phase::Latency];
@@ -474,6 +480,10 @@ async fn drive(rng: &mut StdRng, connect: &str, proxies: &[FaultProxy], clients:
                 // On a live session (an earlier phase may have just replaced it).
                 let client = &clients[victim];
                 support::eventually(HANG, "the victim is connected", || async { client.is_connected() }).await;
+                // Holding claims, so that the expiry hands items over (between two batches it
+                // would hand over nothing, and the run would test no hand-over).
+                let work = &works[victim];
+                support::eventually(HANG, "the victim holds a claim", || async { !work.my_claims().is_empty() }).await;
                 let began = Instant::now();
                 expire_session(connect, client).await.expect("expire a session");
                 expired.push(Expired { who: victim, began, ended: Instant::now() });
@@ -528,16 +538,15 @@ async fn every_item_is_completed_exactly_once_and_never_held_twice_through_cuts_
     let ledger = SharedLedger::default();
     let (stop_feeding, drained) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let feeder = tokio::spawn(feed(loader.clone(), stop_feeding.clone()));
-    let workers: Vec<_> = clients
+    let works: Vec<WorkClaims> =
+        clients.iter().enumerate().map(|(who, client)| claims(client, &path, &format!("worker-{who}"))).collect();
+    let workers: Vec<_> = works
         .iter()
         .enumerate()
-        .map(|(who, client)| {
-            let work = claims(client, &path, &format!("worker-{who}"));
-            tokio::spawn(worker(who, work, ledger.clone(), rng.r#gen(), drained.clone()))
-        })
+        .map(|(who, work)| tokio::spawn(worker(who, work.clone(), ledger.clone(), rng.r#gen(), drained.clone())))
         .collect();
 
-    let expired = drive(&mut rng, &connect, &proxies, &clients).await;
+    let expired = drive(&mut rng, &connect, &proxies, &clients, &works).await;
     stop_feeding.store(true, Ordering::SeqCst);
     let added = support::join("the loader", HANG, feeder).await;
     let items_dir = format!("{path}/items");
