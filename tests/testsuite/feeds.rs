@@ -3,27 +3,15 @@
 //! docs' table (docs/failure-semantics.md, "Change feeds"), and documents its `next`'s cancel
 //! safety.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, into);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            into.push(path);
-        }
-    }
-}
 
 /// The type names after `marker` (`impl<T> futures_core::Stream for Name<T>` gives `Name`) in the
 /// library's source (not the command line tool's).
 fn implementors(marker: &str) -> Vec<String> {
     let mut files = Vec::new();
-    sources(&Path::new(ROOT).join("src"), &mut files);
+    crate::support::rust_sources(&Path::new(ROOT).join("src"), &mut files);
     let mut names = Vec::new();
     for file in files.iter().filter(|f| !f.starts_with(Path::new(ROOT).join("src/bin"))) {
         for line in std::fs::read_to_string(file).unwrap().lines() {
@@ -105,7 +93,7 @@ fn every_change_feed_is_a_stream_or_an_iterator_listed_with_its_bound_in_the_doc
 #[test]
 fn every_feeds_next_documents_its_cancel_safety() {
     let mut files = Vec::new();
-    sources(&Path::new(ROOT).join("src"), &mut files);
+    crate::support::rust_sources(&Path::new(ROOT).join("src"), &mut files);
     let mut undocumented = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();

@@ -4,25 +4,13 @@
 //! is named as a wait; an operation fails with `DeadlineExceeded` and is named as one — and an
 //! instant deadline bounds chained waits.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::{server_and_clients, unique_path};
 use zk_curator::locks::InterProcessMutex;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, into);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            into.push(path);
-        }
-    }
-}
 
 /// A public timed call found in the source.
 #[derive(Debug)]
@@ -111,7 +99,7 @@ fn split_signature(signature: &str) -> (&str, String) {
 /// whose name or parameters involve a time limit, deprecated ones aside.
 fn timed_calls() -> Vec<TimedCall> {
     let mut files = Vec::new();
-    sources(&Path::new(ROOT).join("src"), &mut files);
+    crate::support::rust_sources(&Path::new(ROOT).join("src"), &mut files);
     let skipped = [Path::new(ROOT).join("src/bin"), Path::new(ROOT).join("src/testing")];
     let mut found = Vec::new();
     for file in files.iter().filter(|f| !skipped.iter().any(|s| f.starts_with(s))) {

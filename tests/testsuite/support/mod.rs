@@ -373,3 +373,16 @@ pub async fn during_a_cut<T: Send + 'static>(
     proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
     join("the call made during the cut", Duration::from_secs(60), call).await
 }
+
+/// Every `.rs` file under `dir`: the crate's sources, for the tests that check them against the
+/// docs (time limits, feeds).
+pub fn rust_sources(dir: &std::path::Path, into: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_sources(&path, into);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            into.push(path);
+        }
+    }
+}
