@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 /// start, as before), a [`std::time::Instant`] or a [`tokio::time::Instant`]. A timeout too long
 /// for the clock (`Duration::MAX`) saturates to a date a century away and an instant already past
 /// means "do not wait": neither panics. What a call returns when its deadline passes is the crate's
-/// one rule, in docs/failure-semantics.md ("Time limits"): a wait for a state says whether it got
+/// one rule, in [docs/failure-semantics.md](crate::guide::failure_semantics) ("Time limits"): a wait for a state says whether it got
 /// there (`Ok(false)` / `Ok(None)`), an operation fails with
 /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded).
 ///

@@ -21,7 +21,7 @@
 //! Who holds which lock, for how long, and who waits: every lock under a path, recognised by its
 //! nodes, whoever made them (Curator or zk-curator).
 //!
-//! The recipes' layouts (docs/wire-protocol.md):
+//! The recipes' layouts ([docs/wire-protocol.md](crate::guide::wire_protocol)):
 //!
 //! * mutex (`InterProcessMutex`, `LeaderSelector`): children `[_c_<uuid>-]lock-<seq>`; the first in
 //!   sort order holds;
@@ -115,7 +115,7 @@ impl std::fmt::Display for LockKind {
 /// One holder of a lock: a lease of a semaphore, a reader or the writer of a read-write lock, the
 /// leader of a latch.
 ///
-/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a holder (docs/cli.md):
+/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a holder ([docs/cli.md](crate::guide::cli)):
 /// `node`, `session` as [`session_hex`](Self::session_hex), `created_ms`, `held_ms` (whole
 /// milliseconds) and `data` as [`data_lossy`](Self::data_lossy).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,7 +153,7 @@ impl LockHolder {
 
 /// One lock found by [`inspect`]: its holders and waiters at the time it was read.
 ///
-/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a lock (docs/cli.md):
+/// Serialised (feature `serde`) as `zk-curator inspect --json` prints a lock ([docs/cli.md](crate::guide::cli)):
 /// `path`, `kind`, `holders`, `waiters` (how many), `oldest_wait_ms`, `lease_limit`, `pending`
 /// and `waiting_nodes` (the [`waiters`](Self::waiters) themselves).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,7 +189,7 @@ impl LockInfo {
     }
 }
 
-/// The JSON shape of the inspection types (docs/cli.md, `inspect --json`).
+/// The JSON shape of the inspection types ([docs/cli.md](crate::guide::cli), `inspect --json`).
 #[cfg(feature = "serde")]
 mod json {
     use std::time::Duration;

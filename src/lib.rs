@@ -38,7 +38,7 @@
 //! time histograms, holds lost by cause, waiters and connection state changes, labelled by recipe
 //! and lock path, on the [`metrics`](https://docs.rs/metrics) facade for any exporter (Prometheus,
 //! StatsD, …); the path label is set per client with `CuratorClientBuilder::metrics_path_label`.
-//! Names, labels and units: docs/observability.md. Without the feature nothing of it is compiled.
+//! Names, labels and units: [docs/observability.md](crate::guide::observability). Without the feature nothing of it is compiled.
 //!
 //! The `zk-curator` command (feature `cli`) runs a command under any of these locks
 //! (`zk-curator lock PATH -- COMMAND`), and lists or holds them.
@@ -57,7 +57,21 @@
 //! A recipe is always named by its family (`zk_curator::locks::InterProcessMutex`), as Curator's
 //! `org.apache.curator.framework.recipes.locks.InterProcessMutex`: the families keep the names
 //! apart, and the root short. (The flat names of earlier releases still resolve, for one
-//! release; docs/curator-migration.md, "Module paths", maps them.)
+//! release; [docs/curator-migration.md](crate::guide::curator_migration), "Module paths", maps them.)
+//!
+//! # Feature flags
+//!
+//! Nothing is on by default: the recipes and the client need no feature.
+//!
+//! | feature | adds | pulls in |
+//! |---|---|---|
+//! | `discovery` | `zk_curator::discovery`: service discovery wire-compatible with Curator's `curator-x-discovery` | `serde`, `serde_json` |
+//! | `metrics` | wait and hold times, holds lost by cause, waiters and each family's counts, on the [`metrics`](https://docs.rs/metrics) facade ([docs/observability.md](crate::guide::observability)) | `metrics` |
+//! | `serde` | `Serialize` for the inspection types, in the shape of `zk-curator inspect --json` | `serde` |
+//! | `tls` | `CuratorClientBuilder::tls`: TLS connections ([docs/security.md](crate::guide::security)) | `zookeeper-client/tls` (rustls) |
+//! | `sasl` | `CuratorClientBuilder::sasl`: SASL DIGEST-MD5 ([docs/security.md](crate::guide::security)) | `zookeeper-client/sasl-digest-md5` |
+//! | `testing` | `zk_curator::testing`: `TestingServer`, `TestingCluster` and `FaultProxy`, a real ZooKeeper for tests, as Curator's `curator-test` | `tempfile`, `libc` |
+//! | `cli` | the `zk-curator` command line tool ([docs/cli.md](crate::guide::cli)); implies `tls` and `serde` | `clap`, `libc`, `serde_json`, `humantime` |
 //!
 //! # Promises
 //!
@@ -65,7 +79,7 @@
 //! never forgets a node it failed to delete, deadlines are strict, a hold is only handed out while
 //! it is held, and every hold carries a fencing token.
 //!
-//! Time limits follow one rule, in every recipe, async and blocking (docs/failure-semantics.md,
+//! Time limits follow one rule, in every recipe, async and blocking ([docs/failure-semantics.md](crate::guide::failure_semantics),
 //! "Time limits", has it with a table of every timed call): a wait for a state that another
 //! party or the cluster decides (a lock, a lease, leadership, a barrier, a first create, a
 //! connection, a cache's load) returns whether it got there — `Ok(false)` / `Ok(None)` on
@@ -103,11 +117,6 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The examples of docs/security.md, which need the `tls` and `sasl` features.
-#[cfg(all(doctest, feature = "tls", feature = "sasl"))]
-#[doc = include_str!("../docs/security.md")]
-struct SecurityDoctests;
-
 pub mod atomic;
 pub mod barriers;
 pub mod blocking;
@@ -120,6 +129,7 @@ pub mod discovery;
 mod error;
 mod feed;
 pub mod framework;
+pub mod guide;
 pub mod idempotency;
 pub mod inspect;
 pub mod leader;

@@ -1,5 +1,5 @@
 //! Metrics on the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`); see
-//! docs/observability.md for the names, types, labels and units.
+//! [docs/observability.md](crate::guide::observability) for the names, types, labels and units.
 //!
 //! The recipes call the same functions with or without the feature: without it every type here is
 //! empty (or holds only what `tracing` uses anyway) and every function is an inline no-op, so no

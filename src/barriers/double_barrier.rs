@@ -67,7 +67,7 @@ struct Member {
 ///
 /// Wire-compatible with Curator for a round: Curator and Rust members enter and leave one barrier
 /// together. Unlike Curator 5.4 it can be used round after round on one path (see the module
-/// documentation of `src/barriers/double_barrier.rs` and docs/failure-semantics.md); when Curator
+/// documentation of `src/barriers/double_barrier.rs` and [docs/failure-semantics.md](crate::guide::failure_semantics)); when Curator
 /// members take part, give each round a fresh path, since they do not know rounds.
 ///
 /// One value is one member: `enter` then `leave`, any number of times. Dropping it while entered

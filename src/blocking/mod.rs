@@ -38,7 +38,7 @@
 //! when nothing came, `Ok(None)` once the feed ended) and, where the async stream has it,
 //! `try_next()` that never waits. The older names (`recv`, `recv_timeout`, `try_recv`) are
 //! deprecated. Their bounds and what a slow reader misses are the async feeds' (see
-//! docs/failure-semantics.md, "Change feeds").
+//! [docs/failure-semantics.md](crate::guide::failure_semantics), "Change feeds").
 //!
 //! Call it from plain threads. A waiting call made inside a tokio runtime context (an async task,
 //! `block_on`, `spawn_blocking`, a `Handle::enter` guard) returns

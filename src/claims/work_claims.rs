@@ -76,7 +76,7 @@ impl Drop for Inner {
 /// tag in one call, processes them, and completes or releases them one by one or all at once.
 ///
 /// * [`claim`](Self::claim) claims up to `n` unclaimed items with pipelined ephemeral claim nodes
-///   (see the module layout in docs/failure-semantics.md and README): a dead process's claims go
+///   (see the module layout in [docs/failure-semantics.md](crate::guide::failure_semantics) and README): a dead process's claims go
 ///   with its session.
 /// * [`complete`](Self::complete) deletes the item and its claim in one transaction fenced by the
 ///   claim; refused once the claim was lost.

@@ -198,7 +198,7 @@ impl CuratorClientBuilder {
     ///
     /// Ours differs because holds must be given up before the server can expire them: the server
     /// counts the timeout from the last request it heard, no earlier than our last reply, and the
-    /// 15% left absorbs timers, scheduling and the reply's network hop (docs/failure-semantics.md).
+    /// 15% left absorbs timers, scheduling and the reply's network hop ([docs/failure-semantics.md](crate::guide::failure_semantics)).
     /// A smaller percentage gives up sooner (a shorter outage costs the session); below the time
     /// SUSPENDED itself takes (about 23%), LOST comes with SUSPENDED. Above 85 the margin shrinks,
     /// and at 100 a holder may learn of the loss only after the server expired the session.
@@ -338,7 +338,7 @@ impl CuratorClientBuilder {
     /// `SaslOptions(<redacted>)`). GSSAPI (Kerberos): this crate's `sasl` feature enables only
     /// DIGEST-MD5; an application that also enables zookeeper-client's `sasl-gssapi` feature can
     /// build GSSAPI options there and pass them through [`raw::sasl_options`](crate::raw::sasl_options),
-    /// forwarded unchanged (not tested by this crate; see docs/security.md). Curator: a JAAS `Client` section named by the
+    /// forwarded unchanged (not tested by this crate; see [docs/security.md](crate::guide::security)). Curator: a JAAS `Client` section named by the
     /// `java.security.auth.login.config` system property.
     #[cfg(feature = "sasl")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl")))]
@@ -348,7 +348,7 @@ impl CuratorClientBuilder {
     }
 
     /// Maps each lock path to the value of the `path` label of this client's metrics (feature
-    /// `metrics`; see docs/observability.md). Default: the lock path as is.
+    /// `metrics`; see [docs/observability.md](crate::guide::observability)). Default: the lock path as is.
     ///
     /// Every distinct label value is a time series for the metrics backend to keep: lock paths
     /// with a per-job or per-customer part (`/locks/jobs/7f3a…`) make the series grow without

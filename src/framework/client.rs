@@ -198,7 +198,7 @@ impl CuratorClient {
     /// of the session timeout before it (15% by default). `None` while
     /// connected, for other sessions, and once the server ended the session (it may already be
     /// expired). Assumes the server that expires the session heard from us no later than we
-    /// heard from it; see docs/failure-semantics.md for when that fails.
+    /// heard from it; see [docs/failure-semantics.md](crate::guide::failure_semantics) for when that fails.
     pub fn earliest_expiry(&self, session: SessionIdentity) -> Option<Instant> {
         self.inner.sessions.earliest_expiry(session)
     }

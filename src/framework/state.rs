@@ -36,7 +36,7 @@ pub enum ConnectionState {
     Lost,
     /// Connected to a read-only server (only when the builder allows it): reads are served, writes
     /// fail, no hold is `Held`, and the session is given up (`Lost`) like a suspended one — and
-    /// when a read-write server is found again (see docs/failure-semantics.md).
+    /// when a read-write server is found again (see [docs/failure-semantics.md](crate::guide::failure_semantics)).
     ReadOnly,
 }
 

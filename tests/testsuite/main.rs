@@ -20,6 +20,7 @@ mod curator_interop;
 mod data_api;
 #[cfg(feature = "discovery")]
 mod discovery;
+mod documentation;
 mod feeds;
 mod framework;
 mod harness;
