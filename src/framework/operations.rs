@@ -544,6 +544,7 @@ impl CreateBuilder {
         let data = self.data.as_slice();
         let path = self.path.as_str();
         let mut parent_rounds = 0;
+        let mut namespace_made = false;
         // A sequential create is sent once per connection; waiting for one is retried under the
         // policy.
         let mut waiting = client.retrying(path, deadline);
@@ -570,6 +571,13 @@ impl CreateBuilder {
                 client.with_retry(path, deadline, |zk| async move { zk.create(fixed, data, options).await }).await
             };
             match result {
+                // The namespace node is made lazily, by the first create that misses it.
+                Err(e) if e.is(ErrorCode::NoNode) && self.parents == Parents::None && !namespace_made => {
+                    namespace_made = true;
+                    if !client.ensure_namespace(deadline).await? {
+                        return Err(e);
+                    }
+                }
                 Err(e) if e.is(ErrorCode::NoNode) && self.parents != Parents::None && parent_rounds < 5 => {
                     parent_rounds += 1;
                     let containers = self.parents == Parents::Containers;

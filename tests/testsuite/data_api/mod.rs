@@ -4,4 +4,5 @@
 mod bad_input_and_faults;
 mod calls;
 mod connection_cuts;
+mod namespaces;
 mod spawnable;
