@@ -275,6 +275,12 @@ impl CuratorClient {
         }
     }
 
+    /// True when the data API compresses and decompresses by default (set by
+    /// [`CuratorClientBuilder::enable_compression`](crate::CuratorClientBuilder::enable_compression)).
+    pub fn compression_enabled(&self) -> bool {
+        self.inner.config.compression
+    }
+
     /// The data written into lock nodes when a recipe is given none.
     pub fn default_data(&self) -> &[u8] {
         &self.inner.config.default_data
@@ -529,6 +535,15 @@ impl CuratorClient {
         return crate::metrics::LockLabels::new(&self.inner.config.metrics_path_label, recipe, path);
         #[cfg(not(feature = "metrics"))]
         crate::metrics::LockLabels::new(recipe, path)
+    }
+
+    /// The metrics labels of a recipe instance of the other families (cache, nodes, counters,
+    /// barriers, claims) of `recipe` on `path`, the `path` label made as for locks.
+    pub(crate) fn recipe_labels(&self, recipe: &'static str, path: &str) -> crate::metrics::RecipeLabels {
+        #[cfg(feature = "metrics")]
+        return crate::metrics::RecipeLabels::new(&self.inner.config.metrics_path_label, recipe, path);
+        #[cfg(not(feature = "metrics"))]
+        crate::metrics::RecipeLabels::new(recipe, path)
     }
 
     pub(crate) fn connection_timeout(&self) -> Duration {
