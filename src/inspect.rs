@@ -622,7 +622,7 @@ impl<'a> Walk<'a> {
     /// A holder from its node; `None` if the node is gone.
     async fn holder(&self, node: String) -> Result<Option<LockHolder>> {
         self.count();
-        match self.client.get_data(&node).await {
+        match self.client.get_data(&node).undecompressed().await {
             Ok((data, stat)) => Ok(Some(LockHolder {
                 node,
                 session: stat.ephemeral_owner,

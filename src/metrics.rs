@@ -11,7 +11,11 @@
 //!   mutex and its lease, one sample per lease);
 //! * holds: [`HoldMeter`], owned by each [`Hold`](crate::locks::Hold), ended once when the hold becomes
 //!   `Lost` (released or lost) or is dropped;
-//! * connection states: [`connection_state`], where the session supervisor publishes them.
+//! * connection states: [`connection_state`], where the session supervisor publishes them;
+//! * the other families, through each instance's [`RecipeLabels`]: a cache's tree as it applies
+//!   events and full loads, a node recipe's task as it has its node, an atomic's `apply`, a shared
+//!   value's writes, barrier waits ([`BarrierTimer`]), work claims' claim/complete/release/reclaim,
+//!   idempotency keys' `begin`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,6 +41,185 @@ const WAITERS: &str = "zk_curator_waiters";
 /// `zk_curator_connection_state_changes_total`: counter of connection state changes, by `state`.
 #[cfg(feature = "metrics")]
 const CONNECTION_STATE_CHANGES_TOTAL: &str = "zk_curator_connection_state_changes_total";
+
+/// `zk_curator_cache_nodes`: gauge of the nodes a cache holds.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const CACHE_NODES: &str = "zk_curator_cache_nodes";
+/// `zk_curator_cache_events_total`: counter of the changes a cache applied, by `event`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const CACHE_EVENTS_TOTAL: &str = "zk_curator_cache_events_total";
+/// `zk_curator_cache_resyncs_total`: counter of a cache's full reloads after its first.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const CACHE_RESYNCS_TOTAL: &str = "zk_curator_cache_resyncs_total";
+/// `zk_curator_node_creates_total`: counter of a node recipe's creates of its node, by `kind`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const NODE_CREATES_TOTAL: &str = "zk_curator_node_creates_total";
+/// `zk_curator_counter_operations_total`: counter of counter operations, by `outcome`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const COUNTER_OPERATIONS_TOTAL: &str = "zk_curator_counter_operations_total";
+/// `zk_curator_counter_attempts_total`: counter of the writes counter operations tried, by `kind`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const COUNTER_ATTEMPTS_TOTAL: &str = "zk_curator_counter_attempts_total";
+/// `zk_curator_barrier_wait_seconds`: histogram of barrier waits, by `phase` and `outcome`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const BARRIER_WAIT_SECONDS: &str = "zk_curator_barrier_wait_seconds";
+/// `zk_curator_claims_total`: counter of work-claim and idempotency-key claims, by `outcome`.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+const CLAIMS_TOTAL: &str = "zk_curator_claims_total";
+
+/// The labels of one recipe instance of the families other than locks and leaders (caches,
+/// nodes, counters, barriers, claims, idempotency keys): `recipe` and `path` (through the
+/// client's [`PathLabel`]), made once at construction. Empty without the feature.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RecipeLabels {
+    #[cfg(feature = "metrics")]
+    labels: Option<Arc<[::metrics::Label]>>,
+}
+
+impl RecipeLabels {
+    /// The labels of a recipe `recipe` (the label value) on `path` (as the caller gave it,
+    /// without namespace), by [`CuratorClient::recipe_labels`](crate::CuratorClient).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn new(path_label: &PathLabel, recipe: &'static str, path: &str) -> RecipeLabels {
+        let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe)];
+        if let Some(value) = path_label.value(path) {
+            labels.push(::metrics::Label::new("path", value));
+        }
+        RecipeLabels { labels: Some(Arc::from(labels)) }
+    }
+
+    #[cfg(not(feature = "metrics"))]
+    #[inline(always)]
+    pub(crate) fn new(_: &'static str, _: &str) -> RecipeLabels {
+        RecipeLabels {}
+    }
+
+    #[cfg(feature = "metrics")]
+    fn with(&self, extra: Option<(&'static str, &'static str)>) -> Option<Vec<::metrics::Label>> {
+        let labels = self.labels.as_ref()?;
+        let mut all = Vec::with_capacity(labels.len() + 1);
+        all.extend(labels.iter().cloned());
+        if let Some((key, value)) = extra {
+            all.push(::metrics::Label::from_static_parts(key, value));
+        }
+        Some(all)
+    }
+
+    #[inline]
+    fn count(&self, _name: &'static str, _extra: Option<(&'static str, &'static str)>) {
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = self.with(_extra) {
+            ::metrics::counter!(_name, labels).increment(1);
+        }
+    }
+
+    /// A cache applied a change (`event`: `created`, `changed`, `deleted`) and now holds `nodes`.
+    #[inline]
+    pub(crate) fn cache_event(&self, event: &'static str, nodes: usize) {
+        self.count(CACHE_EVENTS_TOTAL, Some(("event", event)));
+        self.cache_size(nodes);
+    }
+
+    /// A cache holds `nodes` now.
+    #[inline]
+    pub(crate) fn cache_size(&self, _nodes: usize) {
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = &self.labels {
+            ::metrics::gauge!(CACHE_NODES, labels.iter()).set(_nodes as f64);
+        }
+    }
+
+    /// A cache reloaded everything again (after a reconnect or a new session).
+    #[inline]
+    pub(crate) fn cache_resync(&self) {
+        self.count(CACHE_RESYNCS_TOTAL, None);
+    }
+
+    /// A node recipe created its node: `kind` `initial` (its first) or `recreated` (after it
+    /// was deleted or its session ended).
+    #[inline]
+    pub(crate) fn node_created(&self, kind: &'static str) {
+        self.count(NODE_CREATES_TOTAL, Some(("kind", kind)));
+    }
+
+    /// A counter operation ended: `outcome` `succeeded`, `failed` (gave up: another writer kept
+    /// winning, or a conditional set lost) or `error`.
+    #[inline]
+    pub(crate) fn counter_operation(&self, outcome: &'static str) {
+        self.count(COUNTER_OPERATIONS_TOTAL, Some(("outcome", outcome)));
+    }
+
+    /// A counter operation tried one write: `kind` `optimistic` or `locked` (under the
+    /// promoted lock).
+    #[inline]
+    pub(crate) fn counter_attempts(&self, kind: &'static str, _attempts: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = self.with(Some(("kind", kind))) {
+            ::metrics::counter!(COUNTER_ATTEMPTS_TOTAL, labels).increment(_attempts);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = kind;
+    }
+
+    /// A barrier wait (`phase` `wait`, `enter` or `leave`) ended with `outcome` (`passed`,
+    /// `timed_out`, `error`, or `cancelled` by [`BarrierTimer`]'s drop) after `waited`.
+    #[inline]
+    pub(crate) fn barrier_wait(&self, _phase: &'static str, _outcome: &'static str, _waited: Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(mut labels) = self.with(Some(("phase", _phase))) {
+            labels.push(::metrics::Label::from_static_parts("outcome", _outcome));
+            ::metrics::histogram!(BARRIER_WAIT_SECONDS, labels).record(_waited.as_secs_f64());
+        }
+    }
+
+    /// `n` claims (work claims, idempotency keys) went `outcome`.
+    #[inline]
+    pub(crate) fn claims(&self, outcome: &'static str, _n: usize) {
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = self.with(Some(("outcome", outcome))) {
+            ::metrics::counter!(CLAIMS_TOTAL, labels).increment(_n as u64);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = outcome;
+    }
+}
+
+/// One barrier wait in flight: recorded once, by [`finish`](Self::finish) or as `cancelled` by
+/// its drop (so a dropped wait is counted too).
+pub(crate) struct BarrierTimer<'a> {
+    labels: &'a RecipeLabels,
+    phase: &'static str,
+    start: Instant,
+    finished: bool,
+}
+
+impl<'a> BarrierTimer<'a> {
+    #[inline]
+    pub(crate) fn start(labels: &'a RecipeLabels, phase: &'static str) -> BarrierTimer<'a> {
+        BarrierTimer { labels, phase, start: Instant::now(), finished: false }
+    }
+
+    /// Records the wait: `passed` when `result` is `Ok(true)`, `timed_out` for `Ok(false)`,
+    /// `error` otherwise.
+    #[inline]
+    pub(crate) fn finish(mut self, result: &Result<bool>) {
+        self.finished = true;
+        let outcome = match result {
+            Ok(true) => "passed",
+            Ok(false) => "timed_out",
+            Err(_) => "error",
+        };
+        self.labels.barrier_wait(self.phase, outcome, self.start.elapsed());
+    }
+}
+
+impl Drop for BarrierTimer<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.labels.barrier_wait(self.phase, "cancelled", self.start.elapsed());
+        }
+    }
+}
 
 /// The recipe a lock belongs to: the `recipe` label of the metrics and field of the spans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,6 +557,42 @@ pub(crate) fn describe() {
             "Holds lost rather than released, by recipe, path and cause"
         );
         ::metrics::describe_gauge!(WAITERS, Unit::Count, "Lock acquires waiting in this process, by recipe and path");
+        ::metrics::describe_gauge!(CACHE_NODES, Unit::Count, "Nodes a cache holds, by recipe and path");
+        ::metrics::describe_counter!(
+            CACHE_EVENTS_TOTAL,
+            Unit::Count,
+            "Changes a cache applied, by recipe, path and event (created, changed, deleted)"
+        );
+        ::metrics::describe_counter!(
+            CACHE_RESYNCS_TOTAL,
+            Unit::Count,
+            "Full reloads of a cache after its first, by recipe and path"
+        );
+        ::metrics::describe_counter!(
+            NODE_CREATES_TOTAL,
+            Unit::Count,
+            "Creates of a node recipe's node, by recipe, path and kind (initial, recreated)"
+        );
+        ::metrics::describe_counter!(
+            COUNTER_OPERATIONS_TOTAL,
+            Unit::Count,
+            "Counter operations, by recipe, path and outcome (succeeded, failed, error)"
+        );
+        ::metrics::describe_counter!(
+            COUNTER_ATTEMPTS_TOTAL,
+            Unit::Count,
+            "Writes counter operations tried, by recipe, path and kind (optimistic, locked)"
+        );
+        ::metrics::describe_histogram!(
+            BARRIER_WAIT_SECONDS,
+            Unit::Seconds,
+            "How long barrier waits took, by recipe, path, phase and outcome"
+        );
+        ::metrics::describe_counter!(
+            CLAIMS_TOTAL,
+            Unit::Count,
+            "Claims of work claims and idempotency keys, by recipe, path and outcome"
+        );
         ::metrics::describe_counter!(
             CONNECTION_STATE_CHANGES_TOTAL,
             Unit::Count,

@@ -110,6 +110,8 @@ pub(crate) struct Config {
     retry_policy: Option<Arc<dyn RetryPolicy>>,
     promoted: Option<(PromotedToLock, InterProcessMutex)>,
     timeout: Option<Duration>,
+    /// The counter's metrics (`recipe="atomic"`).
+    metrics: crate::metrics::RecipeLabels,
 }
 
 /// The outcome of [`Engine::apply`], in bytes (empty: absent or empty node).
@@ -157,6 +159,7 @@ impl Engine {
             retry_policy: None,
             promoted: None,
             timeout: None,
+            metrics: client.recipe_labels("atomic", path),
         };
         Ok(Self { config: Arc::new(config) })
     }
@@ -168,6 +171,7 @@ impl Engine {
             path: c.path.clone(),
             retry_policy: c.retry_policy.clone(),
             promoted: c.promoted.clone(),
+            metrics: c.metrics.clone(),
             timeout: c.timeout,
         };
         f(&mut config);
@@ -245,6 +249,26 @@ impl Engine {
     /// Optimistic attempts under the retry policy, then (if configured and still not done) the
     /// promoted lock (Curator's `trySet(MakeValue)`).
     pub(crate) async fn apply(
+        &self,
+        make: &(dyn Fn(&[u8]) -> Result<Vec<u8>> + Sync),
+        deadline: Option<Instant>,
+    ) -> Result<Raw> {
+        let applied = self.apply_measured(make, deadline).await;
+        let metrics = &self.config.metrics;
+        match &applied {
+            Ok(result) => {
+                metrics.counter_operation(if result.succeeded { "succeeded" } else { "failed" });
+                metrics.counter_attempts("optimistic", result.stats.optimistic_tries.into());
+                if result.stats.promoted_tries > 0 {
+                    metrics.counter_attempts("locked", result.stats.promoted_tries.into());
+                }
+            }
+            Err(_) => metrics.counter_operation("error"),
+        }
+        applied
+    }
+
+    async fn apply_measured(
         &self,
         make: &(dyn Fn(&[u8]) -> Result<Vec<u8>> + Sync),
         deadline: Option<Instant>,

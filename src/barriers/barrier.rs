@@ -23,6 +23,8 @@ pub struct DistributedBarrier {
     client: CuratorClient,
     path: String,
     fixed: String,
+    /// `recipe="barrier"`.
+    metrics: crate::metrics::RecipeLabels,
 }
 
 impl DistributedBarrier {
@@ -41,7 +43,8 @@ impl DistributedBarrier {
         paths::validate_path(path)?;
         let fixed = client.fix_path(path);
         client.check_path_size(path, &fixed)?;
-        Ok(Self { client: client.clone(), path: path.to_string(), fixed })
+        let metrics = client.recipe_labels("barrier", path);
+        Ok(Self { client: client.clone(), path: path.to_string(), fixed, metrics })
     }
 
     /// The barrier's path.
@@ -65,7 +68,7 @@ impl DistributedBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn set_barrier(&self) -> Result<()> {
-        match self.client.create(&self.path).creating_parent_containers_if_needed().await {
+        match self.client.create(&self.path).uncompressed().creating_parent_containers_if_needed().await {
             Ok(_) => Ok(()),
             Err(e) if e.is(ErrorCode::NodeExists) => Ok(()),
             Err(e) => Err(e),
@@ -133,7 +136,10 @@ impl DistributedBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn wait_on_barrier(&self) -> Result<()> {
-        self.wait_until(None).await.map(|_| ())
+        let timer = crate::metrics::BarrierTimer::start(&self.metrics, "wait");
+        let waited = self.wait_until(None).await;
+        timer.finish(&waited);
+        waited.map(|_| ())
     }
 
     /// [`wait_on_barrier`](Self::wait_on_barrier) for at most `timeout` (Curator's
@@ -159,10 +165,13 @@ impl DistributedBarrier {
     pub async fn wait_on_barrier_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
-        match tokio::time::timeout_at(deadline.into(), self.wait_until(Some(deadline))).await {
+        let timer = crate::metrics::BarrierTimer::start(&self.metrics, "wait");
+        let waited = match tokio::time::timeout_at(deadline.into(), self.wait_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),
             Ok(result) => result,
-        }
+        };
+        timer.finish(&waited);
+        waited
     }
 
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {

@@ -92,6 +92,8 @@ pub struct DistributedDoubleBarrier {
     member: Option<Member>,
     /// The barrier's node was there at this member's last create: no need to send its create.
     dir_seen: bool,
+    /// `recipe="double_barrier"`.
+    metrics: crate::metrics::RecipeLabels,
 }
 
 impl Drop for DistributedDoubleBarrier {
@@ -140,6 +142,7 @@ impl DistributedDoubleBarrier {
             member_count,
             member: None,
             dir_seen: false,
+            metrics: client.recipe_labels("double_barrier", path),
         })
     }
 
@@ -182,7 +185,11 @@ impl DistributedDoubleBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn enter(&mut self) -> Result<()> {
-        self.enter_until(None).await.map(|_| ())
+        let metrics = self.metrics.clone();
+        let timer = crate::metrics::BarrierTimer::start(&metrics, "enter");
+        let entered = self.enter_until(None).await;
+        timer.finish(&entered);
+        entered.map(|_| ())
     }
 
     /// [`enter`](Self::enter) for at most `timeout` (Curator's `enter(maxWait, unit)`): `Ok(true)`
@@ -208,10 +215,14 @@ impl DistributedDoubleBarrier {
     pub async fn enter_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
-        match tokio::time::timeout_at(deadline.into(), self.enter_until(Some(deadline))).await {
+        let metrics = self.metrics.clone();
+        let timer = crate::metrics::BarrierTimer::start(&metrics, "enter");
+        let done = match tokio::time::timeout_at(deadline.into(), self.enter_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),
             Ok(result) => result,
-        }
+        };
+        timer.finish(&done);
+        done
     }
 
     /// Leaves the barrier and waits until every member of this round has left (Curator's
@@ -239,7 +250,11 @@ impl DistributedDoubleBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn leave(&mut self) -> Result<()> {
-        self.leave_until(None).await.map(|_| ())
+        let metrics = self.metrics.clone();
+        let timer = crate::metrics::BarrierTimer::start(&metrics, "leave");
+        let left = self.leave_until(None).await;
+        timer.finish(&left);
+        left.map(|_| ())
     }
 
     /// [`leave`](Self::leave) for at most `timeout` (Curator's `leave(maxWait, unit)`):
@@ -266,10 +281,14 @@ impl DistributedDoubleBarrier {
     pub async fn leave_timeout(&mut self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let timeout = timeout.into().remaining();
         let deadline = deadline_after(timeout);
-        match tokio::time::timeout_at(deadline.into(), self.leave_until(Some(deadline))).await {
+        let metrics = self.metrics.clone();
+        let timer = crate::metrics::BarrierTimer::start(&metrics, "leave");
+        let done = match tokio::time::timeout_at(deadline.into(), self.leave_until(Some(deadline))).await {
             Ok(Err(Error::DeadlineExceeded { .. })) | Err(_) => Ok(false),
             Ok(result) => result,
-        }
+        };
+        timer.finish(&done);
+        done
     }
 
     fn node_path(&self, fixed: &str) -> String {

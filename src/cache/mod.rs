@@ -370,7 +370,10 @@ impl CuratorCacheBuilder {
             CacheMode::Children => 1,
             CacheMode::Tree => self.max_depth.unwrap_or(usize::MAX),
         };
-        let shared = Arc::new(Shared::new(&self.path, self.mode, depth, self.max_nodes, self.max_buffered_events));
+        let metrics = self.client.recipe_labels("cache", &self.path);
+        let shared = Arc::new(
+            Shared::new(&self.path, self.mode, depth, self.max_nodes, self.max_buffered_events).with_metrics(metrics),
+        );
         let (stop, stopped) = watch::channel(false);
         let ends = EndOnDrop(shared.clone());
         let run = sync::run(shared.clone(), self.client.clone(), stopped);

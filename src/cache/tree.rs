@@ -85,6 +85,8 @@ pub(super) struct Shared {
     /// A receiver of `latest` kept to hand out its last value once the sender is gone.
     last: watch::Receiver<Option<CacheEntry>>,
     error: Mutex<Option<Error>>,
+    /// The cache's metrics (`recipe="cache"`).
+    metrics: crate::metrics::RecipeLabels,
 }
 
 /// What applying a read found.
@@ -120,7 +122,14 @@ impl Shared {
             latest: Mutex::new(Some(latest)),
             last,
             error: Mutex::new(None),
+            metrics: crate::metrics::RecipeLabels::default(),
         }
+    }
+
+    /// With the cache's metrics labels.
+    pub(super) fn with_metrics(mut self, metrics: crate::metrics::RecipeLabels) -> Shared {
+        self.metrics = metrics;
+        self
     }
 
     pub(super) fn root(&self) -> &str {
@@ -359,6 +368,9 @@ impl Shared {
     pub(super) fn replace(&self, loaded: Vec<CacheEntry>, unreadable: BTreeSet<String>) {
         let mut guard = self.tree.write();
         let tree = &mut *guard;
+        if tree.initialized {
+            self.metrics.cache_resync();
+        }
         let old: Vec<CacheEntry> = tree.nodes.iter().map(|n| n.0.clone()).collect();
         let mut events = Vec::new();
         let mut restated = Vec::new();
@@ -407,6 +419,7 @@ impl Shared {
             self.emit(tree, event);
         }
         tree.unreadable = unreadable;
+        self.metrics.cache_size(tree.nodes.len());
         if !tree.initialized {
             tree.initialized = true;
             self.emit(tree, CacheEvent::Initialized);
@@ -427,6 +440,15 @@ impl Shared {
 
     /// Sends `event` to every live subscriber and, for the root, to the latest-value receivers.
     fn emit(&self, tree: &mut Tree, event: CacheEvent) {
+        let applied = match &event {
+            CacheEvent::Created(_) => Some("created"),
+            CacheEvent::Changed { .. } => Some("changed"),
+            CacheEvent::Deleted(_) => Some("deleted"),
+            _ => None,
+        };
+        if let Some(applied) = applied {
+            self.metrics.cache_event(applied, tree.nodes.len());
+        }
         if event.path() == Some(self.root.as_str()) {
             let latest = match &event {
                 CacheEvent::Created(e) | CacheEvent::Changed { new: e, .. } => Some(e.clone()),

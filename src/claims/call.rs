@@ -158,6 +158,9 @@ impl WorkClaims {
         let this = self.clone();
         self.inner.client.runtime().spawn(async move {
             let result = this.claim_batch(n).await;
+            if let Ok(claims) = &result {
+                this.inner.metrics.claims("claimed", claims.len());
+            }
             if let Some((result, _pending)) = task.0.finish(result) {
                 this.release_abandoned(result).await;
             }

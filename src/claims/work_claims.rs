@@ -43,6 +43,8 @@ struct WorkWatch {
 
 pub(super) struct Inner {
     pub(super) client: CuratorClient,
+    /// `recipe="work_claims"`.
+    pub(super) metrics: crate::metrics::RecipeLabels,
     pub(super) path: String,
     pub(super) tag: String,
     pub(super) items: String,
@@ -141,6 +143,7 @@ impl WorkClaims {
         Ok(WorkClaims {
             inner: Arc::new(Inner {
                 client: client.clone(),
+                metrics: client.recipe_labels("work_claims", path),
                 path: path.to_string(),
                 tag: tag.to_string(),
                 items,
@@ -315,6 +318,17 @@ impl WorkClaims {
 
     /// Runs the fenced transaction `ops` for the claim on its own session.
     pub(super) async fn fenced(&self, shared: &Arc<ClaimShared>, complete: bool) -> Result<()> {
+        let ended = self.fenced_unmeasured(shared, complete).await;
+        let outcome = match (&ended, complete) {
+            (Ok(()), true) => "completed",
+            (Ok(()), false) => "released",
+            (Err(_), _) => "lost",
+        };
+        self.inner.metrics.claims(outcome, 1);
+        ended
+    }
+
+    async fn fenced_unmeasured(&self, shared: &Arc<ClaimShared>, complete: bool) -> Result<()> {
         let client = &self.inner.client;
         let claim_path = paths::join(&paths::join(&self.inner.path, "claims"), &shared.item);
         let lost = |reason| Error::LockLost { node: claim_path.clone(), reason };
@@ -637,6 +651,7 @@ impl WorkClaims {
                 }
             }
         }
+        inner.metrics.claims("reclaimed", woken.len());
         Ok(woken)
     }
 

@@ -626,7 +626,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     }
 
     async fn read_instance(&self, path: &str) -> Result<Option<ServiceInstance<T>>> {
-        match self.inner.client.get_data(path).await {
+        match self.inner.client.get_data(path).undecompressed().await {
             Ok((bytes, _)) => parse(&*self.inner.serializer, path, &bytes).map(Some),
             Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
             Err(e) => Err(e),

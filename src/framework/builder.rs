@@ -76,6 +76,7 @@ pub struct CuratorClientBuilder {
     acl_provider: Option<Arc<dyn AclProvider>>,
     empty_acls: bool,
     use_containers: bool,
+    compression: bool,
     can_be_read_only: bool,
     max_close_wait: Duration,
     max_data_size: usize,
@@ -102,6 +103,7 @@ impl CuratorClientBuilder {
             acl_provider: None,
             empty_acls: false,
             use_containers: true,
+            compression: false,
             can_be_read_only: false,
             max_close_wait: DEFAULT_MAX_CLOSE_WAIT,
             max_data_size: DEFAULT_MAX_DATA_SIZE,
@@ -173,6 +175,16 @@ impl CuratorClientBuilder {
     /// `dontUseContainerParents`).
     pub fn dont_use_container_parents(mut self) -> Self {
         self.use_containers = false;
+        self
+    }
+
+    /// Compresses the data of every create, set-data and transaction of the data API, and
+    /// decompresses every get-data (Curator's `enableCompression` with its default
+    /// `GzipCompressionProvider`); a call opts out with `uncompressed()` / `undecompressed()`.
+    /// Recipes' own nodes are not affected: they stay in the format Curator's recipes use.
+    /// Default: off (each call opts in with `compressed()` / `decompressed()`).
+    pub fn enable_compression(mut self) -> Self {
+        self.compression = true;
         self
     }
 
@@ -493,6 +505,7 @@ impl CuratorClientBuilder {
             default_data,
             acl_provider: self.acl_provider.unwrap_or_else(|| Arc::new(DefaultAclProvider)),
             use_containers: self.use_containers,
+            compression: self.compression,
             max_close_wait: self.max_close_wait,
             max_data_size: self.max_data_size,
             error_policy: self.error_policy,

@@ -65,6 +65,9 @@ struct LocalQueues {
 #[derive(Clone)]
 pub struct CuratorClient {
     inner: Arc<Inner>,
+    /// This view's namespace: the builder's, or another one of
+    /// [`using_namespace`](Self::using_namespace) (same session, same background work).
+    namespace: Arc<super::paths::Namespace>,
 }
 
 impl std::fmt::Debug for CuratorClient {
@@ -72,7 +75,7 @@ impl std::fmt::Debug for CuratorClient {
         let status = self.inner.sessions.status_now();
         f.debug_struct("CuratorClient")
             .field("connect_string", &self.inner.sessions.connect_string())
-            .field("namespace", &self.inner.config.namespace.prefix())
+            .field("namespace", &self.namespace.prefix())
             .field("state", &status.state)
             .field("session", &status.session)
             .finish()
@@ -112,13 +115,16 @@ impl CuratorClient {
         crate::metrics::describe();
         let (deletes, worker) = DeleteQueue::new();
         let runtime = tokio::runtime::Handle::current();
+        let namespace = Arc::new(config.namespace.clone());
         let inner = Arc::new(Inner { config, sessions, deletes, local_queues: Default::default(), runtime });
         let weak = Arc::downgrade(&inner);
+        let background_namespace = namespace.clone();
         tokio::spawn(worker.run(move |target| {
             let inner = weak.upgrade()?;
-            Some(async move { CuratorClient { inner }.delete_target(target).await })
+            let namespace = background_namespace.clone();
+            Some(async move { CuratorClient { inner, namespace }.delete_target(target).await })
         }));
-        CuratorClient { inner }
+        CuratorClient { inner, namespace }
     }
 
     /// Waits until the client is connected (Curator's `blockUntilConnected`), at most `timeout` (a
@@ -221,7 +227,58 @@ impl CuratorClient {
 
     /// The namespace prefix (`/ns`), or `""`.
     pub fn namespace(&self) -> &str {
-        self.inner.config.namespace.prefix()
+        self.namespace.prefix()
+    }
+
+    /// A view of this client whose paths are under `namespace` (Curator's `usingNamespace`):
+    /// the same session, connection states, retry policy and background work, another prefix.
+    /// `""` is no namespace (the root). Recipes built on the view work within it. Its node is
+    /// made (as a container) by the view's first create that finds it missing, as the builder's
+    /// [`namespace`](crate::CuratorClientBuilder::namespace) is.
+    ///
+    /// The namespace replaces this client's (it does not nest): `using_namespace("b")` of a client
+    /// in `a` works under `/b`; say `"a/b"` for `/a/b`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming the namespace as given when `/` + `namespace` is not a valid
+    /// path (`"/a"`, `"a/"`, `"a//b"`, `"a/./b"`, a control character) — as Curator, which
+    /// takes the namespace without its leading slash.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let billing = client.using_namespace("billing")?;
+    /// // Creates /billing (lazily, as a container) and /billing/invoices.
+    /// billing.create("/invoices").await?;
+    /// assert!(client.exists("/billing/invoices").await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn using_namespace(&self, namespace: &str) -> Result<CuratorClient> {
+        let namespace = super::paths::Namespace::strict(namespace)?;
+        Ok(CuratorClient { inner: self.inner.clone(), namespace: Arc::new(namespace) })
+    }
+
+    /// Makes this view's namespace node (and its missing ancestors) as containers (Curator's
+    /// `EnsureContainers`), for a create that failed with NoNode: true when the view has a
+    /// namespace (the create is worth one more try). Asked on every such failure rather than
+    /// once per client as Curator does: the server reaps an emptied container namespace, and a
+    /// later create must not fail for it.
+    pub(crate) async fn ensure_namespace(&self, deadline: Option<Instant>) -> Result<bool> {
+        let prefix = self.namespace.prefix();
+        if prefix.is_empty() {
+            return Ok(false);
+        }
+        match self.create_parents_as(prefix, deadline, true).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.is(ErrorCode::NoNode) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// True when the data API compresses and decompresses by default (set by
+    /// [`CuratorClientBuilder::enable_compression`](crate::CuratorClientBuilder::enable_compression)).
+    pub fn compression_enabled(&self) -> bool {
+        self.inner.config.compression
     }
 
     /// The data written into lock nodes when a recipe is given none.
@@ -241,7 +298,7 @@ impl CuratorClient {
     /// The (namespace-fixed) path counts too: data and path together must fit in one request
     /// the server reads.
     pub(crate) fn check_data_size(&self, name: &'static str, path: &str, len: usize) -> Result<()> {
-        let rest = self.inner.config.namespace.fix(path).len().saturating_add(super::limits::OPERATION_OVERHEAD);
+        let rest = self.namespace.fix(path).len().saturating_add(super::limits::OPERATION_OVERHEAD);
         super::limits::check_request_size(self.max_data_size(), name, path, len, rest)
     }
 
@@ -376,6 +433,9 @@ impl CuratorClient {
         key: LocalQueueKey,
         make: impl FnOnce() -> Arc<T>,
     ) -> Arc<T> {
+        // Views of other namespaces share the map: the same path there is another lock.
+        let mut key = key;
+        key.1 = self.fix_path(&key.1);
         let mut local = self.inner.local_queues.lock();
         if let Some(queue) = local.queues.get(&key).and_then(std::sync::Weak::upgrade) {
             if let Ok(queue) = queue.downcast::<T>() {
@@ -431,11 +491,11 @@ impl CuratorClient {
     // ---- narrow methods for the recipes -------------------------------------------------------
 
     pub(crate) fn fix_path(&self, path: &str) -> String {
-        self.inner.config.namespace.fix(path)
+        self.namespace.fix(path)
     }
 
     pub(crate) fn unfix_path<'a>(&self, path: &'a str) -> &'a str {
-        self.inner.config.namespace.unfix(path)
+        self.namespace.unfix(path)
     }
 
     /// The ACL of the node at `fixed_path` (namespace included), from the ACL provider, in
@@ -475,6 +535,15 @@ impl CuratorClient {
         return crate::metrics::LockLabels::new(&self.inner.config.metrics_path_label, recipe, path);
         #[cfg(not(feature = "metrics"))]
         crate::metrics::LockLabels::new(recipe, path)
+    }
+
+    /// The metrics labels of a recipe instance of the other families (cache, nodes, counters,
+    /// barriers, claims) of `recipe` on `path`, the `path` label made as for locks.
+    pub(crate) fn recipe_labels(&self, recipe: &'static str, path: &str) -> crate::metrics::RecipeLabels {
+        #[cfg(feature = "metrics")]
+        return crate::metrics::RecipeLabels::new(&self.inner.config.metrics_path_label, recipe, path);
+        #[cfg(not(feature = "metrics"))]
+        crate::metrics::RecipeLabels::new(recipe, path)
     }
 
     pub(crate) fn connection_timeout(&self) -> Duration {

@@ -16,6 +16,8 @@ pub(crate) struct ClientConfig {
     pub default_data: Vec<u8>,
     pub acl_provider: Arc<dyn AclProvider>,
     pub use_containers: bool,
+    /// The data API compresses and decompresses by default (`enable_compression`).
+    pub compression: bool,
     pub max_close_wait: Duration,
     pub max_data_size: usize,
     pub error_policy: super::state::ConnectionStateErrorPolicy,

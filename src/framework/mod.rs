@@ -39,6 +39,7 @@ pub(crate) mod acl_provider;
 pub(crate) mod backoff;
 pub(crate) mod builder;
 pub(crate) mod client;
+pub(crate) mod compression;
 pub(crate) mod config;
 pub(crate) mod guaranteed_delete;
 pub(crate) mod limits;
@@ -65,9 +66,9 @@ pub use builder::{
 pub use guaranteed_delete::DeleteOutcome;
 pub use limits::DEFAULT_MAX_DATA_SIZE;
 pub use operations::{
-    CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetChildrenBuilder,
-    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, PersistentWatchBuilder, SetDataBuilder, Watch,
-    WatchStream,
+    CommitBuilder, CreateBuilder, DeleteBuilder, ExistsBuilder, ExistsWatchBuilder, GetAclBuilder, GetChildrenBuilder,
+    GetChildrenWatchBuilder, GetDataBuilder, GetDataWatchBuilder, PersistentWatchBuilder, SetAclBuilder,
+    SetDataBuilder, SyncBuilder, Watch, WatchStream,
 };
 pub use paths::validate_path;
 pub use protected::{is_protected, parse_sequence, strip_protection, CreatedNode};

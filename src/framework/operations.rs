@@ -86,6 +86,7 @@ impl CuratorClient {
             protected: false,
             acls: None,
             timeout: None,
+            compression: None,
             running: None,
         }
     }
@@ -244,6 +245,63 @@ impl CuratorClient {
         CommitBuilder { client: self.clone(), transaction, timeout: None, running: None }
     }
 
+    /// Starts a read of `path`'s ACL (Curator's `getACL()`): awaiting it returns the ACL and the
+    /// node's [`Stat`], whose [`aversion`](Stat::aversion) a conditional
+    /// [`set_acl`](Self::set_acl) names.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let (acl, stat) = client.get_acl("/config").await?;
+    /// for entry in &acl {
+    ///     println!("{} may {}", entry.id(), entry.permissions());
+    /// }
+    /// println!("ACL version {}", stat.aversion);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_acl(&self, path: &str) -> GetAclBuilder {
+        GetAclBuilder { op: Op::new(self, path), running: None }
+    }
+
+    /// Starts a write of `path`'s ACL (Curator's `setACL()`); `.version(v)` makes it conditional
+    /// on the node's ACL version ([`Stat::aversion`]). Awaiting it returns the node's new
+    /// [`Stat`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// use zk_curator::{Acl, ErrorCode};
+    ///
+    /// let (_, stat) = client.get_acl("/config").await?;
+    /// match client.set_acl("/config", Acl::read_unsafe()).version(stat.aversion).await {
+    ///     Ok(_) => {}
+    ///     Err(e) if e.code() == Some(ErrorCode::BadVersion) => { /* changed meanwhile */ }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn set_acl(&self, path: &str, acl: Vec<Acl>) -> SetAclBuilder {
+        SetAclBuilder { op: Op::new(self, path), acl, version: None, running: None }
+    }
+
+    /// Starts a sync of `path` (Curator's `sync()`): awaiting it returns once the server this
+    /// client is connected to has caught up with the leader as of the call, so that a read made
+    /// after it sees every write completed before it (ZooKeeper's guarantee; see its
+    /// ZOOKEEPER-1675 and ZOOKEEPER-2136 for the corner where a leader change in between weakens
+    /// it).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// // Another process wrote /config and told us so out of band: read what it wrote.
+    /// client.sync("/config").await?;
+    /// let (config, _) = client.get_data("/config").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sync(&self, path: &str) -> SyncBuilder {
+        SyncBuilder { op: Op::new(self, path), running: None }
+    }
+
     /// Deletes every descendant of the namespace-fixed `fixed`, deepest first; true when it
     /// deleted at least one. `background`: for the guaranteed-delete queue (runs while closing).
     pub(super) async fn delete_children(
@@ -371,16 +429,28 @@ struct Op {
     client: CuratorClient,
     path: String,
     timeout: Option<Deadline>,
+    /// `compressed()` / `uncompressed()` (or the read forms); `None`: the client's default.
+    compression: Option<bool>,
 }
 
 impl Op {
     fn new(client: &CuratorClient, path: &str) -> Self {
-        Op { client: client.clone(), path: path.to_string(), timeout: None }
+        Op { client: client.clone(), path: path.to_string(), timeout: None, compression: None }
     }
 
     /// This op's arguments, moved out for the running request.
     fn take(&mut self) -> Self {
-        Op { client: self.client.clone(), path: std::mem::take(&mut self.path), timeout: self.timeout }
+        Op {
+            client: self.client.clone(),
+            path: std::mem::take(&mut self.path),
+            timeout: self.timeout,
+            compression: self.compression,
+        }
+    }
+
+    /// Whether this call compresses (or decompresses) its data.
+    fn compresses(&self) -> bool {
+        self.compression.unwrap_or_else(|| self.client.compression_enabled())
     }
 
     /// Validates the path and returns it namespace-fixed, with the call's deadline.
@@ -445,6 +515,7 @@ pub struct CreateBuilder {
     protected: bool,
     acls: Option<Vec<Acl>>,
     timeout: Option<Deadline>,
+    compression: Option<bool>,
     running: Running<String>,
 }
 
@@ -498,6 +569,32 @@ impl CreateBuilder {
         self
     }
 
+    /// Stores the data GZIP-compressed, as Curator's `compressed()` with its default
+    /// `GzipCompressionProvider` does: Curator's `getData().decompressed()` and our
+    /// [`decompressed`](GetDataBuilder::decompressed) read it. The client's
+    /// [`max_data_size`](crate::CuratorClientBuilder::max_data_size) applies to the compressed
+    /// size, what the server stores. Default: the client's
+    /// [`enable_compression`](crate::CuratorClientBuilder::enable_compression) (off).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let report = vec![b'x'; 4 << 20]; // 4 MiB, over the limit uncompressed
+    /// client.create("/reports/today").data(report).compressed().await?;
+    /// let (read, _) = client.get_data("/reports/today").decompressed().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn compressed(mut self) -> Self {
+        self.compression = Some(true);
+        self
+    }
+
+    /// Stores the data as given, also when the client compresses by default (Curator's
+    /// `uncompressed()`).
+    pub fn uncompressed(mut self) -> Self {
+        self.compression = Some(false);
+        self
+    }
+
     fn take(&mut self) -> Self {
         CreateBuilder {
             client: self.client.clone(),
@@ -508,6 +605,7 @@ impl CreateBuilder {
             protected: self.protected,
             acls: self.acls.take(),
             timeout: self.timeout,
+            compression: self.compression,
             running: None,
         }
     }
@@ -519,7 +617,12 @@ impl CreateBuilder {
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path, reason: "the root node always exists" });
         }
-        client.check_data_size("data", &self.path, self.data.len())?;
+        let data = if self.compression.unwrap_or_else(|| client.compression_enabled()) {
+            super::compression::compress(&self.data)
+        } else {
+            self.data
+        };
+        client.check_data_size("data", &self.path, data.len())?;
         if client.is_closed() {
             return Err(Error::Closed { path: self.path });
         }
@@ -528,22 +631,23 @@ impl CreateBuilder {
             let parent = paths::parent(&self.path).to_string();
             let name = paths::node_name(&self.path).to_string();
             let (created, _) =
-                client.create_protected(&parent, &name, &self.data, self.mode, deadline, false, self.acls).await?;
+                client.create_protected(&parent, &name, &data, self.mode, deadline, false, self.acls).await?;
             return Ok(created.path);
         }
         let fixed = client.fix_path(&self.path);
         let acls = match self.acls {
-            Some(acls) if acls.is_empty() => {
-                return Err(Error::invalid_argument("acl", "[]", "a node needs at least one ACL entry"))
+            Some(acls) => {
+                validate_acl(&acls)?;
+                acl::to_raw(&acls)
             }
-            Some(acls) => acl::to_raw(&acls),
             None => client.raw_acls_for(&fixed),
         };
         let options = &self.mode.options(&acls);
         let fixed = fixed.as_str();
-        let data = self.data.as_slice();
+        let data = data.as_slice();
         let path = self.path.as_str();
         let mut parent_rounds = 0;
+        let mut namespace_made = false;
         // A sequential create is sent once per connection; waiting for one is retried under the
         // policy.
         let mut waiting = client.retrying(path, deadline);
@@ -570,6 +674,13 @@ impl CreateBuilder {
                 client.with_retry(path, deadline, |zk| async move { zk.create(fixed, data, options).await }).await
             };
             match result {
+                // The namespace node is made lazily, by the first create that misses it.
+                Err(e) if e.is(ErrorCode::NoNode) && self.parents == Parents::None && !namespace_made => {
+                    namespace_made = true;
+                    if !client.ensure_namespace(deadline).await? {
+                        return Err(e);
+                    }
+                }
                 Err(e) if e.is(ErrorCode::NoNode) && self.parents != Parents::None && parent_rounds < 5 => {
                     parent_rounds += 1;
                     let containers = self.parents == Parents::Containers;
@@ -595,26 +706,62 @@ request_future!(CreateBuilder, String, timeout: timeout);
 /// watched node — or [`EventType::SessionEnded`](crate::EventType::SessionEnded) when the
 /// session it was set on ends first.
 ///
-/// Dropping it drops the local registration (the server-side watch stays until it fires).
+/// Dropping it removes the watch: when no other watch of this client of the same kind (data or
+/// children) on the path is left, the server is asked to remove its watch (ZooKeeper's
+/// `removeWatches`), so a dropped watch does not stay on the server until the node changes.
+/// [`remove`](Self::remove) does the same and waits for the server's answer.
 ///
 /// # Cancel safety
 /// Cancel safe (it is a plain future; awaiting a `&mut` of it again resumes the wait).
 #[must_use = "a watch does nothing unless awaited"]
 pub struct Watch {
-    fired: BoxFuture<'static, WatchedEvent>,
+    client: CuratorClient,
+    /// The watched path as the caller gave it, for errors.
+    path: String,
+    /// Until the first poll: then it moves into `fired`.
+    watcher: Option<zk::OneshotWatcher>,
+    fired: Option<BoxFuture<'static, WatchedEvent>>,
 }
 
 impl Watch {
-    fn new(client: &CuratorClient, watcher: zk::OneshotWatcher) -> Watch {
-        let client = client.clone();
-        Watch {
-            fired: Box::pin(async move {
-                match NoPanic(Box::pin(watcher.changed())).await {
-                    Some(event) => WatchedEvent::of(&event, client.unfix_path(&event.path).to_string()),
-                    None => session_ended(),
-                }
-            }),
-        }
+    fn new(client: &CuratorClient, path: &str, watcher: zk::OneshotWatcher) -> Watch {
+        Watch { client: client.clone(), path: path.to_string(), watcher: Some(watcher), fired: None }
+    }
+
+    /// Removes the watch (Curator's `removeWatches()` of this one watcher): its event never
+    /// comes, and when no other watch of this client of the same kind on the path is left, the
+    /// server removes its watch too; returns once the server answered (at once when nothing
+    /// had to be sent). A watch already polled is removed as by dropping it: the request is
+    /// sent, its answer not waited for.
+    ///
+    /// zookeeper-client 0.11.2 offers no removal of a path's watches by kind alone (Curator's
+    /// `removeWatches().ofType(..).forPath(..)`, which also removes other code's watchers of the
+    /// path): this client's watches go with their handles, `Watch` and [`WatchStream`].
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the client's session handle is gone; [`Error::ZooKeeper`] with
+    /// the server's code ([`ErrorCode::NoWatcher`] when the server holds no such watch), or a
+    /// connection error: then the server drops the watch with the session, or fires it once. A
+    /// watch that already fired is no error (nothing is left to remove).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the removal is sent at the first poll and goes on without the caller.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let (_, _, changed) = client.get_data("/config").watch().await?;
+    /// // Not interested any more: remove it on the server now.
+    /// changed.remove().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn remove(mut self) -> Result<()> {
+        let Some(watcher) = self.watcher.take() else {
+            return Ok(());
+        };
+        // The deprecation says to drop instead; dropping does not tell when the server removed it.
+        #[allow(deprecated)]
+        watcher.remove().await.map_err(|e| Error::zk(&self.path, e))
     }
 }
 
@@ -650,7 +797,23 @@ impl Future for Watch {
     type Output = WatchedEvent;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<WatchedEvent> {
-        self.fired.as_mut().poll(cx)
+        let this = &mut *self;
+        let fired = match this.fired.take() {
+            Some(fired) => fired,
+            None => {
+                let Some(watcher) = this.watcher.take() else {
+                    return Poll::Ready(session_ended());
+                };
+                let client = this.client.clone();
+                Box::pin(async move {
+                    match NoPanic(Box::pin(watcher.changed())).await {
+                        Some(event) => WatchedEvent::of(&event, client.unfix_path(&event.path).to_string()),
+                        None => session_ended(),
+                    }
+                })
+            }
+        };
+        this.fired.insert(fired).as_mut().poll(cx)
     }
 }
 
@@ -733,17 +896,52 @@ read_builder!(
     "A listing of a node's children: [`CuratorClient::get_children`]."
 );
 
+macro_rules! decompression_methods {
+    () => {
+        /// Reads data stored GZIP-compressed (Curator's `decompressed()` with its default
+        /// `GzipCompressionProvider`): what Curator's `compressed()` and ours
+        /// ([`CreateBuilder::compressed`], [`SetDataBuilder::compressed`]) wrote. Default: the
+        /// client's [`enable_compression`](crate::CuratorClientBuilder::enable_compression) (off).
+        ///
+        /// Data that is not one GZIP member fails with
+        /// [`Error::MalformedData`](crate::Error::MalformedData) naming the path (data that
+        /// would expand past 1 GiB with [`Error::LimitExceeded`](crate::Error::LimitExceeded)).
+        ///
+        /// ```no_run
+        /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+        /// // Written by a Curator process with `setData().compressed()`.
+        /// let (config, stat) = client.get_data("/config/app").decompressed().await?;
+        /// # Ok(()) }
+        /// ```
+        pub fn decompressed(mut self) -> Self {
+            self.op.compression = Some(true);
+            self
+        }
+
+        /// Reads the data as stored, also when the client decompresses by default (Curator's
+        /// `undecompressed()`).
+        pub fn undecompressed(mut self) -> Self {
+            self.op.compression = Some(false);
+            self
+        }
+    };
+}
+
 impl GetDataBuilder {
+    decompression_methods!();
+
     async fn run(self) -> Result<(Vec<u8>, Stat)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
         let (data, stat) =
             self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.get_data(f).await }).await?;
-        Ok((data, stat.into()))
+        Ok((self.op.stored_data(data)?, stat.into()))
     }
 }
 
 impl GetDataWatchBuilder {
+    decompression_methods!();
+
     async fn run(self) -> Result<(Vec<u8>, Stat, Watch)> {
         let (fixed, deadline) = self.op.start()?;
         let f = fixed.as_str();
@@ -752,7 +950,28 @@ impl GetDataWatchBuilder {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.get_and_watch_data(f).await })
             .await?;
-        Ok((data, stat.into(), Watch::new(&self.op.client, watcher)))
+        let watch = Watch::new(&self.op.client, &self.op.path, watcher);
+        Ok((self.op.stored_data(data)?, stat.into(), watch))
+    }
+}
+
+impl Op {
+    /// The data a read returns for `data` as the server holds it: decompressed when asked.
+    fn stored_data(&self, data: Vec<u8>) -> Result<Vec<u8>> {
+        if self.compresses() {
+            super::compression::decompress(&self.path, &data)
+        } else {
+            Ok(data)
+        }
+    }
+
+    /// The data a write sends for `data`: compressed when asked.
+    fn data_to_store(&self, data: Vec<u8>) -> Vec<u8> {
+        if self.compresses() {
+            super::compression::compress(&data)
+        } else {
+            data
+        }
     }
 }
 
@@ -775,7 +994,7 @@ impl ExistsWatchBuilder {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await })
             .await?;
-        Ok((stat.map(Stat::from), Watch::new(&self.op.client, watcher)))
+        Ok((stat.map(Stat::from), Watch::new(&self.op.client, &self.op.path, watcher)))
     }
 }
 
@@ -796,9 +1015,138 @@ impl GetChildrenWatchBuilder {
             .client
             .with_retry(&self.op.path, deadline, |zk| async move { zk.list_and_watch_children(f).await })
             .await?;
-        Ok((children, Watch::new(&self.op.client, watcher)))
+        Ok((children, Watch::new(&self.op.client, &self.op.path, watcher)))
     }
 }
+
+/// A read of a node's ACL: [`CuratorClient::get_acl`]. Await it for the ACL and the [`Stat`].
+///
+/// # Errors
+/// [`Error::InvalidPath`] naming the path; [`Error::ZooKeeper`] with [`ErrorCode::NoNode`] (and,
+/// on servers that check it, [`ErrorCode::NoAuth`]); retryable errors once the policy gives up;
+/// [`Error::DeadlineExceeded`]; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe (a read).
+#[must_use = "a builder does nothing until awaited"]
+pub struct GetAclBuilder {
+    op: Op,
+    running: Running<(Vec<Acl>, Stat)>,
+}
+
+impl GetAclBuilder {
+    timeout_method!();
+
+    fn take(&mut self) -> Self {
+        GetAclBuilder { op: self.op.take(), running: None }
+    }
+
+    async fn run(self) -> Result<(Vec<Acl>, Stat)> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        let (acl, stat) =
+            self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.get_acl(f).await }).await?;
+        Ok((acl.iter().map(Acl::of_raw).collect(), stat.into()))
+    }
+}
+
+request_future!(GetAclBuilder, (Vec<Acl>, Stat), timeout: op.timeout);
+
+/// A write of a node's ACL: [`CuratorClient::set_acl`]. Await it for the new [`Stat`].
+///
+/// Retried under the policy. A retried versioned write whose first attempt did apply fails with
+/// [`ErrorCode::BadVersion`] (as in Curator): read the ACL again to tell.
+///
+/// # Errors
+/// * [`Error::InvalidPath`] naming the path; [`Error::InvalidArgument`] for an empty ACL or an
+///   entry with an empty scheme (naming it; nothing sent);
+/// * [`Error::ZooKeeper`] with [`ErrorCode::InvalidAcl`] (an ACL the server refuses: an
+///   unknown scheme, a malformed `ip` or `digest` id, `auth` without credentials),
+///   [`ErrorCode::NoNode`], [`ErrorCode::BadVersion`], [`ErrorCode::NoAuth`] (no ADMIN
+///   permission);
+/// * [`Error::DeadlineExceeded`]; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Not cancel safe: a dropped call may still change the ACL.
+#[must_use = "a builder does nothing until awaited"]
+pub struct SetAclBuilder {
+    op: Op,
+    acl: Vec<Acl>,
+    version: Option<i32>,
+    running: Running<Stat>,
+}
+
+impl SetAclBuilder {
+    /// Writes only if the node's ACL version ([`Stat::aversion`]) is `version` (Curator's
+    /// `withVersion`).
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    timeout_method!();
+
+    fn take(&mut self) -> Self {
+        SetAclBuilder { op: self.op.take(), acl: std::mem::take(&mut self.acl), version: self.version, running: None }
+    }
+
+    async fn run(self) -> Result<Stat> {
+        let (fixed, deadline) = self.op.start()?;
+        validate_acl(&self.acl)?;
+        let raw = acl::to_raw(&self.acl);
+        let (f, raw, version) = (fixed.as_str(), raw.as_slice(), self.version);
+        let stat = self
+            .op
+            .client
+            .with_retry(&self.op.path, deadline, |zk| async move { zk.set_acl(f, raw, version).await })
+            .await?;
+        Ok(stat.into())
+    }
+}
+
+request_future!(SetAclBuilder, Stat, timeout: op.timeout);
+
+/// Refuses an ACL no server takes, before sending it: an empty list, an entry without a scheme.
+pub(crate) fn validate_acl(acl: &[Acl]) -> Result<()> {
+    if acl.is_empty() {
+        return Err(Error::invalid_argument("acl", "[]", "a node needs at least one ACL entry"));
+    }
+    if let Some(entry) = acl.iter().find(|entry| entry.id().scheme().is_empty()) {
+        return Err(Error::invalid_argument("acl", entry.id(), "an ACL entry needs a scheme"));
+    }
+    Ok(())
+}
+
+/// A sync: [`CuratorClient::sync`]. Await it for `()`.
+///
+/// # Errors
+/// [`Error::InvalidPath`] naming the path; retryable errors once the policy gives up;
+/// [`Error::DeadlineExceeded`]; [`Error::Closed`]. The path need not exist (the server syncs
+/// the whole tree).
+///
+/// # Cancel safety
+/// Cancel safe (it changes nothing).
+#[must_use = "a builder does nothing until awaited"]
+pub struct SyncBuilder {
+    op: Op,
+    running: Running<()>,
+}
+
+impl SyncBuilder {
+    timeout_method!();
+
+    fn take(&mut self) -> Self {
+        SyncBuilder { op: self.op.take(), running: None }
+    }
+
+    async fn run(self) -> Result<()> {
+        let (fixed, deadline) = self.op.start()?;
+        let f = fixed.as_str();
+        self.op.client.with_retry(&self.op.path, deadline, |zk| async move { zk.sync(f).await }).await
+    }
+}
+
+request_future!(SyncBuilder, (), timeout: op.timeout);
 
 /// A write of a node's data: [`CuratorClient::set_data`]. Await it for the new [`Stat`].
 ///
@@ -828,6 +1176,27 @@ impl SetDataBuilder {
         self
     }
 
+    /// Stores the data GZIP-compressed, as Curator's `setData().compressed()` with its default
+    /// `GzipCompressionProvider` does (see [`CreateBuilder::compressed`]); the size limit
+    /// applies to the compressed size.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// client.set_data("/config/app", br#"{"workers": 8}"#.to_vec()).compressed().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn compressed(mut self) -> Self {
+        self.op.compression = Some(true);
+        self
+    }
+
+    /// Stores the data as given, also when the client compresses by default (Curator's
+    /// `uncompressed()`).
+    pub fn uncompressed(mut self) -> Self {
+        self.op.compression = Some(false);
+        self
+    }
+
     timeout_method!();
 
     fn take(&mut self) -> Self {
@@ -841,8 +1210,9 @@ impl SetDataBuilder {
 
     async fn run(self) -> Result<Stat> {
         let (fixed, deadline) = self.op.start()?;
-        self.op.client.check_data_size("data", &self.op.path, self.data.len())?;
-        let (f, data, version) = (fixed.as_str(), self.data.as_slice(), self.version);
+        let data = self.op.data_to_store(self.data);
+        self.op.client.check_data_size("data", &self.op.path, data.len())?;
+        let (f, data, version) = (fixed.as_str(), data.as_slice(), self.version);
         let stat = self
             .op
             .client
@@ -1136,7 +1506,8 @@ impl Rearm {
 /// [`SessionEnded`](crate::EventType::SessionEnded): the watch belonged to that session. Set a
 /// new one on the client's next session.
 ///
-/// Dropping it drops the local registration.
+/// Dropping it removes the watch: the server is asked to remove its watch once no other watch of
+/// this client is left on the path ([`remove`](Self::remove) waits for its answer).
 pub struct WatchStream {
     client: CuratorClient,
     rearm: Rearm,
@@ -1148,6 +1519,39 @@ pub struct WatchStream {
 impl WatchStream {
     fn new(client: CuratorClient, watcher: zk::PersistentWatcher, rearm: Rearm) -> WatchStream {
         WatchStream { client, rearm, watcher: Some(watcher), next: None, ended: false }
+    }
+
+    /// Removes the persistent watch (Curator's `removeWatches()` of this one watcher): no event
+    /// comes any more, and when no other watch of this client is left on the path, the server
+    /// removes its watch too; returns once the server answered (at once when nothing had to be
+    /// sent). Dropping the stream removes it the same way without waiting for the answer.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the client's session handle is gone; [`Error::ZooKeeper`] with the
+    /// server's code, or a connection error (the server drops the watch with its session).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the removal is sent at the first poll and goes on without the caller.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let mut changes = client.watch("/config").recursive().await?;
+    /// let first = changes.next().await;
+    /// changes.remove().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn remove(mut self) -> Result<()> {
+        // A pending `next` owns the watcher: dropping it drops the watcher, which sends the
+        // removal without its answer.
+        self.next = None;
+        let Some(watcher) = self.watcher.take() else {
+            return Ok(());
+        };
+        // The deprecation says to drop instead; dropping does not tell when the server removed it.
+        #[allow(deprecated)]
+        let removed = watcher.remove().await;
+        removed.map_err(|e| Error::zk(self.client.unfix_path(&self.rearm.fixed), e))
     }
 
     /// The next event; `None` after [`SessionEnded`](crate::EventType::SessionEnded).
@@ -1256,7 +1660,9 @@ impl OpResult {
 
 /// Operations applied atomically: all or none (ZooKeeper's `multi`). Build it with the chained
 /// methods (nothing is checked until commit), then give it to [`CuratorClient::commit`] or to a
-/// lock's `guarded_write` ([`GuardedWrite`](crate::locks::GuardedWrite) is this type).
+/// lock's `guarded_write` ([`GuardedWrite`](crate::locks::GuardedWrite) is this type). On a
+/// client built with [`enable_compression`](crate::CuratorClientBuilder::enable_compression),
+/// the data of its creates and set-datas is compressed, as Curator's transactions do then.
 ///
 /// ```
 /// use zk_curator::{CreateMode, Transaction};
@@ -1408,13 +1814,17 @@ impl Transaction {
         for op in &self.ops {
             paths::validate_path(op.path())?;
             let fixed = client.fix_path(op.path());
-            if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = op {
+            let mut op = op.clone();
+            if let TxOp::Create { data, .. } | TxOp::SetData { data, .. } = &mut op {
+                if client.compression_enabled() {
+                    *data = super::compression::compress(data);
+                }
                 data_size = data_size.saturating_add(data.len());
             }
             rest_size = rest_size.saturating_add(fixed.len()).saturating_add(super::limits::OPERATION_OVERHEAD);
             let what = format!("{} (the transaction up to this operation)", op.path());
             super::limits::check_request_size(client.max_data_size(), "data", &what, data_size, rest_size)?;
-            let acls = match op {
+            let acls = match &op {
                 TxOp::Create { mode, path, .. } => {
                     mode.validate()?;
                     if path == "/" {
@@ -1424,7 +1834,7 @@ impl Transaction {
                 }
                 _ => Vec::new(),
             };
-            ops.push((op.clone(), fixed, acls));
+            ops.push((op, fixed, acls));
         }
         Ok(PreparedTransaction { ops })
     }

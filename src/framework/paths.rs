@@ -108,6 +108,24 @@ impl Namespace {
         Ok(Namespace { prefix })
     }
 
+    /// Parses a namespace as Curator's `usingNamespace` does: `"app"` or `"app/sub"`, without
+    /// a leading slash; empty means none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] naming the namespace as given when `/<namespace>` is not a valid
+    /// path (a leading slash included: `"/a"` would be `//a`).
+    pub fn strict(namespace: &str) -> Result<Namespace> {
+        if namespace.is_empty() {
+            return Ok(Namespace::default());
+        }
+        let prefix = format!("/{namespace}");
+        match validate_path(&prefix) {
+            Ok(()) => Ok(Namespace { prefix }),
+            Err(Error::InvalidPath { reason, .. }) => Err(Error::InvalidPath { path: namespace.to_string(), reason }),
+            Err(other) => Err(other),
+        }
+    }
+
     /// The namespace as a path (`/ns`), or `""` when there is none.
     pub fn prefix(&self) -> &str {
         &self.prefix

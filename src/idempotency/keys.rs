@@ -78,6 +78,8 @@ pub struct IdempotencyKeys {
     base: String,
     pub(super) retention: Retention,
     pub(super) holder: String,
+    /// `recipe="idempotency"`.
+    metrics: crate::metrics::RecipeLabels,
 }
 
 impl IdempotencyKeys {
@@ -109,7 +111,8 @@ impl IdempotencyKeys {
         }
         let host = gethostname::gethostname().to_string_lossy().into_owned();
         let holder = format!("{host}:{}", std::process::id());
-        Ok(Self { client: client.clone(), base: base.to_string(), retention, holder })
+        let metrics = client.recipe_labels("idempotency", base);
+        Ok(Self { client: client.clone(), base: base.to_string(), retention, holder, metrics })
     }
 
     /// The base path.
@@ -222,9 +225,18 @@ impl IdempotencyKeys {
         let path = self.key_path(key)?;
         let span = debug_span!("idempotency_begin", path = %path);
         let started = Instant::now();
-        until(deadline, &path, started, "beginning idempotency key", self.begin_loop(key, path.clone(), deadline))
-            .instrument(span)
-            .await
+        let begun =
+            until(deadline, &path, started, "beginning idempotency key", self.begin_loop(key, path.clone(), deadline))
+                .instrument(span)
+                .await;
+        let outcome = match &begun {
+            Ok(Begin::Started(_)) => "started",
+            Ok(Begin::InProgress { .. }) => "in_progress",
+            Ok(Begin::Done { .. }) => "done",
+            Err(_) => "error",
+        };
+        self.metrics.claims(outcome, 1);
+        begun
     }
 
     async fn begin_loop(&self, key: &str, path: String, deadline: Option<Instant>) -> Result<Begin> {

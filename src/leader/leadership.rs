@@ -227,7 +227,7 @@ pub(crate) async fn read_participants<D: LockDriver>(mutex: &InterProcessMutex<D
     let client = mutex.client();
     let mut participants = Vec::new();
     for node in mutex.participant_nodes().await? {
-        match client.get_data(&node).await {
+        match client.get_data(&node).undecompressed().await {
             Ok((data, _)) => participants.push(Participant {
                 id: String::from_utf8_lossy(&data).into_owned(),
                 is_leader: participants.is_empty(),

@@ -87,7 +87,8 @@ impl GroupMember {
         paths::validate_path(path)?;
         paths::validate_node_name("member id", id)?;
         let member = paths::join(path, id);
-        let node = PersistentNode::build(client, &member, CreateMode::Ephemeral, false, data.into(), true)?;
+        let node =
+            PersistentNode::build(client, &member, CreateMode::Ephemeral, false, data.into(), true, "group_member")?;
         Ok(Self {
             node,
             id: id.to_string(),

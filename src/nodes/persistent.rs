@@ -117,6 +117,9 @@ pub struct PersistentNode {
 
 pub(crate) struct Inner {
     pub(crate) client: CuratorClient,
+    /// The node's metrics (`recipe` as its public type: `persistent_node`, `group_member`,
+    /// `persistent_ttl_node`).
+    metrics: crate::metrics::RecipeLabels,
     /// The path asked for (without namespace).
     path: String,
     mode: CreateMode,
@@ -179,7 +182,7 @@ impl PersistentNode {
                 "a persistent node is not a container (the server deletes those)",
             ));
         }
-        Self::build(client, path, mode, protection == Protection::Protected, data.into(), true)
+        Self::build(client, path, mode, protection == Protection::Protected, data.into(), true, "persistent_node")
     }
 
     pub(crate) fn build(
@@ -189,6 +192,7 @@ impl PersistentNode {
         protected: bool,
         data: Vec<u8>,
         delete_on_close: bool,
+        recipe: &'static str,
     ) -> Result<Self> {
         paths::validate_path(path)?;
         if path == "/" {
@@ -205,6 +209,7 @@ impl PersistentNode {
         });
         let inner = Inner {
             client: client.clone(),
+            metrics: client.recipe_labels(recipe, path),
             path: path.to_string(),
             mode,
             protected,
@@ -538,6 +543,7 @@ async fn keep(inner: &Arc<Inner>) {
     let mut data = inner.data.subscribe();
     let mut state = inner.state.subscribe();
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    let mut created_before = false;
     // Sessions of ours whose node may outlive them (given up while cut off).
     let mut stale: Option<OurNode> = None;
     while inner.started() {
@@ -568,6 +574,11 @@ async fn keep(inner: &Arc<Inner>) {
                     debug!(node = %node.path, session = node.session.id, "persistent node created");
                     inner.create_error.send_if_modified(|e| e.take().is_some());
                     inner.current.send_replace(Some(node));
+                    inner.metrics.node_created(if std::mem::replace(&mut created_before, true) {
+                        "recreated"
+                    } else {
+                        "initial"
+                    });
                     backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
                 }
                 Created::Again { pause } => {

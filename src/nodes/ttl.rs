@@ -72,7 +72,15 @@ impl PersistentTtlNode {
                 "must be at least 2 ms (touched every ttl/2)",
             ));
         }
-        let node = PersistentNode::build(client, path, CreateMode::Container, false, data.into(), false)?;
+        let node = PersistentNode::build(
+            client,
+            path,
+            CreateMode::Container,
+            false,
+            data.into(),
+            false,
+            "persistent_ttl_node",
+        )?;
         Ok(Self {
             node,
             ttl,

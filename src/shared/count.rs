@@ -49,7 +49,8 @@ impl SharedCount {
     /// # Ok(()) }
     /// ```
     pub async fn start(client: &CuratorClient, path: &str, seed: i32) -> Result<Self> {
-        let value = SharedValue::start_with(client, path, seed.to_be_bytes().to_vec(), is_count).await?;
+        let value =
+            SharedValue::start_with(client, path, seed.to_be_bytes().to_vec(), is_count, "shared_count").await?;
         Ok(Self { value })
     }
 

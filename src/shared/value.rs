@@ -65,6 +65,8 @@ impl Seen {
 pub(crate) struct Inner {
     client: CuratorClient,
     path: String,
+    /// `recipe="shared_value"` or `"shared_count"`.
+    metrics: crate::metrics::RecipeLabels,
     seen: watch::Sender<Seen>,
     /// Whether bytes are a value of this shared value (a count takes only 4 bytes).
     accept: fn(&[u8]) -> bool,
@@ -144,7 +146,7 @@ impl SharedValue {
     /// # Ok(()) }
     /// ```
     pub async fn start(client: &CuratorClient, path: &str, seed: impl Into<Vec<u8>>) -> Result<Self> {
-        Self::start_with(client, path, seed.into(), |_| true).await
+        Self::start_with(client, path, seed.into(), |_| true, "shared_value").await
     }
 
     pub(crate) async fn start_with(
@@ -152,10 +154,11 @@ impl SharedValue {
         path: &str,
         seed: Vec<u8>,
         accept: fn(&[u8]) -> bool,
+        recipe: &'static str,
     ) -> Result<Self> {
         paths::validate_path(path)?;
         client.check_data_size("seed", path, seed.len())?;
-        match client.create(path).data(seed).creating_parent_containers_if_needed().await {
+        match client.create(path).data(seed).uncompressed().creating_parent_containers_if_needed().await {
             Ok(_) => {}
             Err(e) if e.is(ErrorCode::NodeExists) => {}
             Err(e) => return Err(e),
@@ -172,8 +175,13 @@ impl SharedValue {
             });
         }
         let seen = Seen { value: VersionedValue::new(stat.version, data), mzxid: stat.mzxid };
-        let inner =
-            Arc::new(Inner { client: client.clone(), path: path.to_string(), seen: watch::channel(seen).0, accept });
+        let inner = Arc::new(Inner {
+            client: client.clone(),
+            path: path.to_string(),
+            metrics: client.recipe_labels(recipe, path),
+            seen: watch::channel(seen).0,
+            accept,
+        });
         let follower = tokio::spawn(follow(inner.clone(), watcher));
         Ok(Self { core: Arc::new(Core { inner, follower }), timeout: None })
     }
@@ -268,8 +276,9 @@ impl SharedValue {
             .bounded("setting", |deadline| {
                 inner.client.with_retry(&inner.path, deadline, |zk| async move { zk.set_data(f, d, None).await })
             })
-            .await?;
-        inner.observe(value, &stat);
+            .await;
+        inner.metrics.counter_operation(if stat.is_ok() { "succeeded" } else { "error" });
+        inner.observe(value, &stat?);
         Ok(())
     }
 
@@ -309,6 +318,17 @@ impl SharedValue {
 
     /// The versioned set behind both `try_set`s, within this handle's timeout.
     pub(crate) async fn try_set_bytes(&self, new: Vec<u8>, version: i32) -> Result<bool> {
+        let set = self.try_set_unmeasured(new, version).await;
+        let outcome = match &set {
+            Ok(true) => "succeeded",
+            Ok(false) => "failed",
+            Err(_) => "error",
+        };
+        self.core.inner.metrics.counter_operation(outcome);
+        set
+    }
+
+    async fn try_set_unmeasured(&self, new: Vec<u8>, version: i32) -> Result<bool> {
         let inner = &self.core.inner;
         self.bounded("setting", |deadline| async move {
             match write::conditional_write(&inner.client, &inner.path, Some(version), &new, deadline, "setting").await?

@@ -39,6 +39,7 @@
 //                                  KIND R|W|L, wall-clock epoch microseconds; violations are
 //                                  listed after the log as " violation: ...")
 //   cwrite, cset, cdelete, cache, cachedump: the caches block below
+//   zwrite, zset, zread, zraw, zacl, znsw: the data-API block below (compression, ACL, namespace)
 //   --- barriers (DistributedBarrier, DistributedDoubleBarrier; see the barrier block below) ---
 //   dbenter NAME PATH QTY TIMEOUT_MS -> SPAWNED   (a new DistributedDoubleBarrier(PATH, QTY) named
 //                                  NAME enters in the background; result ENTERED true|false)
@@ -519,8 +520,84 @@ public class CuratorPeer {
                 if (discovered != null) {
                     return discovered;
                 }
+                String data = dataApiCommand(cmd);
+                if (data != null) {
+                    return data;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
+        }
+    }
+
+    // ---- the data API (tests/testsuite/data_api/curator_interop.rs) ----------------------------
+    //   zwrite PATH HEX         -> ZWROTE   (create().compressed().creatingParentsIfNeeded(): the
+    //                              default GzipCompressionProvider; HEX "-" is no data)
+    //   zset PATH HEX           -> ZSET     (setData().compressed())
+    //   zread PATH              -> ZDATA <hex> | ZNOTGZIP <message>   (getData().decompressed();
+    //                              ZNOTGZIP: the provider's ZipException or EOFException)
+    //   zraw PATH               -> ZRAW <hex>    (getData(), the bytes as stored)
+    //   zacl PATH               -> ZACL scheme:id:perms,...   (getACL(), perms as ZooDefs.Perms bits)
+    //   znsw NS PATH HEX        -> ZWROTE   (usingNamespace(NS).create(), no parents asked for)
+
+    private static String hex(byte[] bytes) {
+        StringBuilder hex = new StringBuilder();
+        for (byte b : bytes == null ? new byte[0] : bytes) {
+            hex.append(String.format("%02x", b));
+        }
+        return hex.toString();
+    }
+
+    private static byte[] unhex(String hex) {
+        if (hex.equals("-")) {
+            return new byte[0];
+        }
+        byte[] bytes = new byte[hex.length() / 2];
+        for (int i = 0; i < bytes.length; i++) {
+            bytes[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+        }
+        return bytes;
+    }
+
+    /** The answer to a data-API command, or null when cmd is not one. */
+    private String dataApiCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "zwrite": {
+                arity(cmd, 3);
+                client.create().compressed().creatingParentsIfNeeded().forPath(cmd[1], unhex(cmd[2]));
+                return "ZWROTE";
+            }
+            case "zset": {
+                arity(cmd, 3);
+                client.setData().compressed().forPath(cmd[1], unhex(cmd[2]));
+                return "ZSET";
+            }
+            case "zread": {
+                arity(cmd, 2);
+                try {
+                    return "ZDATA " + hex(client.getData().decompressed().forPath(cmd[1]));
+                } catch (java.util.zip.ZipException | java.io.EOFException e) {
+                    return "ZNOTGZIP " + e.getMessage();
+                }
+            }
+            case "zraw": {
+                arity(cmd, 2);
+                return "ZRAW " + hex(client.getData().forPath(cmd[1]));
+            }
+            case "zacl": {
+                arity(cmd, 2);
+                List<String> entries = new ArrayList<>();
+                for (org.apache.zookeeper.data.ACL acl : client.getACL().forPath(cmd[1])) {
+                    entries.add(acl.getId().getScheme() + ":" + acl.getId().getId() + ":" + acl.getPerms());
+                }
+                return "ZACL " + String.join(",", entries);
+            }
+            case "znsw": {
+                arity(cmd, 4);
+                client.usingNamespace(cmd[1]).create().forPath(cmd[2], unhex(cmd[3]));
+                return "ZWROTE";
+            }
+            default:
+                return null;
         }
     }
 

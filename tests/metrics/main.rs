@@ -11,4 +11,5 @@ mod support;
 
 mod counted_once;
 mod exact_values;
+mod families;
 mod local_queue;
