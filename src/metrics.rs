@@ -220,6 +220,18 @@ impl Drop for BarrierTimer<'_> {
         }
     }
 }
+/// `zk_curator_discovery_registrations_total`: counter of service instances registered (a node
+/// made for a new registration), by `service`.
+#[cfg(feature = "metrics")]
+const DISCOVERY_REGISTRATIONS_TOTAL: &str = "zk_curator_discovery_registrations_total";
+/// `zk_curator_discovery_cache_instances`: gauge of the instances a `ServiceCache` holds, by
+/// `service` (set at each change of the cache).
+#[cfg(feature = "metrics")]
+const DISCOVERY_CACHE_INSTANCES: &str = "zk_curator_discovery_cache_instances";
+/// `zk_curator_discovery_lookups_total`: counter of `ServiceProvider::get_instance` calls, by
+/// `service` and `outcome` (`found`, `none`).
+#[cfg(feature = "metrics")]
+const DISCOVERY_LOOKUPS_TOTAL: &str = "zk_curator_discovery_lookups_total";
 
 /// The recipe a lock belongs to: the `recipe` label of the metrics and field of the spans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -534,6 +546,59 @@ pub(crate) fn connection_state(state: ConnectionState) {
     let _ = state;
 }
 
+/// Counts a service instance registered.
+#[cfg(feature = "discovery")]
+#[inline]
+pub(crate) fn discovery_registered(service: &str) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(DISCOVERY_REGISTRATIONS_TOTAL, "service" => service.to_string()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = service;
+}
+
+/// Sets the size of a service's cache.
+#[cfg(feature = "discovery")]
+#[inline]
+pub(crate) fn discovery_cache_size(service: &str, instances: usize) {
+    #[cfg(feature = "metrics")]
+    ::metrics::gauge!(DISCOVERY_CACHE_INSTANCES, "service" => service.to_string()).set(instances as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (service, instances);
+}
+
+/// The lookup counters of one provider, made once: a pick costs an increment, no label lookup.
+#[cfg(feature = "discovery")]
+pub(crate) struct LookupMeter {
+    #[cfg(feature = "metrics")]
+    found: ::metrics::Counter,
+    #[cfg(feature = "metrics")]
+    none: ::metrics::Counter,
+}
+
+#[cfg(feature = "discovery")]
+impl LookupMeter {
+    pub(crate) fn new(service: &str) -> Self {
+        #[cfg(feature = "metrics")]
+        return Self {
+            found: ::metrics::counter!(DISCOVERY_LOOKUPS_TOTAL, "service" => service.to_string(), "outcome" => "found"),
+            none: ::metrics::counter!(DISCOVERY_LOOKUPS_TOTAL, "service" => service.to_string(), "outcome" => "none"),
+        };
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = service;
+            Self {}
+        }
+    }
+
+    #[inline]
+    pub(crate) fn record(&self, found: bool) {
+        #[cfg(feature = "metrics")]
+        if found { &self.found } else { &self.none }.increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = found;
+    }
+}
+
 /// Describes the metrics (type, unit, help text) to the installed recorder; called for each new
 /// client, so a recorder installed before the first client hears it.
 #[inline]
@@ -597,6 +662,21 @@ pub(crate) fn describe() {
             CONNECTION_STATE_CHANGES_TOTAL,
             Unit::Count,
             "Connection state changes of this process's clients, by state"
+        );
+        ::metrics::describe_counter!(
+            DISCOVERY_REGISTRATIONS_TOTAL,
+            Unit::Count,
+            "Service instances registered by this process (a node made for a new registration), by service"
+        );
+        ::metrics::describe_gauge!(
+            DISCOVERY_CACHE_INSTANCES,
+            Unit::Count,
+            "Instances held by this process's service caches, by service"
+        );
+        ::metrics::describe_counter!(
+            DISCOVERY_LOOKUPS_TOTAL,
+            Unit::Count,
+            "Service provider picks (get_instance), by service and outcome (found, none)"
         );
     }
 }

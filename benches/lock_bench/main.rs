@@ -22,6 +22,9 @@
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   cache-load N                   N children (100 B) under a fresh parent, then a CuratorCache of it:
 //!                                  start -> initialized, nodes, peak RSS, bytes per cached node
+//!   discovery N                    curator-x-discovery's measure: N instances registered (register_all,
+//!                                  and one by one), a ServiceCache's load, 1,000,000 provider picks,
+//!                                  200 x register -> seen in the other session's cache
 //!   cache-events N                 CuratorCache on one node; another session sets it WARMUP + N times (CHILDREN=1: creates children),
 //!                                  each time waiting for the event: set -> event p50/p99, missed,
 //!                                  and a bare set_data round trip for comparison
@@ -91,6 +94,7 @@ use cache_events::cache_events;
 use cache_load::cache_load;
 use claims::claims;
 use counter::counter;
+use discovery::discovery;
 use guards::{GuardStyle, Style};
 use hold::{hold, leader_kind, semaphore_leases};
 use idempotency::idempotency;
@@ -110,6 +114,7 @@ mod cache_events;
 mod cache_load;
 mod claims;
 mod counter;
+mod discovery;
 mod guards;
 mod hold;
 mod idempotency;
@@ -221,6 +226,9 @@ enum Mode {
     /// A CuratorCache on one node; a second session sets its data WARMUP + N times (env WARMUP,
     /// default 200), each time waiting <= 5 s for the event carrying it.
     CacheEvents { n: usize },
+    /// curator-x-discovery: N instances registered, a ServiceCache's load, 1,000,000 round-robin
+    /// picks, 200 x register -> seen in the other session's cache.
+    Discovery { n: usize },
     /// One session, C tasks, N acquisitions over K lock paths (task t's i-th: path (t + i*C) mod K).
     ManyPaths {
         k: usize,
@@ -271,6 +279,7 @@ impl Mode {
             Mode::Counter { .. } => "counter",
             Mode::CacheLoad { .. } => "cache_load",
             Mode::CacheEvents { .. } => "cache_events",
+            Mode::Discovery { .. } => "discovery",
             Mode::ManyPaths { floor: false, .. } => "many_paths",
             Mode::ManyPaths { floor: true, .. } => "many_paths_floor",
             Mode::NonfairContended { .. } => "nonfair_contended",
@@ -404,6 +413,7 @@ async fn run(cli: Cli) -> ExitCode {
         Mode::Counter { clients, n } => counter(&report, &connect, clients, n).await,
         Mode::CacheLoad { n } => cache_load(&report, &connect, n).await,
         Mode::CacheEvents { n } => cache_events(&report, &connect, n).await,
+        Mode::Discovery { n } => discovery(&report, &connect, n).await,
         Mode::ManyPaths { k, c, n, floor: true, .. } => many_paths_floor(&report, &connect, k, c, n).await,
         Mode::ManyPaths { k, c, n, guards, nonfair, floor: false } => {
             many_paths(&report, &connect, k, c, n, PathsStyle { guards, nonfair }).await

@@ -311,6 +311,7 @@ async fn follow<T: Payload>(shared: std::sync::Weak<Shared<T>>, mut events: Cach
             next = events.try_next();
         }
         let view: Instances<T> = nodes.values().cloned().collect();
+        crate::metrics::discovery_cache_size(&shared.name, view.len());
         {
             let mut current = shared.view.write();
             *current = view;

@@ -310,57 +310,163 @@ impl<T: Payload> ServiceDiscovery<T> {
         self.check_open()?;
         let path = self.checked_path(instance)?;
         let bytes = self.serialize(instance, &path)?;
+        if self.replace_registered(instance, &bytes).await? {
+            return Ok(());
+        }
+        self.create_registrations(vec![(instance, path, bytes)]).await
+    }
+
+    /// Registers every instance of `instances` at once (no Curator counterpart): their creates are
+    /// sent together, so a batch costs about one round trip instead of one per instance (a
+    /// process registering many instances, or a test fixture). Otherwise as
+    /// [`register`](Self::register) of each: an id already registered here is updated (or moved).
+    ///
+    /// # Errors
+    /// As [`register`](Self::register), and [`Error::InvalidArgument`] naming an id given twice.
+    /// Every instance is checked before anything is sent: a bad one registers none. When a create
+    /// fails, none of the instances new to this discovery stays registered (their nodes are
+    /// deleted); updates of ids already registered, made first, stay.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as [`register`](Self::register): a dropped call registers none of the new
+    /// instances, and the nodes it created are deleted in the background.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # use zk_curator::discovery::{ServiceDiscovery, ServiceInstance};
+    /// # async fn demo(discovery: ServiceDiscovery) -> zk_curator::Result<()> {
+    /// let workers = (0..8)
+    ///     .map(|i| ServiceInstance::builder("worker").id(format!("w-{i}")).port(9000 + i).build())
+    ///     .collect::<zk_curator::Result<Vec<_>>>()?;
+    /// discovery.register_all(&workers).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn register_all(&self, instances: &[ServiceInstance<T>]) -> Result<()> {
+        let _one_at_a_time = self.inner.changes.lock().await;
+        self.check_open()?;
+        let mut checked = Vec::with_capacity(instances.len());
+        let mut ids = std::collections::HashSet::with_capacity(instances.len());
+        for instance in instances {
+            if !ids.insert(instance.id.as_str()) {
+                return Err(Error::invalid_argument("instance id", &instance.id, "is given twice in one register_all"));
+            }
+            let path = self.checked_path(instance)?;
+            let bytes = self.serialize(instance, &path)?;
+            checked.push((instance, path, bytes));
+        }
+        let mut new = Vec::with_capacity(checked.len());
+        for (instance, path, bytes) in checked {
+            if !self.replace_registered(instance, &bytes).await? {
+                new.push((instance, path, bytes));
+            }
+        }
+        self.create_registrations(new).await
+    }
+
+    /// For an id already registered here: updates it in place (same name and service type), or
+    /// closes its node (moved) and returns false so that it is created again. False for a new id.
+    async fn replace_registered(&self, instance: &ServiceInstance<T>, bytes: &[u8]) -> Result<bool> {
         let existing = self.inner.registered.lock().get(&instance.id).map(|r| {
             let same_node = r.instance.name == instance.name && r.instance.service_type == instance.service_type;
             (same_node, r.node.clone())
         });
-        if let Some((same_node, node)) = existing {
-            if same_node {
-                node.set_data(bytes)?;
-                if let Some(registration) = self.inner.registered.lock().get_mut(&instance.id) {
-                    registration.instance = instance.clone();
-                }
-                return Ok(());
+        let Some((same_node, node)) = existing else { return Ok(false) };
+        if same_node {
+            node.set_data(bytes.to_vec())?;
+            if let Some(registration) = self.inner.registered.lock().get_mut(&instance.id) {
+                registration.instance = instance.clone();
             }
-            self.inner.registered.lock().remove(&instance.id);
-            node.close().await?;
+            return Ok(true);
         }
-        let abandoned = self.inner.abandoned.lock().remove(&path);
-        if let Some(closing) = abandoned {
-            let _ = closing.await;
-        }
-        let mode = instance.service_type.create_mode();
-        let node = PersistentNode::new(&self.inner.client, &path, mode, Protection::Unprotected, bytes)?;
-        node.start()?;
-        let mut registering = Registering { inner: &self.inner, path: path.clone(), node: Some(node.clone()) };
+        self.inner.registered.lock().remove(&instance.id);
+        node.close().await?;
+        Ok(false)
+    }
+
+    /// Creates the nodes of new registrations, all sent before any reply is awaited, and waits
+    /// for every one (at most the connection timeout in all): all registered, or none.
+    async fn create_registrations(&self, new: Vec<(&ServiceInstance<T>, String, Vec<u8>)>) -> Result<()> {
         let timeout = self.inner.client.connection_timeout();
         let start = Instant::now();
-        let created = node.wait_for_initial_create(timeout).await;
-        registering.node = None;
-        match created {
-            Ok(true) => {
-                let registration = Registration { instance: instance.clone(), node };
-                self.inner.registered.lock().insert(instance.id.clone(), registration);
-                if self.inner.watch_instances {
-                    self.watch(&instance.name);
+        let deadline = start + timeout;
+        if new.len() > 1 {
+            // The service nodes first, once each: else every create of a batch under a new
+            // service finds no parent and makes the parents itself (a thousand times the same).
+            // Best effort: a node's own create still makes what is missing.
+            let mut parents: Vec<&str> = new.iter().map(|(_, path, _)| paths::parent(path)).collect();
+            parents.sort_unstable();
+            parents.dedup();
+            for parent in parents {
+                let fixed = self.inner.client.fix_path(parent);
+                if let Err(e) = self.inner.client.create_parents(&fixed, Some(deadline)).await {
+                    tracing::debug!(%e, parent, "creating a service node before its instances failed");
                 }
-                Ok(())
-            }
-            Ok(false) => {
-                let why = node.create_errors().borrow().clone();
-                let _ = node.close().await;
-                Err(why.filter(|e| !e.is_retryable()).unwrap_or(Error::DeadlineExceeded {
-                    path,
-                    during: "registering (creating the node of)",
-                    waited: start.elapsed(),
-                    timeout: Some(timeout),
-                }))
-            }
-            Err(e) => {
-                let _ = node.close().await;
-                Err(e)
             }
         }
+        let mut registering = Vec::with_capacity(new.len());
+        for (instance, path, bytes) in new {
+            let abandoned = self.inner.abandoned.lock().remove(&path);
+            if let Some(closing) = abandoned {
+                let _ = closing.await;
+            }
+            let mode = instance.service_type.create_mode();
+            let node = PersistentNode::new(&self.inner.client, &path, mode, Protection::Unprotected, bytes)?;
+            // Pushed before starting: from here a drop of this call deletes what it created.
+            registering.push((instance, Registering { inner: &self.inner, path, node: Some(node.clone()) }));
+            node.start()?;
+        }
+        // Every node's task creates it on its own: awaited in turn, the creates still overlap.
+        let mut created = Vec::with_capacity(registering.len());
+        for (_, r) in &registering {
+            let node = r.node.as_ref().expect("set until handed over");
+            created.push(node.wait_for_initial_create(deadline).await);
+        }
+        let mut failure = None;
+        for ((_, r), created) in registering.iter().zip(created) {
+            let node = r.node.as_ref().expect("set until handed over");
+            let error = match created {
+                Ok(true) => continue,
+                Ok(false) => node.create_errors().borrow().clone().filter(|e| !e.is_retryable()).unwrap_or(
+                    Error::DeadlineExceeded {
+                        path: r.path.clone(),
+                        during: "registering (creating the node of)",
+                        waited: start.elapsed(),
+                        timeout: Some(timeout),
+                    },
+                ),
+                Err(e) => e,
+            };
+            failure = Some(error);
+            break;
+        }
+        let nodes: Vec<(&ServiceInstance<T>, PersistentNode)> = registering
+            .iter_mut()
+            .map(|(instance, r)| (*instance, r.node.take().expect("set until handed over")))
+            .collect();
+        drop(registering);
+        if let Some(error) = failure {
+            for (_, node) in &nodes {
+                let _ = node.close().await;
+            }
+            return Err(error);
+        }
+        let mut names = Vec::new();
+        {
+            let mut registered = self.inner.registered.lock();
+            for (instance, node) in nodes {
+                if !names.contains(&instance.name) {
+                    names.push(instance.name.clone());
+                }
+                crate::metrics::discovery_registered(&instance.name);
+                registered.insert(instance.id.clone(), Registration { instance: instance.clone(), node });
+            }
+        }
+        if self.inner.watch_instances {
+            for name in &names {
+                self.watch(name);
+            }
+        }
+        Ok(())
     }
 
     /// Replaces a registered instance's data (Curator's `updateService`), matched by id: written

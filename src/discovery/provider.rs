@@ -124,6 +124,7 @@ impl<T: Payload> ServiceProviderBuilder<T> {
         let cache = ServiceCache::start(&self.discovery, &self.name)?;
         Ok(ServiceProvider {
             inner: Arc::new(Inner {
+                lookups: crate::metrics::LookupMeter::new(&self.name),
                 cache,
                 strategy: self.strategy,
                 filters: self.filters,
@@ -185,6 +186,7 @@ struct Inner<T> {
     skip_disabled: bool,
     down: DownInstances,
     filtered: RwLock<Filtered<T>>,
+    lookups: crate::metrics::LookupMeter,
 }
 
 /// The candidates, as of a cache generation and a down-set generation.
@@ -246,8 +248,10 @@ impl<T: Payload> ServiceProvider<T> {
     /// `null`). No round trip, no copy of the list.
     pub fn get_instance(&self) -> Option<Arc<ServiceInstance<T>>> {
         let (generation, list) = self.candidates();
-        let index = self.inner.strategy.choose(&Candidates { instances: &list, generation })?;
-        list.get(index).cloned()
+        let picked =
+            self.inner.strategy.choose(&Candidates { instances: &list, generation }).and_then(|i| list.get(i).cloned());
+        self.inner.lookups.record(picked.is_some());
+        picked
     }
 
     /// Every instance that passes the filters (Curator's `getAllInstances`): a shared list, sorted

@@ -389,3 +389,42 @@ async fn the_path_label_can_be_mapped_or_left_out() {
     assert_eq!(described.get(WAITERS), Some(&Some(Unit::Count)));
     assert_eq!(described.get(STATES), Some(&Some(Unit::Count)));
 }
+
+/// Service discovery: a registration counts once (an update of a registered id does not), the
+/// cache's size follows its instances, and every pick is counted by outcome.
+#[cfg(feature = "discovery")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_counts_registrations_cache_size_and_lookups() {
+    use zk_curator::discovery::{ServiceDiscovery, ServiceInstance};
+    const REGISTRATIONS: &str = "zk_curator_discovery_registrations_total";
+    const CACHE: &str = "zk_curator_discovery_cache_instances";
+    const LOOKUPS: &str = "zk_curator_discovery_lookups_total";
+    install();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let base = support::unique_path("metrics-discovery");
+    // The `service` label is the name alone: unique per test, as the paths are.
+    let service = base.rsplit('/').next().unwrap().to_string();
+    let discovery = ServiceDiscovery::<()>::builder(&client, &base).build().unwrap();
+    let provider = discovery.provider_builder(&service).start().unwrap();
+    assert!(provider.wait_initialized_timeout(WITHIN).await.unwrap());
+    assert!(provider.get_instance().is_none());
+    let instances: Vec<ServiceInstance<()>> = (0..3)
+        .map(|i| ServiceInstance::builder(service.clone()).id(format!("i{i}")).port(1).build().unwrap())
+        .collect();
+    discovery.register(&instances[0]).await.unwrap();
+    discovery.register_all(&instances[1..]).await.unwrap();
+    discovery.register(&instances[0]).await.unwrap();
+    let by_service = [("service", service.as_str())];
+    assert_eq!(counter(REGISTRATIONS, &by_service), 3, "an update is not a registration");
+    support::eventually(WITHIN, "the cache holds the three", || async { provider.cache().len() == 3 }).await;
+    assert_eq!(gauge(CACHE, &by_service), 3.0);
+    for _ in 0..5 {
+        assert!(provider.get_instance().is_some());
+    }
+    assert_eq!(counter(LOOKUPS, &[("service", service.as_str()), ("outcome", "found")]), 5);
+    assert_eq!(counter(LOOKUPS, &[("service", service.as_str()), ("outcome", "none")]), 1);
+    discovery.unregister(&instances[2]).await.unwrap();
+    support::eventually(WITHIN, "the gauge follows an unregister", || async { gauge(CACHE, &by_service) == 2.0 }).await;
+    discovery.close().await.unwrap();
+}

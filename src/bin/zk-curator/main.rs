@@ -8,6 +8,8 @@
 //! zk-curator --connect 127.0.0.1:2181 hold /locks/nightly-report --seconds 30 --timeout 5
 //! zk-curator --connect 127.0.0.1:2181 elect /election/billing --id "$(hostname)" -- ./billing-daemon
 //! zk-curator --connect 127.0.0.1:2181 watch /config --json
+//! zk-curator --connect 127.0.0.1:2181 register api --port 8080 -- ./api-server
+//! zk-curator --connect 127.0.0.1:2181 services /services --json
 //! ```
 
 mod acquire;
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use commands::{elect, hold, inspect, lock, participants, watch};
+use commands::{elect, hold, inspect, lock, participants, register, services, watch};
 use common::{parse_lock_path, EXIT_UNAVAILABLE, EXIT_USAGE};
 use connection::Connection;
 
@@ -58,6 +60,11 @@ enum Command {
     /// Print the nodes under PATH (a CuratorCache), then every change as it happens, one line per
     /// event (`--json`: one object per line), until SIGINT/SIGTERM.
     Watch(watch::WatchArgs),
+    /// Register a service instance (curator-x-discovery's layout and JSON) and run COMMAND; the
+    /// instance is registered exactly while COMMAND runs (exit statuses as `lock`).
+    Register(register::RegisterArgs),
+    /// List the services of a discovery registry (default /services) and their instances.
+    Services(services::ServicesArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,5 +92,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => runtime.block_on(inspect::run(&connection, args)),
         Command::Elect(args) => runtime.block_on(elect::run(&connection, args)),
         Command::Watch(args) => runtime.block_on(watch::run(&connection, args)),
+        Command::Register(args) => runtime.block_on(register::run(&connection, args)),
+        Command::Services(args) => runtime.block_on(services::run(&connection, args)),
     }
 }

@@ -7,9 +7,10 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use zk_curator::locks::{Hold, HoldState};
-use zk_curator::{ConnectionState, CuratorClient};
+use zk_curator::{ConnectionState, CuratorClient, SessionIdentity};
 
 use crate::common::{Signals, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 
@@ -38,6 +39,23 @@ pub(crate) struct Supervision<'a> {
     /// after `kill_after`) before returning, i.e. before the hold is released: `elect`'s
     /// COMMAND must not run on (a daemon that forked) next to the next leader's.
     pub(crate) stop_group_on_exit: bool,
+}
+
+/// What COMMAND runs under: a lock's or a leadership's [`Hold`], or (`register`) a registration,
+/// which is lost with its session.
+pub(crate) struct Guard {
+    /// Held, suspended, lost (for good).
+    pub(crate) states: watch::Receiver<HoldState>,
+    /// The session the guard lives on.
+    pub(crate) session: SessionIdentity,
+    /// The guard's node, for messages.
+    pub(crate) path: String,
+}
+
+impl Guard {
+    pub(crate) fn of_hold(hold: &Arc<Hold>) -> Self {
+        Self { states: hold.watch_state(), session: hold.session(), path: hold.path().to_string() }
+    }
 }
 
 /// How COMMAND's run ended.
@@ -147,7 +165,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// changes nothing (reported if asked): only [`HoldState::Lost`] stops COMMAND.
 pub(crate) async fn supervise(
     client: &CuratorClient,
-    hold: &Arc<Hold>,
+    hold: &Guard,
     run: &Supervision<'_>,
     signals: &mut Signals,
 ) -> Outcome {
@@ -184,7 +202,7 @@ pub(crate) async fn supervise(
     };
     // COMMAND leads its own process group: the group id is its pid.
     let group = child.id().and_then(|pid| i32::try_from(pid).ok());
-    let mut states = hold.watch_state();
+    let mut states = hold.states.clone();
     let mut seen = HoldState::Held;
     let mut watching = true;
     let mut lost = false;
@@ -244,15 +262,15 @@ pub(crate) async fn supervise(
                 lost = true;
                 let now = Instant::now();
                 signal_group(group, libc::SIGTERM);
-                let expiry = client.earliest_expiry(hold.session()).map(Instant::from_std);
+                let expiry = client.earliest_expiry(hold.session).map(Instant::from_std);
                 let (at, before_expiry) = kill_deadline(now, run.kill_after, expiry, session_timeout);
                 kill_at = Some(at);
                 let why = if expiry.is_some() {
                     "the ZooKeeper session was lost: no connection for too long".to_string()
-                } else if client.connection_state() == ConnectionState::Lost || client.session() != hold.session() {
+                } else if client.connection_state() == ConnectionState::Lost || client.session() != hold.session {
                     "the ZooKeeper session was lost".to_string()
                 } else {
-                    format!("the {} {} was deleted", run.node, hold.path())
+                    format!("the {} {} was deleted", run.node, hold.path)
                 };
                 let when = match before_expiry {
                     Some(before) => format!(

@@ -24,7 +24,7 @@ use crate::common::{
     exit, host_and_pid, parse_seconds, signal_exit, Signals, EXIT_LOCK_LOST, EXIT_UNAVAILABLE, RELEASE_WAIT,
 };
 use crate::connection::{close, start, Resolved};
-use crate::supervise::{describe, supervise, Ended, Supervision};
+use crate::supervise::{describe, supervise, Ended, Guard, Supervision};
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -135,7 +135,7 @@ async fn elect(client: &CuratorClient, args: &ElectArgs, signals: &mut Signals) 
             report_suspension: true,
             stop_group_on_exit: true,
         };
-        let outcome = supervise(client, &hold, &run, signals).await;
+        let outcome = supervise(client, &Guard::of_hold(&hold), &run, signals).await;
         drop(hold);
         if let Err(interrupted) = leave(latch, path, signals).await {
             // As `lock`: a lost leadership keeps its 75 through a signal.

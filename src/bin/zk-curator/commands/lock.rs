@@ -20,7 +20,7 @@ use zk_curator::CuratorClient;
 use crate::acquire::{acquire_interruptibly, not_acquired, parse_conflict_code, parse_kind, release, Kind};
 use crate::common::{exit, parse_lock_path, parse_seconds, Signals, Wait, EXIT_LOCK_LOST};
 use crate::connection::{close, start, Resolved};
-use crate::supervise::{supervise, Ended, Supervision};
+use crate::supervise::{supervise, Ended, Guard, Supervision};
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -102,7 +102,7 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
         report_suspension: false,
         stop_group_on_exit: false,
     };
-    match supervise(client, hold, &run, signals).await.ended {
+    match supervise(client, &Guard::of_hold(&hold), &run, signals).await.ended {
         Ended::Exited(code) | Ended::NotRun(code) => exit(code),
         Ended::Lost => exit(EXIT_LOCK_LOST),
     }

@@ -7,4 +7,6 @@ pub(crate) mod hold;
 pub(crate) mod inspect;
 pub(crate) mod lock;
 pub(crate) mod participants;
+pub(crate) mod register;
+pub(crate) mod services;
 pub(crate) mod watch;
