@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
 use zookeeper_client as zk;
@@ -109,7 +108,7 @@ struct LockHold {
 }
 
 /// One item node taken by a consumer; its items share it.
-struct NodeHold<T: 'static> {
+pub(super) struct NodeHold<T: 'static> {
     shared: Arc<Shared<T>>,
     name: String,
     item_fixed: String,
@@ -119,14 +118,13 @@ struct NodeHold<T: 'static> {
     outstanding: AtomicUsize,
     /// The node's lock released (or lost, or the node removed): no ack can finish it any more.
     settled: AtomicBool,
-    held: Arc<Mutex<HashSet<String>>>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl<T: 'static> NodeHold<T> {
     /// Lets the item node go (to the next consumer): deletes our lock node in the background
     /// (only while it is our session's).
-    fn release(&self) {
+    pub(super) fn release(&self) {
         if self.settled.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -145,7 +143,10 @@ impl<T: 'static> NodeHold<T> {
 impl<T: 'static> Drop for NodeHold<T> {
     fn drop(&mut self) {
         self.release();
-        self.held.lock().remove(&self.name);
+        let mut holds = self.shared.holds.lock();
+        if holds.get(&self.name).is_some_and(|h| h.strong_count() == 0) {
+            holds.remove(&self.name);
+        }
     }
 }
 
@@ -333,7 +334,6 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
     let (tx, items) = mpsc::unbounded_channel();
     let taker = Taker {
         permits: Arc::new(Semaphore::new(shared.max_in_flight)),
-        held: Arc::new(Mutex::new(HashSet::new())),
         reported: HashSet::new(),
         again: false,
         tx,
@@ -348,8 +348,6 @@ struct Taker<T: 'static> {
     shared: Arc<Shared<T>>,
     tx: mpsc::UnboundedSender<Delivery<T>>,
     permits: Arc<Semaphore>,
-    /// Item nodes this consumer holds (lock path): not taken again.
-    held: Arc<Mutex<HashSet<String>>>,
     /// Malformed item nodes already reported: skipped.
     reported: HashSet<String>,
     /// Take again at once, without waiting for a change.
@@ -466,10 +464,10 @@ impl<T: Send + 'static> Taker<T> {
             Err(e) => return Err(Error::zk(&shared.path, e)),
         };
         let mut names: Vec<String> = {
-            let held = self.held.lock();
+            let held = shared.holds.lock();
             children
                 .into_iter()
-                .filter(|c| c.starts_with(ITEM_PREFIX) && !held.contains(c) && !self.reported.contains(c))
+                .filter(|c| c.starts_with(ITEM_PREFIX) && !held.contains_key(c) && !self.reported.contains(c))
                 .collect()
         };
         if names.is_empty() {
@@ -490,8 +488,11 @@ impl<T: Send + 'static> Taker<T> {
             // one's lock node gone).
             let mut watchers = vec![watcher];
             if let Some((_, lock_fixed)) = &shared.lock {
-                if let Ok((Some(_), w)) = zk.check_and_watch_stat(&paths::join(lock_fixed, &names[0])).await {
-                    watchers.push(w);
+                match zk.check_and_watch_stat(&paths::join(lock_fixed, &names[0])).await {
+                    Ok((Some(_), w)) => watchers.push(w),
+                    // Released meanwhile: take again.
+                    Ok((None, _)) => return Ok(Round::Again),
+                    Err(e) => return Err(Error::zk(&shared.path, e)),
                 }
             }
             return Ok(Round::Wait(watchers));
@@ -658,9 +659,6 @@ impl<T: Send + 'static> Taker<T> {
             Ok(items) => items.iter().filter_map(|i| self.shared.serializer.deserialize(i).ok()).collect(),
             Err(_) => Vec::new(),
         };
-        if lock.is_some() {
-            self.held.lock().insert(name.clone());
-        }
         let node = Arc::new(NodeHold {
             shared: self.shared.clone(),
             item_fixed: paths::join(&self.shared.fixed, &name),
@@ -669,9 +667,11 @@ impl<T: Send + 'static> Taker<T> {
             lock,
             outstanding: AtomicUsize::new(values.len()),
             settled: AtomicBool::new(false),
-            held: self.held.clone(),
             _permit: permit,
         });
+        if node.lock.is_some() {
+            self.shared.holds.lock().insert(node.name.clone(), Arc::downgrade(&node));
+        }
         if values.is_empty() {
             // A node of no items (Curator writes one for an empty putMulti): done at once.
             if let Some(lock) = &node.lock {

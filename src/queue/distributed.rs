@@ -1,9 +1,9 @@
 //! The handle: [`DistributedQueue`], its builder, and the put pipeline.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::paths;
 use crate::CuratorClient;
 
-use super::consumer::{self, QueueStream};
+use super::consumer::{self, NodeHold, QueueStream};
 use super::format::{self, BytesSerializer, QueueSerializer, NODE_OVERHEAD, PER_ITEM_OVERHEAD};
 
 /// Curator's item node prefix: every item node is `<queue>/queue-<10-digit sequence>`.
@@ -56,6 +56,9 @@ pub(crate) struct Shared<T: 'static> {
     /// The first background put that failed since the last `flush_puts`.
     put_failure: Arc<Mutex<Option<Error>>>,
     pub(super) closed: watch::Sender<bool>,
+    /// The item nodes this queue's consumers hold with a lock node, by name: not taken again by
+    /// another of them, and released by `close`.
+    pub(super) holds: Mutex<HashMap<String, Weak<NodeHold<T>>>>,
 }
 
 impl<T: 'static> Shared<T> {
@@ -229,6 +232,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
                 pending,
                 put_failure,
                 closed: watch::channel(false).0,
+                holds: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -609,9 +613,11 @@ impl<T: Send + 'static> DistributedQueue<T> {
         let mut pending = self.shared.pending.subscribe();
         let _ = tokio::time::timeout(self.shared.final_flush, pending.wait_for(|n| *n == 0)).await;
         if self.shared.lock.is_some() {
-            // The consumers' tasks release their nodes as they stop; wait for the deletes.
+            let holds: Vec<_> = self.shared.holds.lock().values().filter_map(Weak::upgrade).collect();
+            for hold in holds {
+                hold.release();
+            }
             let deadline = crate::deadline::deadline_after(self.shared.final_flush);
-            tokio::task::yield_now().await;
             self.shared.client.wait_background_deletes(deadline).await;
         }
     }
