@@ -336,6 +336,9 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
         permits: Arc::new(Semaphore::new(shared.max_in_flight)),
         reported: HashSet::new(),
         again: false,
+        watch_next: false,
+        contended: false,
+        seen_queue: false,
         tx,
         shared: shared.clone(),
     };
@@ -352,6 +355,25 @@ struct Taker<T: 'static> {
     reported: HashSet<String>,
     /// Take again at once, without waiting for a change.
     again: bool,
+    /// List the next round with a watch (this one found nothing to take).
+    watch_next: bool,
+    /// The last round lost nodes to other consumers.
+    contended: bool,
+    /// The queue path was seen: once it is gone, that is reported.
+    seen_queue: bool,
+}
+
+impl<T: 'static> Taker<T> {
+    /// Nothing to take: wait on `watcher`, or list again with one.
+    fn wait_on(&mut self, watcher: Option<zk::OneshotWatcher>) -> Round {
+        match watcher {
+            Some(w) => Round::Wait(vec![w]),
+            None => {
+                self.watch_next = true;
+                Round::Again
+            }
+        }
+    }
 }
 
 /// What one round found.
@@ -395,6 +417,15 @@ impl<T: Send + 'static> Taker<T> {
             let wait = match round {
                 Ok(Round::Again) => continue,
                 Ok(Round::Wait(watchers)) => watchers,
+                Ok(Round::NoQueue) if !self.seen_queue => {
+                    // Not made yet: made here, as Curator's consumer does when it starts.
+                    if let Err(e) = self.shared.client.create_parents_as(&self.shared.fixed, None, false).await {
+                        debug!(path = %self.shared.path, error = %e, "making the queue path");
+                        tokio::time::sleep(FAILURE_PAUSE).await;
+                    }
+                    self.seen_queue = true;
+                    continue;
+                }
                 Ok(Round::NoQueue) => {
                     if !queue_missing_reported {
                         queue_missing_reported = true;
@@ -458,11 +489,19 @@ impl<T: Send + 'static> Taker<T> {
     /// Lists the queue and takes up to `permits.len()` item nodes, oldest first.
     async fn round(&mut self, zk: &zk::Client, session: i64, mut permits: Vec<OwnedSemaphorePermit>) -> Result<Round> {
         let shared = self.shared.clone();
-        let (children, _, watcher) = match zk.get_and_watch_children(&shared.fixed).await {
+        // A watch only when the last round found nothing to take: a consumer that keeps taking
+        // leaves no watches behind.
+        let listed = if std::mem::take(&mut self.watch_next) {
+            zk.get_and_watch_children(&shared.fixed).await.map(|(c, _, w)| (c, Some(w)))
+        } else {
+            zk.list_children(&shared.fixed).await.map(|c| (c, None))
+        };
+        let (children, watcher) = match listed {
             Ok(listed) => listed,
             Err(zk::Error::NoNode) => return Ok(Round::NoQueue),
             Err(e) => return Err(Error::zk(&shared.path, e)),
         };
+        self.seen_queue = true;
         let mut names: Vec<String> = {
             let held = shared.holds.lock();
             children
@@ -471,11 +510,19 @@ impl<T: Send + 'static> Taker<T> {
                 .collect()
         };
         if names.is_empty() {
-            return Ok(Round::Wait(vec![watcher]));
+            return Ok(self.wait_on(watcher));
         }
-        // Curator's order: by name, so by sequence.
+        // Curator's order: by name, so by sequence. A consumer that lost nodes to others last
+        // round starts a little further in, so competing consumers do not all ask for the same
+        // oldest nodes (order across consumers is not kept anyway).
         names.sort_unstable();
-        names.truncate(permits.len());
+        let want = permits.len();
+        if self.contended && names.len() > want {
+            use rand::Rng as _;
+            let offset = rand::thread_rng().gen_range(0..=(names.len() - want).min(3 * want));
+            names.drain(..offset);
+        }
+        names.truncate(want);
         let taken = match &shared.lock {
             None => self.take_plain(zk, &names).await?,
             Some((_, lock_fixed)) => self.take_locked(zk, session, lock_fixed, &names).await?,
@@ -483,9 +530,14 @@ impl<T: Send + 'static> Taker<T> {
         if taken.is_empty() && std::mem::take(&mut self.again) {
             return Ok(Round::Again);
         }
+        self.contended = taken.len() < names.len();
         if taken.is_empty() {
             // Every one was someone else's: wait for a change (an item removed, or the first
             // one's lock node gone).
+            let Some(watcher) = watcher else {
+                self.watch_next = true;
+                return Ok(Round::Again);
+            };
             let mut watchers = vec![watcher];
             if let Some((_, lock_fixed)) = &shared.lock {
                 match zk.check_and_watch_stat(&paths::join(lock_fixed, &names[0])).await {
