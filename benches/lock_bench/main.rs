@@ -38,6 +38,9 @@
 //!                                  next to the floor (one create on it)
 //!   idempotency N C                C tasks on one session: N idempotency keys begun + completed, and the raw floor
 //!   claims P B M                   P sessions drain M items with WorkClaims (batch B) vs a bare floor
+//!   queue N P C                    DistributedQueue: P sessions put N items, C sessions consume them:
+//!                                  put/s, end-to-end items/s, put -> consume p50/p99, duplicates, missing
+//!   queue-locked N P C             the same with a lock path (removed once acknowledged)
 //!   hold PATH SECONDS KIND         KIND mutex|read|write|sem:L|semmutex|latch[:ID]|selector[:ID]:
 //!                                  acquire (latch, selector: become leader), print
 //!                                  ACQUIRED/TOKEN, report hold-state changes, release (latch,
@@ -124,6 +127,7 @@ mod mutex_many_waiters;
 mod mutex_mixed_curator;
 mod mutex_uncontended;
 mod pnode_reregister;
+mod queue;
 mod raw;
 mod report;
 mod rwlock_readers;
@@ -259,6 +263,10 @@ enum Mode {
     PnodeReregister { n: usize },
     /// C tasks on one session begin + complete N fresh idempotency keys; then the same requests bare.
     Idempotency { n: usize, concurrency: usize },
+    /// P sessions put N byte items in total into a DistributedQueue, C sessions consume them.
+    Queue { n: usize, p: usize, c: usize },
+    /// `queue` with a lock path (guaranteed delivery: removed once acknowledged).
+    QueueLocked { n: usize, p: usize, c: usize },
     /// Acquire PATH (KIND mutex, read, write, sem:L, semmutex, latch[:ID] or selector[:ID]: lead a
     /// LeaderLatch or LeaderSelector), hold it SECONDS while reporting hold-state changes, release.
     Hold { path: String, seconds: f64, kind: String },
@@ -287,6 +295,8 @@ impl Mode {
             Mode::PnodeReregister { .. } => "pnode_reregister",
             Mode::Idempotency { .. } => "idempotency",
             Mode::Claims { .. } => "claims",
+            Mode::Queue { .. } => "queue",
+            Mode::QueueLocked { .. } => "queue_locked",
             Mode::Hold { .. } => "hold",
         }
     }
@@ -429,6 +439,8 @@ async fn run(cli: Cli) -> ExitCode {
         Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
         Mode::Idempotency { n, concurrency } => idempotency(&report, &connect, n, concurrency).await,
         Mode::Claims { p, b, m } => claims(&report, &connect, p, b, m).await,
+        Mode::Queue { n, p, c } => queue::queue(&report, &connect, n, p, c, false).await,
+        Mode::QueueLocked { n, p, c } => queue::queue(&report, &connect, n, p, c, true).await,
         Mode::Hold { path, seconds, kind } => hold(&connect, &path, seconds, &kind).await,
     };
     drop(server);

@@ -75,6 +75,15 @@
 //   dpick PNAME N               -> PICKS id,id,...   (N getInstance calls; "-" for null)
 //   dclose BASE                 -> CLOSED   (ServiceDiscovery.close: unregisters its instances)
 //
+// DistributedQueue<byte[]> (tests/testsuite/queue/interop.rs; queueCommand below), items as UTF-8:
+//   qput PATH ITEM              -> PUT   (a producer-only queue, put in the foreground)
+//   qputmulti PATH A,B,...      -> PUT   (putMulti: the items in one node)
+//   qconsume NAME PATH LOCK HOLD_MS -> STARTED   (a started consumer; LOCK a lock path or "-";
+//                                  consumeMessage records the item and sleeps HOLD_MS)
+//   qgot NAME                   -> GOT item:start_us:end_us;...   (consumed so far, in order;
+//                                  wall-clock epoch microseconds)
+//   qclose NAME                 -> CLOSED
+//
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
@@ -524,8 +533,104 @@ public class CuratorPeer {
                 if (data != null) {
                     return data;
                 }
+                String queued = queueCommand(cmd);
+                if (queued != null) {
+                    return queued;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
+        }
+    }
+
+    // ---- DistributedQueue ----------------------------------------------------------------------
+
+    static final org.apache.curator.framework.recipes.queue.QueueSerializer<byte[]> QUEUE_BYTES =
+            new org.apache.curator.framework.recipes.queue.QueueSerializer<byte[]>() {
+                public byte[] serialize(byte[] item) { return item; }
+                public byte[] deserialize(byte[] bytes) { return bytes; }
+            };
+
+    private final Map<String, org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> queues = new HashMap<>();
+    private final Map<String, List<String>> consumed = new HashMap<>();
+
+    private org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]> producer(String path) throws Exception {
+        String key = "producer " + path;
+        org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]> q = queues.get(key);
+        if (q == null) {
+            q = org.apache.curator.framework.recipes.queue.QueueBuilder.builder(client, null, QUEUE_BYTES, path)
+                    .putInBackground(false)
+                    .buildQueue();
+            q.start();
+            queues.put(key, q);
+        }
+        return q;
+    }
+
+    /** The answer to a DistributedQueue command, or null when cmd is not one. */
+    private String queueCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "qput": {
+                arity(cmd, 3);
+                producer(cmd[1]).put(cmd[2].getBytes(StandardCharsets.UTF_8));
+                return "PUT";
+            }
+            case "qputmulti": {
+                arity(cmd, 3);
+                final java.util.Iterator<String> items = java.util.Arrays.asList(cmd[2].split(",")).iterator();
+                producer(cmd[1]).putMulti(new org.apache.curator.framework.recipes.queue.MultiItem<byte[]>() {
+                    public byte[] nextItem() {
+                        return items.hasNext() ? items.next().getBytes(StandardCharsets.UTF_8) : null;
+                    }
+                });
+                return "PUT";
+            }
+            case "qconsume": {
+                arity(cmd, 5);
+                final List<String> log = java.util.Collections.synchronizedList(new ArrayList<String>());
+                final long holdMs = Long.parseLong(cmd[4]);
+                org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]> consumer =
+                        new org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]>() {
+                            public void consumeMessage(byte[] message) throws Exception {
+                                long start = epochMicros();
+                                if (holdMs > 0) {
+                                    Thread.sleep(holdMs);
+                                }
+                                log.add(new String(message, StandardCharsets.UTF_8) + ":" + start + ":" + epochMicros());
+                            }
+
+                            public void stateChanged(CuratorFramework c, org.apache.curator.framework.state.ConnectionState s) {}
+                        };
+                org.apache.curator.framework.recipes.queue.QueueBuilder<byte[]> builder =
+                        org.apache.curator.framework.recipes.queue.QueueBuilder.builder(client, consumer, QUEUE_BYTES, cmd[2]);
+                if (!cmd[3].equals("-")) {
+                    builder = builder.lockPath(cmd[3]);
+                }
+                org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]> q = builder.buildQueue();
+                q.start();
+                queues.put(cmd[1], q);
+                consumed.put(cmd[1], log);
+                return "STARTED";
+            }
+            case "qgot": {
+                arity(cmd, 2);
+                List<String> log = consumed.get(cmd[1]);
+                if (log == null) {
+                    throw new IllegalArgumentException("no queue consumer " + cmd[1]);
+                }
+                synchronized (log) {
+                    return "GOT " + String.join(";", log);
+                }
+            }
+            case "qclose": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]> q = queues.remove(cmd[1]);
+                if (q != null) {
+                    q.close();
+                }
+                return "CLOSED";
+            }
+            default:
+                return null;
         }
     }
 

@@ -1,0 +1,749 @@
+//! A consumer: the stream of a queue's items, the task that takes them, and the items.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, warn};
+use zookeeper_client as zk;
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::framework::guaranteed_delete::DeleteTarget;
+use crate::framework::paths;
+
+use super::distributed::{Shared, ITEM_PREFIX};
+use super::format;
+
+/// Most nodes one consumer takes in one round of pipelined requests.
+const MAX_BATCH: usize = 256;
+
+/// How long a consumer waits before listing again after a failure it cannot wait on a watch for.
+const FAILURE_PAUSE: Duration = Duration::from_millis(100);
+
+enum Delivery<T: 'static> {
+    Item(Item<T>),
+    Report(Error),
+}
+
+/// One consumer of a [`DistributedQueue`](super::DistributedQueue): a
+/// [`Stream`](futures_core::Stream) of its [`Item`]s, oldest first, and of what it reports
+/// (`Err`: a malformed item node, the queue path deleted); see
+/// [`DistributedQueue::consume`](super::DistributedQueue::consume).
+///
+/// A task takes the items for the stream (pipelined requests, at most `max_in_flight` nodes held
+/// at once); dropping the stream stops it: with a lock path the items taken and not yielded are
+/// left for the next consumer, without one they are put back at the tail.
+pub struct QueueStream<T: 'static> {
+    items: mpsc::UnboundedReceiver<Delivery<T>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<T: 'static> std::fmt::Debug for QueueStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueStream").field("buffered", &self.items.len()).finish()
+    }
+}
+
+impl<T: 'static> Drop for QueueStream<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<T: 'static> futures_core::Stream for QueueStream<T> {
+    type Item = Result<Item<T>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match std::task::ready!(self.items.poll_recv(cx)) {
+            None => Poll::Ready(None),
+            Some(Delivery::Report(e)) => Poll::Ready(Some(Err(e))),
+            Some(Delivery::Item(mut item)) => {
+                item.handed = true;
+                Poll::Ready(Some(Ok(item)))
+            }
+        }
+    }
+}
+
+impl<T: 'static> QueueStream<T> {
+    /// The next item (or report); `None` once the queue was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an item not returned stays in the stream.
+    ///
+    /// # Errors
+    /// What the consumer reports: [`Error::MalformedData`] for an item node another writer made
+    /// that is not Curator's format (left in place), [`Error::ZooKeeper`] with `NoNode` when the
+    /// queue path was deleted; the stream goes on after either.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(queue: zk_curator::queue::DistributedQueue<Vec<u8>>) -> zk_curator::Result<()> {
+    /// let mut items = queue.consume()?;
+    /// while let Some(item) = items.next().await {
+    ///     let item = item?;
+    ///     println!("{:?}", item.value());
+    ///     item.ack().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn next(&mut self) -> Option<Result<Item<T>>> {
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+}
+
+/// The lock node a consumer holds for an item node (guaranteed delivery).
+struct LockHold {
+    /// The handle of the session the lock node was made on: its requests fail once that session
+    /// ended, so nothing sent through it acts on a lock node that is no longer ours.
+    zk: zk::Client,
+    session: i64,
+    fixed: String,
+    path: String,
+}
+
+/// One item node taken by a consumer; its items share it.
+pub(super) struct NodeHold<T: 'static> {
+    shared: Arc<Shared<T>>,
+    name: String,
+    item_fixed: String,
+    data: Vec<u8>,
+    lock: Option<LockHold>,
+    /// Items of the node not acknowledged yet.
+    outstanding: AtomicUsize,
+    /// The node's lock released (or lost, or the node removed): no ack can finish it any more.
+    settled: AtomicBool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<T: 'static> NodeHold<T> {
+    /// Lets the item node go (to the next consumer): deletes our lock node in the background
+    /// (only while it is our session's).
+    pub(super) fn release(&self) {
+        if self.settled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(lock) = &self.lock {
+            debug!(node = %self.name, "releasing a queue item's lock node");
+            drop(
+                self.shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
+                    path: lock.fixed.clone(),
+                    owner: lock.session,
+                }),
+            );
+        }
+    }
+}
+
+impl<T: 'static> Drop for NodeHold<T> {
+    fn drop(&mut self) {
+        self.release();
+        let mut holds = self.shared.holds.lock();
+        if holds.get(&self.name).is_some_and(|h| h.strong_count() == 0) {
+            holds.remove(&self.name);
+        }
+    }
+}
+
+/// An item a consumer took: [`ack`](Self::ack) it once processed. With a lock path the item's
+/// node is deleted only then; an item dropped unacknowledged (or whose consumer's session ended)
+/// goes to the next consumer. Without a lock path the node was deleted before the item was handed
+/// out and `ack` only says so.
+pub struct Item<T: 'static> {
+    value: T,
+    node: Arc<NodeHold<T>>,
+    handed: bool,
+    done: bool,
+}
+
+impl<T: std::fmt::Debug + 'static> std::fmt::Debug for Item<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Item").field("node", &self.node.name).field("value", &self.value).finish()
+    }
+}
+
+impl<T: 'static> Drop for Item<T> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.node.lock.is_some() {
+            self.node.release();
+        } else if !self.handed {
+            // Taken (its node deleted) but never yielded: put back at the tail, not lost.
+            let data = format::encode([self.node.shared.serializer.serialize(&self.value).as_slice()]);
+            if self.node.shared.enqueue(data, None).is_err() {
+                warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
+            }
+        }
+    }
+}
+
+impl<T: 'static> Item<T> {
+    /// The item.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The item's node name (`queue-<sequence>`).
+    pub fn node(&self) -> &str {
+        &self.node.name
+    }
+
+    /// The item's node path.
+    pub fn path(&self) -> String {
+        self.node.shared.item_path(&self.node.name)
+    }
+
+    /// Acknowledges the item: with a lock path, once every item of its node is acknowledged the
+    /// node and its lock node are deleted in one transaction, on the session that took it.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] naming the lock node when the consumer's session ended or the item was
+    /// released (its consumer stream dropped or the queue closed) first: the item goes (or went)
+    /// to another consumer. Connection errors after the retry policy (the lock node then stays
+    /// while the session lives, and the item is not lost).
+    ///
+    /// # Cancel safety
+    /// A dropped call may have removed the node; if it did not, the item is released to the next
+    /// consumer.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(mut items: zk_curator::queue::QueueStream<Vec<u8>>) -> zk_curator::Result<()> {
+    /// if let Some(item) = items.next().await {
+    ///     let item = item?;
+    ///     // ... process item.value() ...
+    ///     item.ack().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn ack(mut self) -> Result<()> {
+        let node = self.node.clone();
+        let Some(lock) = &node.lock else {
+            self.done = true;
+            return Ok(());
+        };
+        if node.settled.load(Ordering::Acquire) {
+            return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
+        }
+        if node.outstanding.fetch_sub(1, Ordering::AcqRel) > 1 {
+            self.done = true;
+            return Ok(());
+        }
+        // Dropped from here on: `self` releases the lock node, the node stays.
+        let result = finish(&node, lock, None).await;
+        self.done = true;
+        node.settled.store(true, Ordering::Release);
+        result
+    }
+
+    /// Puts the item's node back at the tail (Curator's `ErrorMode.REQUEUE`): with a lock path
+    /// the node is re-created there and removed, with its lock node, in one transaction; without
+    /// one the item is put again.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack); without a lock path [`Error::Closed`] after `close`.
+    ///
+    /// # Cancel safety
+    /// As [`ack`](Self::ack).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(item: zk_curator::queue::Item<Vec<u8>>) -> zk_curator::Result<()> {
+    /// item.requeue().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn requeue(mut self) -> Result<()> {
+        let node = self.node.clone();
+        let Some(lock) = &node.lock else {
+            self.done = true;
+            let data = format::encode([node.shared.serializer.serialize(&self.value).as_slice()]);
+            return node.shared.enqueue(data, None);
+        };
+        if node.settled.load(Ordering::Acquire) {
+            return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
+        }
+        let result = finish(&node, lock, Some(&node.data)).await;
+        self.done = true;
+        node.settled.store(true, Ordering::Release);
+        result
+    }
+}
+
+fn lost(lock: &LockHold, reason: &'static str) -> Error {
+    Error::LockLost { node: lock.path.clone(), reason }
+}
+
+/// Deletes the item node and our lock node in one transaction on the lock's session (and with
+/// `requeue`, creates the node again at the tail in it).
+async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option<&[u8]>) -> Result<()> {
+    let shared = &node.shared;
+    let item_path = shared.item_path(&node.name);
+    let mut retrying = shared.client.retrying(&item_path, None);
+    let tail = paths::join(&shared.fixed, ITEM_PREFIX);
+    let acls = shared.client.raw_acls_for(&tail);
+    let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
+    loop {
+        let mut writer = lock.zk.new_multi_writer();
+        let added = writer
+            .add_delete(&node.item_fixed, None)
+            .and_then(|_| match requeue {
+                Some(data) => writer.add_create(&tail, data, &options),
+                None => Ok(()),
+            })
+            .and_then(|_| writer.add_delete(&lock.fixed, None));
+        added.map_err(|e| Error::zk(&item_path, e))?;
+        match writer.commit().await {
+            Ok(_) => return Ok(()),
+            Err(zk::MultiWriteError::OperationFailed { .. }) => {
+                // The item node or our lock node is gone. Our lock node goes only with its
+                // session or by our own hand (an earlier send whose reply was lost).
+                match lock.zk.check_stat(&lock.fixed).await {
+                    Ok(None) => return Ok(()),
+                    Ok(Some(_)) => {
+                        // Someone else removed the item node: nothing to deliver again.
+                        debug!(node = %node.name, "the queue item was removed by someone else");
+                        let _ = lock.zk.delete(&lock.fixed, None).await;
+                        return Ok(());
+                    }
+                    Err(e) => retrying.backoff_or_fail(Error::zk(&item_path, e)).await?,
+                }
+            }
+            Err(zk::MultiWriteError::RequestFailed { source: zk::Error::SessionExpired }) => {
+                return Err(lost(lock, "the consumer's session ended: the item goes to another consumer"));
+            }
+            Err(zk::MultiWriteError::RequestFailed { source }) => {
+                let err = Error::zk(&item_path, source);
+                if err.is_session_lost() {
+                    return Err(lost(lock, "the consumer's session ended: the item goes to another consumer"));
+                }
+                retrying.backoff_or_fail(err).await?;
+            }
+        }
+    }
+}
+
+/// Starts a consumer of `shared`'s queue.
+pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T> {
+    let (tx, items) = mpsc::unbounded_channel();
+    let taker = Taker {
+        permits: Arc::new(Semaphore::new(shared.max_in_flight)),
+        reported: HashSet::new(),
+        again: false,
+        watch_next: false,
+        contended: false,
+        seen_queue: false,
+        tx,
+        shared: shared.clone(),
+    };
+    let task = shared.client.runtime().spawn(taker.run());
+    QueueStream { items, task }
+}
+
+/// The task taking items for one consumer.
+struct Taker<T: 'static> {
+    shared: Arc<Shared<T>>,
+    tx: mpsc::UnboundedSender<Delivery<T>>,
+    permits: Arc<Semaphore>,
+    /// Malformed item nodes already reported: skipped.
+    reported: HashSet<String>,
+    /// Take again at once, without waiting for a change.
+    again: bool,
+    /// List the next round with a watch (this one found nothing to take).
+    watch_next: bool,
+    /// The last round lost nodes to other consumers.
+    contended: bool,
+    /// The queue path was seen: once it is gone, that is reported.
+    seen_queue: bool,
+}
+
+impl<T: 'static> Taker<T> {
+    /// Nothing to take: wait on `watcher`, or list again with one.
+    fn wait_on(&mut self, watcher: Option<zk::OneshotWatcher>) -> Round {
+        match watcher {
+            Some(w) => Round::Wait(vec![w]),
+            None => {
+                self.watch_next = true;
+                Round::Again
+            }
+        }
+    }
+}
+
+/// What one round found.
+enum Round {
+    /// Took something (or nothing to wait for): list again.
+    Again,
+    /// Nothing to take: wait for a change.
+    Wait(Vec<zk::OneshotWatcher>),
+    /// The queue path is gone.
+    NoQueue,
+}
+
+impl<T: Send + 'static> Taker<T> {
+    async fn run(mut self) {
+        let mut closed = self.shared.closed.subscribe();
+        let mut queue_missing_reported = false;
+        loop {
+            let stop = async {
+                tokio::select! {
+                    _ = closed.wait_for(|c| *c) => {}
+                    () = self.tx.closed() => {}
+                }
+            };
+            let permits = self.permits.clone();
+            let first = tokio::select! {
+                permit = permits.acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
+                () = stop => return,
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match self.permits.clone().try_acquire_owned() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            let round = match self.shared.client.connected(&self.shared.path, None).await {
+                Ok((zk, session)) => self.round(&zk, session.id, batch).await,
+                Err(e) if e.kind() == crate::ErrorKind::Closed => return,
+                Err(_) => Ok(Round::Again),
+            };
+            let wait = match round {
+                Ok(Round::Again) => continue,
+                Ok(Round::Wait(watchers)) => watchers,
+                Ok(Round::NoQueue) if !self.seen_queue => {
+                    // Not made yet: made here, as Curator's consumer does when it starts.
+                    if let Err(e) = self.shared.client.create_parents_as(&self.shared.fixed, None, false).await {
+                        debug!(path = %self.shared.path, error = %e, "making the queue path");
+                        tokio::time::sleep(FAILURE_PAUSE).await;
+                    }
+                    self.seen_queue = true;
+                    continue;
+                }
+                Ok(Round::NoQueue) => {
+                    if !queue_missing_reported {
+                        queue_missing_reported = true;
+                        let _ = self.tx.send(Delivery::Report(Error::code_on(&self.shared.path, ErrorCode::NoNode)));
+                    }
+                    match self.watch_queue_path().await {
+                        Some(w) => vec![w],
+                        None => continue,
+                    }
+                }
+                Err(e) => {
+                    debug!(path = %self.shared.path, error = %e, "queue consumer round failed");
+                    tokio::time::sleep(FAILURE_PAUSE).await;
+                    continue;
+                }
+            };
+            if !wait.is_empty() {
+                queue_missing_reported = false;
+            }
+            let changed = async {
+                let mut any = Vec::with_capacity(wait.len());
+                for w in wait {
+                    any.push(Box::pin(w.changed()));
+                }
+                std::future::poll_fn(|cx| {
+                    for w in any.iter_mut() {
+                        if w.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(());
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+            };
+            let stop = async {
+                tokio::select! {
+                    _ = closed.wait_for(|c| *c) => {}
+                    () = self.tx.closed() => {}
+                }
+            };
+            tokio::select! {
+                () = changed => {}
+                () = stop => return,
+            }
+        }
+    }
+
+    /// A watch for the queue path's creation (None: it exists again).
+    async fn watch_queue_path(&self) -> Option<zk::OneshotWatcher> {
+        let zk = self.shared.client.raw_client().ok()?;
+        match zk.check_and_watch_stat(&self.shared.fixed).await {
+            Ok((None, w)) => Some(w),
+            Ok((Some(_), _)) => None,
+            Err(_) => {
+                tokio::time::sleep(FAILURE_PAUSE).await;
+                None
+            }
+        }
+    }
+
+    /// Lists the queue and takes up to `permits.len()` item nodes, oldest first.
+    async fn round(&mut self, zk: &zk::Client, session: i64, mut permits: Vec<OwnedSemaphorePermit>) -> Result<Round> {
+        let shared = self.shared.clone();
+        // A watch only when the last round found nothing to take: a consumer that keeps taking
+        // leaves no watches behind.
+        let listed = if std::mem::take(&mut self.watch_next) {
+            zk.get_and_watch_children(&shared.fixed).await.map(|(c, _, w)| (c, Some(w)))
+        } else {
+            zk.list_children(&shared.fixed).await.map(|c| (c, None))
+        };
+        let (children, watcher) = match listed {
+            Ok(listed) => listed,
+            Err(zk::Error::NoNode) => return Ok(Round::NoQueue),
+            Err(e) => return Err(Error::zk(&shared.path, e)),
+        };
+        self.seen_queue = true;
+        let mut names: Vec<String> = {
+            let held = shared.holds.lock();
+            children
+                .into_iter()
+                .filter(|c| c.starts_with(ITEM_PREFIX) && !held.contains_key(c) && !self.reported.contains(c))
+                .collect()
+        };
+        if names.is_empty() {
+            return Ok(self.wait_on(watcher));
+        }
+        // Curator's order: by name, so by sequence. A consumer that lost nodes to others last
+        // round starts a little further in, so competing consumers do not all ask for the same
+        // oldest nodes (order across consumers is not kept anyway).
+        names.sort_unstable();
+        let want = permits.len();
+        if self.contended && names.len() > want {
+            use rand::Rng as _;
+            let offset = rand::thread_rng().gen_range(0..=(names.len() - want).min(3 * want));
+            names.drain(..offset);
+        }
+        names.truncate(want);
+        let taken = match &shared.lock {
+            None => self.take_plain(zk, &names).await?,
+            Some((_, lock_fixed)) => self.take_locked(zk, session, lock_fixed, &names).await?,
+        };
+        if taken.is_empty() && std::mem::take(&mut self.again) {
+            return Ok(Round::Again);
+        }
+        self.contended = taken.len() < names.len();
+        if taken.is_empty() {
+            // Every one was someone else's: wait for a change (an item removed, or the first
+            // one's lock node gone).
+            let Some(watcher) = watcher else {
+                self.watch_next = true;
+                return Ok(Round::Again);
+            };
+            let mut watchers = vec![watcher];
+            if let Some((_, lock_fixed)) = &shared.lock {
+                match zk.check_and_watch_stat(&paths::join(lock_fixed, &names[0])).await {
+                    Ok((Some(_), w)) => watchers.push(w),
+                    // Released meanwhile: take again.
+                    Ok((None, _)) => return Ok(Round::Again),
+                    Err(e) => return Err(Error::zk(&shared.path, e)),
+                }
+            }
+            return Ok(Round::Wait(watchers));
+        }
+        for (name, data, lock) in taken {
+            let Some(permit) = permits.pop() else { break };
+            self.deliver(name, data, lock, permit);
+        }
+        Ok(Round::Again)
+    }
+
+    /// Without a lock path: reads the nodes (pipelined), then deletes the well-formed ones
+    /// (pipelined); a node is ours when our delete removed it.
+    async fn take_plain(
+        &mut self,
+        zk: &zk::Client,
+        names: &[String],
+    ) -> Result<Vec<(String, Vec<u8>, Option<LockHold>)>> {
+        let fixed: Vec<String> = names.iter().map(|n| paths::join(&self.shared.fixed, n)).collect();
+        let reads: Vec<_> = fixed.iter().map(|f| zk.get_data(f)).collect();
+        let mut readable = Vec::new();
+        for (i, read) in reads.into_iter().enumerate() {
+            match read.await {
+                Ok((data, _)) => {
+                    if self.check_format(&names[i], &data) {
+                        readable.push((i, data));
+                    }
+                }
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(Error::zk(&self.shared.path, e)),
+            }
+        }
+        let deletes: Vec<_> = readable.iter().map(|(i, _)| zk.delete(&fixed[*i], None)).collect();
+        let mut taken = Vec::new();
+        let mut failure = None;
+        for ((i, data), delete) in readable.into_iter().zip(deletes) {
+            match delete.await {
+                Ok(()) => taken.push((names[i].clone(), data, None)),
+                Err(zk::Error::NoNode) => {}
+                // The outcome of this delete is unknown: at most once, so the item may be lost.
+                Err(e) => {
+                    warn!(node = %names[i], error = %e, "a queue item's delete went unanswered (at most once: it may be lost)");
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if taken.is_empty() {
+            if let Some(e) = failure {
+                return Err(Error::zk(&self.shared.path, e));
+            }
+        }
+        Ok(taken)
+    }
+
+    /// With a lock path: creates our EPHEMERAL lock node for each and reads the node (all
+    /// pipelined); a node is ours when our lock node was made and the node was still there.
+    async fn take_locked(
+        &mut self,
+        zk: &zk::Client,
+        session: i64,
+        lock_fixed: &str,
+        names: &[String],
+    ) -> Result<Vec<(String, Vec<u8>, Option<LockHold>)>> {
+        let shared = self.shared.clone();
+        let locks: Vec<String> = names.iter().map(|n| paths::join(lock_fixed, n)).collect();
+        let items: Vec<String> = names.iter().map(|n| paths::join(&shared.fixed, n)).collect();
+        let acls = shared.client.raw_acls_for(&locks[0]);
+        let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::new(&acls));
+        let default_data = shared.client.default_data().to_vec();
+        let mut sent = Vec::with_capacity(names.len());
+        for (lock, item) in locks.iter().zip(&items) {
+            sent.push((zk.create(lock, &default_data, &options), zk.get_data(item)));
+        }
+        let mut taken = Vec::new();
+        let mut missing_lock_path = false;
+        let mut failure = None;
+        for (i, (create, read)) in sent.into_iter().enumerate() {
+            let created = create.await;
+            let read = read.await;
+            let name = &names[i];
+            match created {
+                Ok(_) => {}
+                Err(zk::Error::NodeExists) => continue,
+                Err(zk::Error::NoNode) => {
+                    missing_lock_path = true;
+                    continue;
+                }
+                Err(e) => {
+                    // Unknown outcome: a lock node of ours may stand; delete it while it is ours.
+                    drop(
+                        shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
+                            path: locks[i].clone(),
+                            owner: session,
+                        }),
+                    );
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            }
+            let hold = LockHold {
+                zk: zk.clone(),
+                session,
+                fixed: locks[i].clone(),
+                path: paths::join(shared.lock.as_ref().map_or("", |l| l.0.as_str()), name),
+            };
+            match read {
+                Ok((data, _)) if self.check_format(name, &data) => taken.push((name.clone(), data, Some(hold))),
+                // Malformed (reported) or gone: our lock node goes, the node stays as it is.
+                Ok(_) | Err(zk::Error::NoNode) => {
+                    drop(
+                        shared
+                            .client
+                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session }),
+                    );
+                }
+                Err(e) => {
+                    drop(
+                        shared
+                            .client
+                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session }),
+                    );
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if missing_lock_path {
+            debug!(path = %shared.path, "making the queue's lock path");
+            shared.client.create_parents_as(lock_fixed, None, false).await?;
+        }
+        if taken.is_empty() {
+            if let Some(e) = failure {
+                return Err(Error::zk(&shared.path, e));
+            }
+        }
+        // Made the lock path: take again at once.
+        self.again = missing_lock_path;
+        Ok(taken)
+    }
+
+    /// True when `data` is Curator's item format with items our serializer reads; otherwise
+    /// reports the node (once) and false.
+    fn check_format(&mut self, name: &str, data: &[u8]) -> bool {
+        let problem = match format::decode(data) {
+            Err(reason) => reason,
+            Ok(items) => match items.iter().find_map(|i| self.shared.serializer.deserialize(i).err()) {
+                None => return true,
+                Some(reason) => format!("an item the serializer refused: {reason}"),
+            },
+        };
+        if self.reported.insert(name.to_string()) {
+            let path = self.shared.item_path(name);
+            warn!(%path, reason = %problem, "malformed queue item node left in place");
+            let _ = self.tx.send(Delivery::Report(Error::MalformedData {
+                path,
+                expected: "a queue item node (Curator's item format)",
+                reason: problem,
+            }));
+        }
+        false
+    }
+
+    fn deliver(&mut self, name: String, data: Vec<u8>, lock: Option<LockHold>, permit: OwnedSemaphorePermit) {
+        let values: Vec<T> = match format::decode(&data) {
+            Ok(items) => items.iter().filter_map(|i| self.shared.serializer.deserialize(i).ok()).collect(),
+            Err(_) => Vec::new(),
+        };
+        let node = Arc::new(NodeHold {
+            shared: self.shared.clone(),
+            item_fixed: paths::join(&self.shared.fixed, &name),
+            name,
+            data,
+            lock,
+            outstanding: AtomicUsize::new(values.len()),
+            settled: AtomicBool::new(false),
+            _permit: permit,
+        });
+        if node.lock.is_some() {
+            self.shared.holds.lock().insert(node.name.clone(), Arc::downgrade(&node));
+        }
+        if values.is_empty() {
+            // A node of no items (Curator writes one for an empty putMulti): done at once.
+            if let Some(lock) = &node.lock {
+                let node = node.clone();
+                let zk = lock.zk.clone();
+                drop(zk);
+                self.shared.client.runtime().spawn(async move {
+                    if let Some(lock) = &node.lock {
+                        if finish(&node, lock, None).await.is_ok() {
+                            node.settled.store(true, Ordering::Release);
+                        }
+                    }
+                });
+            }
+            return;
+        }
+        for value in values {
+            let item = Item { value, node: node.clone(), handed: false, done: false };
+            // A closed stream drops the item: released (lock path) or put back.
+            let _ = self.tx.send(Delivery::Item(item));
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Curator's distributed queues, wire-compatible: [`DistributedQueue`] (Curator's
+//! `DistributedQueue` and `QueueBuilder`).
+//!
+//! Producers [`put`](DistributedQueue::put) items, consumers take them as a stream of
+//! [`Item`]s to [`ack`](Item::ack) ([`consume`](DistributedQueue::consume)) or through a handler
+//! ([`consume_with`](DistributedQueue::consume_with), Curator's `QueueConsumer`). Curator's
+//! producers and consumers share a queue with ours.
+//!
+//! ```no_run
+//! use zk_curator::queue::DistributedQueue;
+//!
+//! # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+//! let queue = DistributedQueue::builder(&client, "/jobs/queue").lock_path("/jobs/locks").build()?;
+//! queue.put(b"resize photo 17".to_vec()).await?;
+//! let mut items = queue.consume()?;
+//! while let Some(item) = items.next().await {
+//!     let item = item?;
+//!     // ... process item.value() ...
+//!     item.ack().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout (Curator's)
+//!
+//! * `Q/queue-<sequence>`: one PERSISTENT_SEQUENTIAL node per put, its data Curator's item format
+//!   (version `0x00010001`, then per item `0x01`, a big-endian length and the bytes, then
+//!   `0x02`): one item, or several for [`put_multi`](DistributedQueue::put_multi).
+//! * `L/queue-<sequence>` (with a lock path `L`): the EPHEMERAL lock node of the consumer
+//!   processing that item node, its data the client's default data (as Curator's).
+//!
+//! # Delivery
+//!
+//! * Without a lock path, at most once: a consumer deletes the node before handing out its items;
+//!   an item a consumer took is gone even if the consumer crashes. Items a stream took and had
+//!   not yielded when it was dropped (or the queue closed) are put back at the tail.
+//! * With a lock path, at least once: a consumer creates the lock node, and the item node is
+//!   deleted together with the lock node (one transaction, on the session that made the lock)
+//!   only when every item of the node is acknowledged. An item dropped unacknowledged, whose
+//!   consumer was cancelled, closed or lost its session, goes to the next consumer; two live
+//!   consumers (Curator's or ours) never hold one item node at once (the lock node is exclusive).
+//! * Order: a consumer takes nodes by name, so in sequence order (Curator's rule); several
+//!   consumers process in parallel, so their items finish in any order.
+//! * A put whose create reply was lost to a connection loss is sent again: put once or, rarely,
+//!   twice, never lost (Curator's retry does the same).
+//!
+//! # Bad input
+//!
+//! An item node another writer made that is not Curator's format (or whose items the serializer
+//! refuses) is left in place, logged, and reported once per consumer as
+//! [`Error::MalformedData`](crate::Error::MalformedData) on that consumer's stream; the stream
+//! goes on. A put over the client's max data size is refused with
+//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the queue path. A deleted
+//! queue path is reported once on each consumer's stream (`NoNode`); consumers wait for it to
+//! come back and producers make it again.
+//!
+//! # Speed
+//!
+//! Each queue pipelines its creates on its session (up to 1024 unanswered, sent in put order);
+//! a consumer takes up to `max_in_flight` nodes per round with pipelined requests: without a lock
+//! path one round of reads then one of deletes, with one a single round of lock creates and reads
+//! — where Curator makes two or three round trips per item and lists the queue again for each.
+
+mod consumer;
+mod distributed;
+mod format;
+
+pub use consumer::{Item, QueueStream};
+pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAULT_MAX_IN_FLIGHT};
+pub use format::{BytesSerializer, QueueSerializer};

@@ -1,0 +1,42 @@
+//! Distributed queues (`zk_curator::queue`, Curator's `DistributedQueue`), against a real
+//! ZooKeeper and, for interop, real Curator 5.4.
+
+mod delivery;
+mod faults;
+mod interop;
+
+use std::time::Duration;
+
+use zk_curator::queue::{DistributedQueue, Item, QueueStream};
+
+/// A hang guard, never a performance bound.
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// The next item of `items` (a report fails the test).
+async fn next_item(items: &mut QueueStream<Vec<u8>>) -> Item<Vec<u8>> {
+    match tokio::time::timeout(WITHIN, items.next()).await {
+        Ok(Some(Ok(item))) => item,
+        Ok(Some(Err(e))) => panic!("the consumer reported {e}"),
+        Ok(None) => panic!("the consumer ended"),
+        Err(_) => panic!("no item within {WITHIN:?}"),
+    }
+}
+
+/// Takes and acknowledges `n` items, returning them as strings in the order taken.
+async fn take_acked(items: &mut QueueStream<Vec<u8>>, n: usize) -> Vec<String> {
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let item = next_item(items).await;
+        got.push(String::from_utf8(item.value().clone()).unwrap());
+        item.ack().await.expect("ack");
+    }
+    got
+}
+
+fn bytes_queue(client: &zk_curator::CuratorClient, path: &str, lock: Option<&str>) -> DistributedQueue<Vec<u8>> {
+    let mut builder = DistributedQueue::builder(client, path).put_in_background(false);
+    if let Some(lock) = lock {
+        builder = builder.lock_path(lock);
+    }
+    builder.build().expect("build the queue")
+}
