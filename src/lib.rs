@@ -126,6 +126,7 @@ pub mod leader;
 pub mod locks;
 mod metrics;
 pub mod nodes;
+pub mod queue;
 pub mod raw;
 pub mod shared;
 #[cfg(feature = "testing")]

@@ -1,0 +1,8 @@
+//! Queues (Curator's `recipes/queue`), wire-compatible with Curator.
+//!
+//! * [`SimpleDistributedQueue`] (Curator's `SimpleDistributedQueue`): a FIFO of byte items with
+//!   `offer`, `take`, `poll(timeout)`, `peek`, `element`, `remove`.
+
+mod simple;
+
+pub use simple::{SimpleDistributedQueue, ITEM_PREFIX};
