@@ -49,7 +49,7 @@ const RELIST_AFTER_MISSES: usize = 8;
 /// # Cancel safety and hand-off
 /// A taken item (deleted node) is first put into a hand-off buffer shared by the clones of this
 /// queue, by a task that outlives the caller: a call cancelled after the delete was sent leaves the
-/// item there, and the next [`take`](Self::take), [`poll`](Self::poll), [`try_take`](Self::try_take)
+/// item there, and the next [`take`](Self::take), [`poll_timeout`](Self::poll_timeout), [`try_take`](Self::try_take)
 /// or [`remove`](Self::remove) returns it first (and [`peek`](Self::peek) shows it). When the last
 /// clone is dropped with items still in the buffer, they are written back under their own names
 /// (so at their place in the queue) in the background on the client's runtime.
@@ -219,13 +219,13 @@ impl SimpleDistributedQueue {
     /// ```no_run
     /// # async fn demo(queue: zk_curator::queue::SimpleDistributedQueue) -> zk_curator::Result<()> {
     /// use std::time::Duration;
-    /// match queue.poll(Duration::from_secs(5)).await? {
+    /// match queue.poll_timeout(Duration::from_secs(5)).await? {
     ///     Some(job) => println!("got {} bytes", job.len()),
     ///     None => println!("nothing within 5 s"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn poll(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<Vec<u8>>> {
+    pub async fn poll_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<Option<Vec<u8>>> {
         let deadline = timeout.into().instant_from(Instant::now());
         match tokio::time::timeout_at(deadline.into(), self.take_until(Some(deadline))).await {
             Ok(Ok(Some(data))) => Ok(Some(data)),

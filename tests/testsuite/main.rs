@@ -32,6 +32,7 @@ mod mutex;
 mod nodes;
 mod nonfair_mutex;
 mod public_api;
+mod queue;
 mod recipe_programs;
 mod security;
 mod siblings;
