@@ -193,6 +193,13 @@ pub enum Error {
         limit: usize,
     },
 
+    /// The queue had no item to return (Java's `NoSuchElementException` of Curator's
+    /// `SimpleDistributedQueue.element()` / `remove()`).
+    QueueEmpty {
+        /// The queue's path.
+        path: String,
+    },
+
     /// The first connection could not be established.
     Connect {
         /// The connect string.
@@ -392,6 +399,7 @@ impl std::fmt::Display for Error {
             Error::LimitExceeded { path, what, limit } => {
                 write!(f, "limit exceeded under {path}: more than {limit} {what}")
             }
+            Error::QueueEmpty { path } => write!(f, "queue {path} is empty"),
             Error::Connect { connect, schemes, tls, code, .. } => {
                 write!(f, "could not connect to {connect}{}: {code}{}", auth_note(schemes), tls_note(*tls, *code))
             }
@@ -459,7 +467,8 @@ impl Error {
             Error::CorruptedValue { .. }
             | Error::MalformedData { .. }
             | Error::OutcomeUnknown { .. }
-            | Error::LimitExceeded { .. } => ErrorKind::Other,
+            | Error::LimitExceeded { .. }
+            | Error::QueueEmpty { .. } => ErrorKind::Other,
         }
     }
 

@@ -232,6 +232,12 @@ const DISCOVERY_CACHE_INSTANCES: &str = "zk_curator_discovery_cache_instances";
 /// `service` and `outcome` (`found`, `none`).
 #[cfg(feature = "metrics")]
 const DISCOVERY_LOOKUPS_TOTAL: &str = "zk_curator_discovery_lookups_total";
+/// `zk_curator_queue_offers_total`: counter of items a queue of this process added, by `recipe`, `path`.
+#[cfg(feature = "metrics")]
+const QUEUE_OFFERS_TOTAL: &str = "zk_curator_queue_offers_total";
+/// `zk_curator_queue_takes_total`: counter of items a queue of this process took, by `recipe`, `path`.
+#[cfg(feature = "metrics")]
+const QUEUE_TAKES_TOTAL: &str = "zk_curator_queue_takes_total";
 
 /// The recipe a lock belongs to: the `recipe` label of the metrics and field of the spans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -537,6 +543,51 @@ impl HoldMeter {
     }
 }
 
+/// The labels of one queue's counters (`recipe`, and `path` as the client's path label says).
+#[derive(Clone, Debug)]
+pub(crate) struct QueueLabels {
+    #[cfg(feature = "metrics")]
+    labels: Arc<[::metrics::Label]>,
+}
+
+impl QueueLabels {
+    /// The labels of the queue of `recipe` (its label value) at `path` (a valid path, as the caller
+    /// gave it).
+    pub(crate) fn new(
+        #[cfg(feature = "metrics")] path_label: &PathLabel,
+        recipe: &'static str,
+        path: &str,
+    ) -> QueueLabels {
+        #[cfg(feature = "metrics")]
+        {
+            let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe)];
+            if let Some(value) = path_label.value(path) {
+                labels.push(::metrics::Label::new("path", value));
+            }
+            QueueLabels { labels: Arc::from(labels) }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (recipe, path);
+            QueueLabels {}
+        }
+    }
+
+    /// Counts an item added (its create succeeded).
+    #[inline]
+    pub(crate) fn offered(&self) {
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(QUEUE_OFFERS_TOTAL, self.labels.iter()).increment(1);
+    }
+
+    /// Counts an item taken (its delete succeeded and its data was handed to a caller).
+    #[inline]
+    pub(crate) fn taken(&self) {
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!(QUEUE_TAKES_TOTAL, self.labels.iter()).increment(1);
+    }
+}
+
 /// Counts a published connection state.
 #[inline]
 pub(crate) fn connection_state(state: ConnectionState) {
@@ -657,6 +708,16 @@ pub(crate) fn describe() {
             CLAIMS_TOTAL,
             Unit::Count,
             "Claims of work claims and idempotency keys, by recipe, path and outcome"
+        );
+        ::metrics::describe_counter!(
+            QUEUE_OFFERS_TOTAL,
+            Unit::Count,
+            "Items this process's queues added, by recipe and path"
+        );
+        ::metrics::describe_counter!(
+            QUEUE_TAKES_TOTAL,
+            Unit::Count,
+            "Items this process's queues took (removed and handed to a caller), by recipe and path"
         );
         ::metrics::describe_counter!(
             CONNECTION_STATE_CHANGES_TOTAL,

@@ -19,6 +19,9 @@
 //!   rwlock-readers C N [HOLD_MS]   C sessions, one reader each, N read-lock acquisitions in total
 //!   semaphore L C N [HOLD_MS]      C sessions share an L-lease semaphore, N leases in total
 //!   barrier C [one-path]           C sessions enter + leave a DistributedDoubleBarrier(C), 20 rounds
+//!   simple-queue N                 one session: N offers to a SimpleDistributedQueue, then N polls
+//!   simple-queue-depth N           N items waiting (untimed fill), then drained with take: time per
+//!                                  take by quarter of the drain, peak RSS
 //!   counter C N                    C sessions increment one DistributedAtomicLong until N succeeded
 //!   cache-load N                   N children (100 B) under a fresh parent, then a CuratorCache of it:
 //!                                  start -> initialized, nodes, peak RSS, bytes per cached node
@@ -111,6 +114,7 @@ use raw::raw;
 use report::Report;
 use rwlock_readers::rwlock_readers;
 use semaphore::semaphore;
+use simple_queue::{simple_queue, simple_queue_depth};
 
 mod barrier;
 mod cache_events;
@@ -132,6 +136,7 @@ mod raw;
 mod report;
 mod rwlock_readers;
 mod semaphore;
+mod simple_queue;
 mod turns;
 mod witness;
 
@@ -261,6 +266,10 @@ enum Mode {
     Barrier { clients: usize, one_path: Option<String> },
     /// N session replacements: a PersistentNode back on the new session, next to one create on it.
     PnodeReregister { n: usize },
+    /// One session: N offers to a SimpleDistributedQueue, then N polls (10 s each).
+    SimpleQueue { n: usize },
+    /// N items waiting in a SimpleDistributedQueue (untimed fill), then drained with take.
+    SimpleQueueDepth { n: usize },
     /// C tasks on one session begin + complete N fresh idempotency keys; then the same requests bare.
     Idempotency { n: usize, concurrency: usize },
     /// P sessions put N byte items in total into a DistributedQueue, C sessions consume them.
@@ -293,6 +302,8 @@ impl Mode {
             Mode::NonfairContended { .. } => "nonfair_contended",
             Mode::Barrier { .. } => "barrier",
             Mode::PnodeReregister { .. } => "pnode_reregister",
+            Mode::SimpleQueue { .. } => "simple_queue",
+            Mode::SimpleQueueDepth { .. } => "simple_queue_depth",
             Mode::Idempotency { .. } => "idempotency",
             Mode::Claims { .. } => "claims",
             Mode::Queue { .. } => "queue",
@@ -437,6 +448,8 @@ async fn run(cli: Cli) -> ExitCode {
             Some(other) => Err(format!("barrier: unknown option {other:?} (only `one-path`)").into()),
         },
         Mode::PnodeReregister { n } => pnode_reregister(&report, &connect, n).await,
+        Mode::SimpleQueue { n } => simple_queue(&report, &connect, n).await,
+        Mode::SimpleQueueDepth { n } => simple_queue_depth(&report, &connect, n).await,
         Mode::Idempotency { n, concurrency } => idempotency(&report, &connect, n, concurrency).await,
         Mode::Claims { p, b, m } => claims(&report, &connect, p, b, m).await,
         Mode::Queue { n, p, c } => queue::queue(&report, &connect, n, p, c, false).await,

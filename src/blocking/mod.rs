@@ -2,7 +2,7 @@
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
 //! `LeaderSelector`), the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]), the cache
 //! (`CuratorCache`), the shared values, the atomic counters and the nodes kept present
-//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`) and, with the `discovery` feature,
+//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`), the queue ([`SimpleDistributedQueue`]) and, with the `discovery` feature,
 //! service discovery (`ServiceDiscovery`, `ServiceCache`, `ServiceProvider`) — for programs that are not async (like
 //! `reqwest::blocking`).
 //!
@@ -78,6 +78,7 @@ mod nonfair;
 mod read_write;
 mod semaphore;
 mod shared;
+mod simple_queue;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -106,6 +107,7 @@ pub use nonfair::InterProcessNonFairMutex;
 pub use read_write::{InterProcessReadWriteLock, ReadLock, ReadLockGuard, WriteLock, WriteLockGuard};
 pub use semaphore::{return_all, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 pub use shared::{SharedCount, SharedValue, SharedValueChanges};
+pub use simple_queue::SimpleDistributedQueue;
 
 /// The runtime of one blocking client and the client itself, shared (through an `Arc`) by the
 /// client's clones, its recipes and their guards: the runtime lives as long as anything that may

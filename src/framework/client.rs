@@ -546,6 +546,15 @@ impl CuratorClient {
         crate::metrics::RecipeLabels::new(recipe, path)
     }
 
+    /// The metrics labels of a queue of `recipe` (the label value) on `path`, its `path` label
+    /// made as for [`lock_labels`](Self::lock_labels).
+    pub(crate) fn queue_labels(&self, recipe: &'static str, path: &str) -> crate::metrics::QueueLabels {
+        #[cfg(feature = "metrics")]
+        return crate::metrics::QueueLabels::new(&self.inner.config.metrics_path_label, recipe, path);
+        #[cfg(not(feature = "metrics"))]
+        crate::metrics::QueueLabels::new(recipe, path)
+    }
+
     pub(crate) fn connection_timeout(&self) -> Duration {
         self.inner.sessions.connection_timeout()
     }

@@ -1,5 +1,11 @@
-//! Curator's distributed queues, wire-compatible: [`DistributedQueue`] (Curator's
-//! `DistributedQueue` and `QueueBuilder`).
+//! Queues (Curator's `recipes/queue`), wire-compatible with Curator:
+//!
+//! * [`DistributedQueue`] (Curator's `DistributedQueue` and `QueueBuilder`): items put by
+//!   producers, consumed as a stream with acknowledgement, at most once or — with a lock path — at
+//!   least once;
+//! * [`SimpleDistributedQueue`] (Curator's `SimpleDistributedQueue`): a FIFO of byte items with
+//!   `offer`, `take`, `poll_timeout` (Curator's `poll(timeout, unit)`), `try_take` (`poll()`),
+//!   `peek`, `element`, `remove`.
 //!
 //! Producers [`put`](DistributedQueue::put) items, consumers take them as a stream of
 //! [`Item`]s to [`ack`](Item::ack) ([`consume`](DistributedQueue::consume)) or through a handler
@@ -64,7 +70,9 @@
 mod consumer;
 mod distributed;
 mod format;
+mod simple;
 
 pub use consumer::{Item, QueueStream};
 pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAULT_MAX_IN_FLIGHT};
 pub use format::{BytesSerializer, QueueSerializer};
+pub use simple::{ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX, SimpleDistributedQueue};

@@ -51,6 +51,11 @@
 //                                  dbawait NAME: PASSED true|false)
 //   quit                        -> BYE, then exit
 //
+// SimpleDistributedQueue (tests/testsuite/queue/simple.rs; simpleQueueCommand below), data as UTF-8:
+//   sqoffer PATH DATA           -> OFFERED
+//   sqpoll PATH TIMEOUT_MS      -> ITEM <data> | NONE   (poll(timeout))
+//   sqpeek PATH                 -> ITEM <data> | NONE   (peek())
+//
 // recipes/nodes (tests/testsuite/nodes/curator_interop.rs; nodesCommand below):
 //   pnode NAME PATH MODE PROTECTED DATA -> PNODE <actual path>   (a started PersistentNode of MODE
 //                                  (a CreateMode name), PROTECTED 1|0, DATA as UTF-8; waits up to
@@ -537,6 +542,10 @@ public class CuratorPeer {
                 if (queued != null) {
                     return queued;
                 }
+                String simpleQueued = simpleQueueCommand(cmd);
+                if (simpleQueued != null) {
+                    return simpleQueued;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
         }
@@ -700,6 +709,33 @@ public class CuratorPeer {
                 arity(cmd, 4);
                 client.usingNamespace(cmd[1]).create().forPath(cmd[2], unhex(cmd[3]));
                 return "ZWROTE";
+            }
+            default:
+                return null;
+        }
+    }
+
+    // ---- SimpleDistributedQueue ------------------------------------------------------------------
+
+    /** The answer to a SimpleDistributedQueue command, or null when cmd is not one. */
+    private String simpleQueueCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "sqoffer": {
+                arity(cmd, 3);
+                new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, cmd[1])
+                        .offer(cmd[2].getBytes(StandardCharsets.UTF_8));
+                return "OFFERED";
+            }
+            case "sqpoll": {
+                arity(cmd, 3);
+                byte[] item = new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, cmd[1])
+                        .poll(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS);
+                return item == null ? "NONE" : "ITEM " + new String(item, StandardCharsets.UTF_8);
+            }
+            case "sqpeek": {
+                arity(cmd, 2);
+                byte[] item = new org.apache.curator.framework.recipes.queue.SimpleDistributedQueue(client, cmd[1]).peek();
+                return item == null ? "NONE" : "ITEM " + new String(item, StandardCharsets.UTF_8);
             }
             default:
                 return null;

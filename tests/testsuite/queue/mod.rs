@@ -4,6 +4,7 @@
 mod delivery;
 mod faults;
 mod interop;
+mod simple;
 
 use std::time::Duration;
 
