@@ -15,6 +15,10 @@
 //! | [`cli`] | the `zk-curator` command: `lock`, `elect`, `inspect`, `watch` and the rest |
 //! | [`performance`] | measured costs, next to Curator's and the raw ZooKeeper floor, and how to measure |
 
+// The pages are Markdown written for any renderer (the repository's too): clippy's rustdoc
+// style lints do not apply to them.
+#![allow(clippy::doc_lazy_continuation, clippy::doc_overindented_list_items)]
+
 // Each page's examples need the features they use; the documentation build (docs.rs builds with
 // every feature) always shows the page.
 #[doc = include_str!("../docs/curator-migration.md")]

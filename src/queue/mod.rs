@@ -75,4 +75,4 @@ mod simple;
 pub use consumer::{Item, QueueStream};
 pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAULT_MAX_IN_FLIGHT};
 pub use format::{BytesSerializer, QueueSerializer};
-pub use simple::{ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX, SimpleDistributedQueue};
+pub use simple::{SimpleDistributedQueue, ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX};
