@@ -738,10 +738,10 @@ impl PutPipeline {
                 }
                 continue;
             }
-            if matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
-                if retrying.backoff_or_fail(err.clone()).await.is_ok() {
-                    continue;
-                }
+            if matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost)
+                && retrying.backoff_or_fail(err.clone()).await.is_ok()
+            {
+                continue;
             }
             // Not retried (or the policy gave up): every waiting put fails with it.
             for job in waiting.drain(..) {
