@@ -139,7 +139,7 @@ async fn a_malformed_item_node_is_reported_left_in_place_and_the_others_delivere
         }
     }
     assert_eq!(good, ["before", "after"]);
-    assert_eq!(reported, std::slice::from_ref(&bad), "reported once, naming the node");
+    assert_eq!(reported, vec![bad], "reported once, naming the node");
     assert_eq!(queue.len().await.unwrap(), 1, "the malformed node is left in place");
     queue.close().await;
 }
