@@ -444,7 +444,11 @@ impl Shared {
 
     /// The queue's item names in queue order (foreign nodes left out), watched when `watch`;
     /// the queue's node created when missing.
-    async fn list(&self, deadline: Option<Instant>, watch: bool) -> Result<(VecDeque<String>, Option<zk::OneshotWatcher>)> {
+    async fn list(
+        &self,
+        deadline: Option<Instant>,
+        watch: bool,
+    ) -> Result<(VecDeque<String>, Option<zk::OneshotWatcher>)> {
         let f = self.fixed.as_str();
         let mut created = false;
         loop {
