@@ -47,6 +47,7 @@ const FAMILIES: &[(&str, Option<&str>, &str)] = &[
     ("atomic", Some("recipes/atomic"), "DistributedAtomicLong"),
     ("shared", Some("recipes/shared"), "SharedCount"),
     ("barriers", Some("recipes/barriers"), "DistributedBarrier"),
+    ("queue", Some("recipes/queue"), "SimpleDistributedQueue"),
     ("claims", None, "WorkClaims"),
     ("idempotency", None, "IdempotencyKeys"),
     ("inspect", None, "inspect()"),
