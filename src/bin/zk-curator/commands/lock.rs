@@ -102,7 +102,7 @@ async fn run_command(client: &CuratorClient, args: &LockArgs, hold: &Arc<Hold>, 
         report_suspension: false,
         stop_group_on_exit: false,
     };
-    match supervise(client, &Guard::of_hold(&hold), &run, signals).await.ended {
+    match supervise(client, &Guard::of_hold(hold), &run, signals).await.ended {
         Ended::Exited(code) | Ended::NotRun(code) => exit(code),
         Ended::Lost => exit(EXIT_LOCK_LOST),
     }
