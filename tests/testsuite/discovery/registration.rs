@@ -347,3 +347,29 @@ async fn a_register_after_a_cancelled_one_of_the_same_id_has_its_node_when_it_re
     );
     discovery.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_all_registers_every_instance_or_none_when_one_is_bad() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("discovery-register-all");
+    let discovery = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let zk = support::observer(&server.connect_string()).await;
+    let new_one = ServiceInstance::builder("api").id("x").port(1).payload(Details { region: "eu".into() });
+    let new_one = new_one.build().unwrap();
+    let mut bad_batch = vec![instance("api", "a", 1), instance("api", "b", 2)];
+    bad_batch.push(instance("api", "a", 3));
+    assert!(matches!(discovery.register_all(&bad_batch).await, Err(Error::InvalidArgument { .. })), "an id twice");
+    assert!(support::sorted_children(&zk, &format!("{base}/api")).await.is_empty(), "nothing registered");
+    let all: Vec<_> =
+        (0..50).map(|i| instance(if i % 2 == 0 { "api" } else { "db" }, &format!("i{i:02}"), 1)).collect();
+    discovery.register_all(&all).await.unwrap();
+    assert_eq!(support::sorted_children(&zk, &format!("{base}/api")).await.len(), 25);
+    assert_eq!(support::sorted_children(&zk, &format!("{base}/db")).await.len(), 25);
+    assert_eq!(discovery.registered().len(), 50);
+    // Ids already registered are updated in place, a new one added.
+    discovery.register_all(&[all[0].to_builder().port(7).build().unwrap(), new_one]).await.unwrap();
+    assert_eq!(discovery.query_for_instance("api", "i00").await.unwrap().unwrap().port(), Some(7));
+    assert_eq!(discovery.registered().len(), 51);
+    discovery.close().await.unwrap();
+    assert!(support::sorted_children(&zk, &format!("{base}/api")).await.is_empty(), "close leaves nothing");
+}
