@@ -580,6 +580,15 @@ impl QueueLabels {
         ::metrics::counter!(QUEUE_OFFERS_TOTAL, self.labels.iter()).increment(1);
     }
 
+    /// Counts `n` items added at once (several in one node: a `put_multi`).
+    #[inline]
+    pub(crate) fn offered_many(&self, _n: u64) {
+        #[cfg(feature = "metrics")]
+        if _n > 0 {
+            ::metrics::counter!(QUEUE_OFFERS_TOTAL, self.labels.iter()).increment(_n);
+        }
+    }
+
     /// Counts an item taken (its delete succeeded and its data was handed to a caller).
     #[inline]
     pub(crate) fn taken(&self) {

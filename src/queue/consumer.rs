@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::paths;
+use crate::metrics::QueueLabels;
 
 use super::distributed::{Shared, ITEM_PREFIX};
 use super::format;
@@ -41,6 +42,7 @@ enum Delivery<T: 'static> {
 pub struct QueueStream<T: 'static> {
     items: mpsc::UnboundedReceiver<Delivery<T>>,
     task: tokio::task::JoinHandle<()>,
+    labels: QueueLabels,
 }
 
 impl<T: 'static> std::fmt::Debug for QueueStream<T> {
@@ -64,6 +66,7 @@ impl<T: 'static> futures_core::Stream for QueueStream<T> {
             Some(Delivery::Report(e)) => Poll::Ready(Some(Err(e))),
             Some(Delivery::Item(mut item)) => {
                 item.handed = true;
+                self.labels.taken();
                 Poll::Ready(Some(Ok(item)))
             }
         }
@@ -177,7 +180,7 @@ impl<T: 'static> Drop for Item<T> {
         } else if !self.handed {
             // Taken (its node deleted) but never yielded: put back at the tail, not lost.
             let data = format::encode([self.node.shared.serializer.serialize(&self.value).as_slice()]);
-            if self.node.shared.enqueue(data, None).is_err() {
+            if self.node.shared.enqueue(data, None, 0).is_err() {
                 warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
             }
         }
@@ -264,7 +267,7 @@ impl<T: 'static> Item<T> {
         let Some(lock) = &node.lock else {
             self.done = true;
             let data = format::encode([node.shared.serializer.serialize(&self.value).as_slice()]);
-            return node.shared.enqueue(data, None);
+            return node.shared.enqueue(data, None, 0);
         };
         if node.settled.load(Ordering::Acquire) {
             return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
@@ -343,7 +346,7 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
         shared: shared.clone(),
     };
     let task = shared.client.runtime().spawn(taker.run());
-    QueueStream { items, task }
+    QueueStream { items, task, labels: shared.labels.clone() }
 }
 
 /// The task taking items for one consumer.

@@ -13,6 +13,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::paths;
+use crate::metrics::QueueLabels;
 use crate::CuratorClient;
 
 use super::consumer::{self, NodeHold, QueueStream};
@@ -35,6 +36,8 @@ pub const DEFAULT_FINAL_FLUSH: Duration = Duration::from_secs(5);
 pub(super) struct PutJob {
     pub(super) data: Vec<u8>,
     pub(super) done: Option<oneshot::Sender<Result<()>>>,
+    /// The items the node holds that count as offered (0 for an item put back).
+    pub(super) offered: u64,
 }
 
 /// What the handle, its consumers and its items share.
@@ -59,6 +62,8 @@ pub(crate) struct Shared<T: 'static> {
     /// The item nodes this queue's consumers hold with a lock node, by name: not taken again by
     /// another of them, and released by `close`.
     pub(super) holds: Mutex<HashMap<String, Weak<NodeHold<T>>>>,
+    /// The `recipe="distributed_queue"` metrics labels: items offered and taken.
+    pub(super) labels: QueueLabels,
 }
 
 impl<T: 'static> Shared<T> {
@@ -69,9 +74,11 @@ impl<T: 'static> Shared<T> {
 
     /// Queues `data` as a new item node at the tail (the pipeline creates it); `done` hears the
     /// outcome.
-    pub(super) fn enqueue(&self, data: Vec<u8>, done: Option<oneshot::Sender<Result<()>>>) -> Result<()> {
+    /// `offered`: how many of its items are new (counted in the metrics once the node is made);
+    /// 0 for items put back by a consumer.
+    pub(super) fn enqueue(&self, data: Vec<u8>, done: Option<oneshot::Sender<Result<()>>>, offered: u64) -> Result<()> {
         self.pending.send_modify(|n| *n += 1);
-        if self.puts.send(PutJob { data, done }).is_err() {
+        if self.puts.send(PutJob { data, done, offered }).is_err() {
             self.pending.send_modify(|n| *n = n.saturating_sub(1));
             return Err(Error::Closed { path: self.path.clone() });
         }
@@ -208,6 +215,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
         });
         let (puts, jobs) = mpsc::unbounded_channel();
         let pending = Arc::new(watch::channel(0usize).0);
+        let labels = self.client.queue_labels("distributed_queue", &self.path);
         let put_failure = Arc::new(Mutex::new(None));
         let pipeline = PutPipeline {
             client: self.client.clone(),
@@ -215,6 +223,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
             fixed: fixed.clone(),
             pending: pending.clone(),
             put_failure: put_failure.clone(),
+            labels: labels.clone(),
         };
         self.client.runtime().spawn(pipeline.run(jobs));
         Ok(DistributedQueue {
@@ -233,6 +242,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
                 put_failure,
                 closed: watch::channel(false).0,
                 holds: Mutex::new(HashMap::new()),
+                labels,
             }),
         })
     }
@@ -392,12 +402,13 @@ impl<T: Send + 'static> DistributedQueue<T> {
             return Ok(false);
         }
         let data = format::encode(serialized.iter().map(Vec::as_slice));
+        let offered = serialized.len() as u64;
         if shared.background {
-            shared.enqueue(data, None)?;
+            shared.enqueue(data, None, offered)?;
             return Ok(true);
         }
         let (done, outcome) = oneshot::channel();
-        shared.enqueue(data, Some(done))?;
+        shared.enqueue(data, Some(done), offered)?;
         let outcome = async { outcome.await.unwrap_or_else(|_| Err(Error::Closed { path: shared.path.clone() })) };
         match deadline {
             None => outcome.await.map(|_| true),
@@ -641,11 +652,15 @@ struct PutPipeline {
     fixed: String,
     pending: Arc<watch::Sender<usize>>,
     put_failure: Arc<Mutex<Option<Error>>>,
+    labels: QueueLabels,
 }
 
 impl PutPipeline {
     fn finish(&self, job: PutJob, outcome: Result<()>) {
         self.pending.send_modify(|n| *n = n.saturating_sub(1));
+        if outcome.is_ok() {
+            self.labels.offered_many(job.offered);
+        }
         match job.done {
             Some(done) => drop(done.send(outcome)),
             None => {

@@ -173,3 +173,39 @@ async fn work_claims_and_idempotency_keys_record_their_outcomes() {
     assert_eq!(counter(CLAIMS, &of("started")), 1);
     assert_eq!(counter(CLAIMS, &of("done")), 1);
 }
+
+/// Both queues count the items offered (a multi-item node counts each item; an item a consumer
+/// puts back is not offered again) and the items taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_count_items_offered_and_taken() {
+    use zk_curator::queue::{DistributedQueue, SimpleDistributedQueue};
+    const OFFERS: &str = "zk_curator_queue_offers_total";
+    const TAKES: &str = "zk_curator_queue_takes_total";
+    install();
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+
+    let path = support::unique_path("metrics-queue");
+    let labels = [("recipe", "distributed_queue"), ("path", path.as_str())];
+    let queue = DistributedQueue::builder(client, &path).put_in_background(false).build().unwrap();
+    queue.put(b"one".to_vec()).await.unwrap();
+    queue.put_multi(vec![b"two".to_vec(), b"three".to_vec()]).await.unwrap();
+    assert_eq!(counter(OFFERS, &labels), 3, "{:?}", series_of_path(&path));
+    let mut items = queue.consume().unwrap();
+    for _ in 0..3 {
+        let item = tokio::time::timeout(WITHIN, items.next()).await.unwrap().unwrap().unwrap();
+        item.ack().await.unwrap();
+    }
+    assert_eq!(counter(TAKES, &labels), 3);
+    drop(items);
+    queue.close().await;
+
+    let path = support::unique_path("metrics-simple-queue");
+    let labels = [("recipe", "simple_queue"), ("path", path.as_str())];
+    let simple = SimpleDistributedQueue::new(client, &path).unwrap();
+    simple.offer(b"a".to_vec()).await.unwrap();
+    simple.offer(b"b".to_vec()).await.unwrap();
+    assert_eq!(simple.take().await.unwrap(), b"a");
+    assert_eq!(counter(OFFERS, &labels), 2, "{:?}", series_of_path(&path));
+    assert_eq!(counter(TAKES, &labels), 1);
+}
