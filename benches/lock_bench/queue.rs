@@ -124,7 +124,7 @@ pub(crate) async fn queue(
     let e2e = t0.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await; // late duplicates
     for queue in &producer_queues {
-        if !queue.flush_puts(Duration::from_secs(10)).await.unwrap_or(false) {
+        if !queue.flush_puts_timeout(Duration::from_secs(10)).await.unwrap_or(false) {
             errors.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -56,7 +56,7 @@ pub(crate) struct Shared<T: 'static> {
     puts: mpsc::UnboundedSender<PutJob>,
     /// Puts handed to the pipeline and not finished.
     pending: Arc<watch::Sender<usize>>,
-    /// The first background put that failed since the last `flush_puts`.
+    /// The first background put that failed since the last `flush_puts_timeout`.
     put_failure: Arc<Mutex<Option<Error>>>,
     pub(super) closed: watch::Sender<bool>,
     /// The item nodes this queue's consumers hold with a lock node, by name: not taken again by
@@ -159,7 +159,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
 
     /// True (the default, as Curator): [`put`](DistributedQueue::put) returns once the item is
     /// handed to this queue's put pipeline, before the node exists;
-    /// [`flush_puts`](DistributedQueue::flush_puts) waits for those puts and reports a failed one.
+    /// [`flush_puts_timeout`](DistributedQueue::flush_puts_timeout) waits for those puts and reports a failed one.
     /// False: `put` returns once the node exists.
     pub fn put_in_background(mut self, background: bool) -> Self {
         self.background = background;
@@ -311,7 +311,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     ///
     /// # Cancel safety
     /// Once the wait for room is over the item is handed to the pipeline: a put dropped after
-    /// that is still made (and [`flush_puts`](Self::flush_puts) waits for it).
+    /// that is still made (and [`flush_puts_timeout`](Self::flush_puts_timeout) waits for it).
     ///
     /// # Example
     /// ```no_run
@@ -472,10 +472,10 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// for i in 0..1000 {
     ///     queue.put(format!("job-{i}").into_bytes()).await?;
     /// }
-    /// assert!(queue.flush_puts(std::time::Duration::from_secs(10)).await?);
+    /// assert!(queue.flush_puts_timeout(std::time::Duration::from_secs(10)).await?);
     /// # Ok(()) }
     /// ```
-    pub async fn flush_puts(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+    pub async fn flush_puts_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(Instant::now());
         let mut pending = self.shared.pending.subscribe();
         let flushed =

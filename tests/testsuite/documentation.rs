@@ -158,7 +158,9 @@ const NOT_OURS: &[&str] = &[
     "Iterator",
     "Option",
     "Send",
+    "Stream",
     "StreamExt",
+    "String",
     "Vec",
     // zookeeper-client, named where the guide maps it
     "AuthId",

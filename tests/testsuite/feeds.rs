@@ -66,6 +66,7 @@ fn every_change_feed_is_a_stream_or_an_iterator_listed_with_its_bound_in_the_doc
             "HoldStateStream",
             "LeadershipStream",
             "MembershipStream",
+            "QueueStream",
             "ServiceCacheEvents",
             "SharedValueStream",
             "WatchStream"

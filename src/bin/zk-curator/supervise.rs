@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zk_curator::framework::SessionIdentity;
 use zk_curator::locks::{Hold, HoldState};
-use zk_curator::{ConnectionState, CuratorClient, SessionIdentity};
+use zk_curator::{ConnectionState, CuratorClient};
 
 use crate::common::{Signals, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND};
 
