@@ -24,9 +24,11 @@
 //! | [`atomic`] | `recipes/atomic` | [`atomic::DistributedAtomicLong`] |
 //! | [`shared`] | `recipes/shared` | [`shared::SharedCount`], [`shared::SharedValue`] |
 //! | [`barriers`] | `recipes/barriers` | [`barriers::DistributedBarrier`], [`barriers::DistributedDoubleBarrier`] |
+//! | [`queue`] | `recipes/queue` | [`queue::DistributedQueue`] (items acknowledged, at most or at least once), [`queue::SimpleDistributedQueue`] |
 //! | [`claims`] | — | [`claims::WorkClaims`]: lock-tag batch claims of work items |
 //! | [`idempotency`] | — | [`idempotency::IdempotencyKeys`]: one execution per request id (Stripe-style) |
 //! | `discovery` (feature `discovery`) | `curator-x-discovery` | `discovery::ServiceDiscovery`, `discovery::ServiceCache`, `discovery::ServiceProvider`: register, cache and pick service instances in one registry with Java services |
+//! | [`guide`] | — | the guides: migration from Curator, failure semantics, wire protocol, observability, security, CLI, performance |
 //! | [`mod@inspect`] | — | [`inspect()`](inspect::inspect): every lock under a path, with its holders and waiters |
 //!
 //! Besides them: [`blocking`], the client with its data API, the locks, leader election, the
