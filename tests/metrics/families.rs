@@ -66,6 +66,30 @@ async fn a_cache_records_its_size_its_events_and_its_resyncs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_cache_no_longer_counts_in_the_nodes_gauge_and_two_caches_of_a_path_add_up() {
+    install();
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let path = support::unique_path("metrics-cache-close");
+    client.create(&format!("{path}/a")).creating_parents_if_needed().await.unwrap();
+    let cache_labels = [("recipe", "cache"), ("path", path.as_str())];
+    // Two caches of the same path (the same label values): the gauge holds both.
+    let first = CuratorCache::start(client, &path).unwrap();
+    assert!(first.wait_initialized_timeout(WITHIN).await.unwrap());
+    let second = CuratorCache::start(client, &path).unwrap();
+    assert!(second.wait_initialized_timeout(WITHIN).await.unwrap());
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 4.0, "two caches of two nodes each");
+    // A closed cache follows nothing any more: its nodes leave the gauge, the other's stay.
+    first.close().await;
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 2.0, "the open cache's nodes only");
+    client.create(&format!("{path}/b")).await.unwrap();
+    eventually("the open cache's third node", || gauge(CACHE_NODES, &cache_labels) == 3.0).await;
+    // Dropped without close: the same.
+    drop(second);
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 0.0, "no cache of the path is open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_node_counts_its_first_create_and_each_re_creation() {
     install();
     let (_server, clients) = support::server_and_clients(2).await;
