@@ -242,7 +242,8 @@ impl CuratorClient {
     /// # Errors
     /// [`Error::InvalidPath`] naming the namespace as given when `/` + `namespace` is not a valid
     /// path (`"/a"`, `"a/"`, `"a//b"`, `"a/./b"`, a control character) — as Curator, which
-    /// takes the namespace without its leading slash.
+    /// takes the namespace without its leading slash; also for `"zookeeper"` or below it
+    /// (ZooKeeper's reserved subtree, which Curator would let the view write into).
     ///
     /// # Examples
     /// ```no_run

@@ -98,3 +98,21 @@ async fn a_transaction_as_the_first_write_of_a_namespace_view_makes_its_namespac
     }
     assert!(view.exists("/b").await.unwrap().is_none(), "a failed transaction applies nothing");
 }
+
+#[tokio::test]
+async fn zookeepers_reserved_subtree_is_no_namespace() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    for reserved in ["zookeeper", "zookeeper/config", "zookeeper/app"] {
+        match client.using_namespace(reserved) {
+            Err(Error::InvalidPath { path, .. }) => assert_eq!(path, reserved),
+            Ok(view) => panic!("namespace {reserved:?} accepted: {:?}", view.namespace()),
+            Err(other) => panic!("namespace {reserved:?}: expected InvalidPath naming it, got {other:?}"),
+        }
+        let built = zk_curator::CuratorClient::builder(&server.connect_string()).namespace(reserved).connect().await;
+        assert!(matches!(built, Err(Error::InvalidPath { .. })), "builder namespace {reserved:?}: {built:?}");
+    }
+    // A namespace that only starts with the same letters is an ordinary one.
+    assert!(client.using_namespace(&unique_namespace("zookeeperish")).is_ok());
+    assert!(client.using_namespace("zookeepers").is_ok());
+}
