@@ -14,7 +14,7 @@ use zk_curator::barriers::{DistributedBarrier, DistributedDoubleBarrier};
 use zk_curator::cache::CuratorCache;
 use zk_curator::claims::WorkClaims;
 use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention};
-use zk_curator::nodes::{PersistentNode, Protection};
+use zk_curator::nodes::{GroupMember, PersistentNode, Protection};
 use zk_curator::shared::SharedCount;
 use zk_curator::CreateMode;
 
@@ -87,6 +87,30 @@ async fn a_closed_cache_no_longer_counts_in_the_nodes_gauge_and_two_caches_of_a_
     // Dropped without close: the same.
     drop(second);
     assert_eq!(gauge(CACHE_NODES, &cache_labels), 0.0, "no cache of the path is open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_members_series_is_labelled_by_its_group_not_by_its_member_id() {
+    install();
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let group = support::unique_path("metrics-group");
+    // Member ids are often per process or per start (a host name, a UUID): one series per
+    // group, not one per id ever used.
+    for id in ["member-1", "member-2"] {
+        let member = GroupMember::new(client, &group, id, b"m".to_vec()).unwrap();
+        member.start().unwrap();
+        let of_member = format!("{group}/{id}");
+        eventually("the member's node", || {
+            counter(NODE_CREATES, &[("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")]) >= 1
+                || !series_of_path(&of_member).is_empty()
+        })
+        .await;
+        assert!(series_of_path(&of_member).is_empty(), "a series per member id: {:?}", series_of_path(&of_member));
+        member.close().await.unwrap();
+    }
+    let of_group = [("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")];
+    assert_eq!(counter(NODE_CREATES, &of_group), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
