@@ -236,6 +236,9 @@ impl CuratorClient {
     /// made (as a container) by the view's first create that finds it missing, as the builder's
     /// [`namespace`](crate::CuratorClientBuilder::namespace) is.
     ///
+    /// The view is the client: [`close`](Self::close) of a view closes the client and all its
+    /// views (Curator's facade refuses `close()`); dropping a view closes nothing.
+    ///
     /// The namespace replaces this client's (it does not nest): `using_namespace("b")` of a client
     /// in `a` works under `/b`; say `"a/b"` for `/a/b`.
     ///
