@@ -237,7 +237,8 @@ impl CuratorClient {
     /// [`namespace`](crate::CuratorClientBuilder::namespace) is.
     ///
     /// The view is the client: [`close`](Self::close) of a view closes the client and all its
-    /// views (Curator's facade refuses `close()`); dropping a view closes nothing.
+    /// views (Curator's facade refuses `close()`); a view is a handle as a clone is: dropping it
+    /// ends nothing while another handle of the client lives.
     ///
     /// The namespace replaces this client's (it does not nest): `using_namespace("b")` of a client
     /// in `a` works under `/b`; say `"a/b"` for `/a/b`.
