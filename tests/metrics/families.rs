@@ -97,19 +97,18 @@ async fn a_group_members_series_is_labelled_by_its_group_not_by_its_member_id() 
     let group = support::unique_path("metrics-group");
     // Member ids are often per process or per start (a host name, a UUID): one series per
     // group, not one per id ever used.
-    for id in ["member-1", "member-2"] {
+    let of_group = [("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")];
+    for (created, id) in [(1, "member-1"), (2, "member-2")] {
         let member = GroupMember::new(client, &group, id, b"m".to_vec()).unwrap();
         member.start().unwrap();
         let of_member = format!("{group}/{id}");
         eventually("the member's node", || {
-            counter(NODE_CREATES, &[("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")]) >= 1
-                || !series_of_path(&of_member).is_empty()
+            counter(NODE_CREATES, &of_group) >= created || !series_of_path(&of_member).is_empty()
         })
         .await;
         assert!(series_of_path(&of_member).is_empty(), "a series per member id: {:?}", series_of_path(&of_member));
         member.close().await.unwrap();
     }
-    let of_group = [("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")];
     assert_eq!(counter(NODE_CREATES, &of_group), 2);
 }
 
