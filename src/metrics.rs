@@ -113,19 +113,26 @@ impl RecipeLabels {
         }
     }
 
-    /// A cache applied a change (`event`: `created`, `changed`, `deleted`) and now holds `nodes`.
+    /// A cache applied a change (`event`: `created`, `changed`, `deleted`).
     #[inline]
-    pub(crate) fn cache_event(&self, event: &'static str, nodes: usize) {
+    pub(crate) fn cache_event(&self, event: &'static str) {
         self.count(CACHE_EVENTS_TOTAL, Some(("event", event)));
-        self.cache_size(nodes);
     }
 
-    /// A cache holds `nodes` now.
+    /// A cache holds `nodes` now; `reported` is what it last added to the gauge. The gauge moves
+    /// by the difference rather than being set: caches sharing the label values (the same path
+    /// twice, or in two namespaces) add up, and a closed cache takes its nodes back out (0).
     #[inline]
-    pub(crate) fn cache_size(&self, _nodes: usize) {
+    pub(crate) fn cache_size(&self, reported: &std::sync::atomic::AtomicUsize, nodes: usize) {
+        let _before = reported.swap(nodes, std::sync::atomic::Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         if let Some(labels) = &self.labels {
-            ::metrics::gauge!(CACHE_NODES, labels.iter()).set(_nodes as f64);
+            let gauge = ::metrics::gauge!(CACHE_NODES, labels.iter());
+            if nodes >= _before {
+                gauge.increment((nodes - _before) as f64);
+            } else {
+                gauge.decrement((_before - nodes) as f64);
+            }
         }
     }
 

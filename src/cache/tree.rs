@@ -87,6 +87,8 @@ pub(super) struct Shared {
     error: Mutex<Option<Error>>,
     /// The cache's metrics (`recipe="cache"`).
     metrics: crate::metrics::RecipeLabels,
+    /// The nodes this cache last added to the `zk_curator_cache_nodes` gauge.
+    reported_nodes: std::sync::atomic::AtomicUsize,
 }
 
 /// What applying a read found.
@@ -123,6 +125,7 @@ impl Shared {
             last,
             error: Mutex::new(None),
             metrics: crate::metrics::RecipeLabels::default(),
+            reported_nodes: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -130,6 +133,12 @@ impl Shared {
     pub(super) fn with_metrics(mut self, metrics: crate::metrics::RecipeLabels) -> Shared {
         self.metrics = metrics;
         self
+    }
+
+    /// Reports the size of `tree` to the nodes gauge: none once finished (nothing is followed).
+    fn report_size(&self, tree: &Tree) {
+        let nodes = if tree.finished { 0 } else { tree.nodes.len() };
+        self.metrics.cache_size(&self.reported_nodes, nodes);
     }
 
     pub(super) fn root(&self) -> &str {
@@ -269,6 +278,7 @@ impl Shared {
             return;
         }
         tree.finished = true;
+        self.report_size(&tree);
         for subscriber in tree.subscribers.drain(..) {
             subscriber.end();
         }
@@ -419,7 +429,7 @@ impl Shared {
             self.emit(tree, event);
         }
         tree.unreadable = unreadable;
-        self.metrics.cache_size(tree.nodes.len());
+        self.report_size(tree);
         if !tree.initialized {
             tree.initialized = true;
             self.emit(tree, CacheEvent::Initialized);
@@ -447,7 +457,8 @@ impl Shared {
             _ => None,
         };
         if let Some(applied) = applied {
-            self.metrics.cache_event(applied, tree.nodes.len());
+            self.metrics.cache_event(applied);
+            self.report_size(tree);
         }
         if event.path() == Some(self.root.as_str()) {
             let latest = match &event {

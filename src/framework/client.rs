@@ -236,13 +236,18 @@ impl CuratorClient {
     /// made (as a container) by the view's first create that finds it missing, as the builder's
     /// [`namespace`](crate::CuratorClientBuilder::namespace) is.
     ///
+    /// The view is the client: [`close`](Self::close) of a view closes the client and all its
+    /// views (Curator's facade refuses `close()`); a view is a handle as a clone is: dropping it
+    /// ends nothing while another handle of the client lives.
+    ///
     /// The namespace replaces this client's (it does not nest): `using_namespace("b")` of a client
     /// in `a` works under `/b`; say `"a/b"` for `/a/b`.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] naming the namespace as given when `/` + `namespace` is not a valid
     /// path (`"/a"`, `"a/"`, `"a//b"`, `"a/./b"`, a control character) — as Curator, which
-    /// takes the namespace without its leading slash.
+    /// takes the namespace without its leading slash; also for `"zookeeper"` or below it
+    /// (ZooKeeper's reserved subtree, which Curator would let the view write into).
     ///
     /// # Examples
     /// ```no_run

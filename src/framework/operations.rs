@@ -396,28 +396,40 @@ impl CommitBuilder {
             return Err(Error::Closed { path });
         }
         // Nothing is sent yet: waiting for a connection is retried under the policy (the commit
-        // itself is sent once).
+        // itself is sent once, or twice when it found the namespace node missing).
         let mut retrying = client.retrying(&path, deadline);
-        let (zk, _) = client.connected_retrying(&mut retrying).await?;
-        // Sent after its deadline, a commit would report an error and could still be applied.
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"));
-        }
-        let mut writer = zk.new_multi_writer();
-        prepared.add_to(&mut writer).map_err(|e| Error::zk(&path, e))?;
-        let committed = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), writer.commit()).await {
-                Ok(committed) => committed,
-                Err(_) => {
-                    return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"))
+        let mut namespace_made = false;
+        loop {
+            let (zk, _) = client.connected_retrying(&mut retrying).await?;
+            // Sent after its deadline, a commit would report an error and could still be applied.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"));
+            }
+            let mut writer = zk.new_multi_writer();
+            prepared.add_to(&mut writer).map_err(|e| Error::zk(&path, e))?;
+            let committed = match deadline {
+                Some(d) => match tokio::time::timeout_at(d.into(), writer.commit()).await {
+                    Ok(committed) => committed,
+                    Err(_) => {
+                        return Err(client.retrying(&path, deadline).deadline_exceeded("committing a transaction at"))
+                    }
+                },
+                None => writer.commit().await,
+            };
+            match committed {
+                Ok(results) => return Ok(results.into_iter().map(|r| OpResult::of(client, r)).collect()),
+                // The namespace node is made lazily, as for a create: a failed transaction
+                // applied nothing, so it is sent once more after making it.
+                Err(zk::MultiWriteError::OperationFailed { source: zk::Error::NoNode, .. })
+                    if !namespace_made && client.ensure_namespace(deadline).await? =>
+                {
+                    namespace_made = true;
                 }
-            },
-            None => writer.commit().await,
-        };
-        match committed {
-            Ok(results) => Ok(results.into_iter().map(|r| OpResult::of(client, r)).collect()),
-            Err(zk::MultiWriteError::OperationFailed { index, source }) => Err(transaction.failed_at(index, &source)),
-            Err(zk::MultiWriteError::RequestFailed { source }) => Err(Error::zk(&path, source)),
+                Err(zk::MultiWriteError::OperationFailed { index, source }) => {
+                    return Err(transaction.failed_at(index, &source))
+                }
+                Err(zk::MultiWriteError::RequestFailed { source }) => return Err(Error::zk(&path, source)),
+            }
         }
     }
 }

@@ -85,6 +85,18 @@ pub fn parent(path: &str) -> &str {
     }
 }
 
+/// Refuses a namespace in ZooKeeper's own `/zookeeper` subtree (quotas, the dynamic config):
+/// every write of the client would land there.
+fn refuse_reserved(namespace: &str, prefix: &str) -> Result<()> {
+    if prefix == "/zookeeper" || prefix.starts_with("/zookeeper/") {
+        return Err(Error::InvalidPath {
+            path: namespace.to_string(),
+            reason: "the /zookeeper subtree is reserved for ZooKeeper itself",
+        });
+    }
+    Ok(())
+}
+
 /// A client namespace: every recipe path is sent as `/<namespace><path>` and stripped on the way back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Namespace {
@@ -105,6 +117,7 @@ impl Namespace {
         }
         let prefix = format!("/{trimmed}");
         validate_path(&prefix)?;
+        refuse_reserved(namespace, &prefix)?;
         Ok(Namespace { prefix })
     }
 
@@ -120,7 +133,10 @@ impl Namespace {
         }
         let prefix = format!("/{namespace}");
         match validate_path(&prefix) {
-            Ok(()) => Ok(Namespace { prefix }),
+            Ok(()) => {
+                refuse_reserved(namespace, &prefix)?;
+                Ok(Namespace { prefix })
+            }
             Err(Error::InvalidPath { reason, .. }) => Err(Error::InvalidPath { path: namespace.to_string(), reason }),
             Err(other) => Err(other),
         }

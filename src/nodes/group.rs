@@ -87,8 +87,16 @@ impl GroupMember {
         paths::validate_path(path)?;
         paths::validate_node_name("member id", id)?;
         let member = paths::join(path, id);
-        let node =
-            PersistentNode::build(client, &member, CreateMode::Ephemeral, false, data.into(), true, "group_member")?;
+        let node = PersistentNode::build(
+            client,
+            &member,
+            CreateMode::Ephemeral,
+            false,
+            data.into(),
+            true,
+            // By the group: a label per member id would be a series per process start.
+            client.recipe_labels("group_member", path),
+        )?;
         Ok(Self {
             node,
             id: id.to_string(),

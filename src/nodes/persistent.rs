@@ -182,7 +182,15 @@ impl PersistentNode {
                 "a persistent node is not a container (the server deletes those)",
             ));
         }
-        Self::build(client, path, mode, protection == Protection::Protected, data.into(), true, "persistent_node")
+        Self::build(
+            client,
+            path,
+            mode,
+            protection == Protection::Protected,
+            data.into(),
+            true,
+            client.recipe_labels("persistent_node", path),
+        )
     }
 
     pub(crate) fn build(
@@ -192,7 +200,7 @@ impl PersistentNode {
         protected: bool,
         data: Vec<u8>,
         delete_on_close: bool,
-        recipe: &'static str,
+        metrics: crate::metrics::RecipeLabels,
     ) -> Result<Self> {
         paths::validate_path(path)?;
         if path == "/" {
@@ -209,7 +217,7 @@ impl PersistentNode {
         });
         let inner = Inner {
             client: client.clone(),
-            metrics: client.recipe_labels(recipe, path),
+            metrics,
             path: path.to_string(),
             mode,
             protected,

@@ -79,7 +79,7 @@ impl PersistentTtlNode {
             false,
             data.into(),
             false,
-            "persistent_ttl_node",
+            client.recipe_labels("persistent_ttl_node", path),
         )?;
         Ok(Self {
             node,

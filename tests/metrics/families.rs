@@ -14,7 +14,7 @@ use zk_curator::barriers::{DistributedBarrier, DistributedDoubleBarrier};
 use zk_curator::cache::CuratorCache;
 use zk_curator::claims::WorkClaims;
 use zk_curator::idempotency::{Begin, IdempotencyKeys, Retention};
-use zk_curator::nodes::{PersistentNode, Protection};
+use zk_curator::nodes::{GroupMember, PersistentNode, Protection};
 use zk_curator::shared::SharedCount;
 use zk_curator::CreateMode;
 
@@ -63,6 +63,53 @@ async fn a_cache_records_its_size_its_events_and_its_resyncs() {
     eventually("a resync after the session expired", || counter(CACHE_RESYNCS, &cache_labels) >= 1).await;
     assert_eq!(gauge(CACHE_NODES, &cache_labels), 2.0);
     cache.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_cache_no_longer_counts_in_the_nodes_gauge_and_two_caches_of_a_path_add_up() {
+    install();
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let path = support::unique_path("metrics-cache-close");
+    client.create(&format!("{path}/a")).creating_parents_if_needed().await.unwrap();
+    let cache_labels = [("recipe", "cache"), ("path", path.as_str())];
+    // Two caches of the same path (the same label values): the gauge holds both.
+    let first = CuratorCache::start(client, &path).unwrap();
+    assert!(first.wait_initialized_timeout(WITHIN).await.unwrap());
+    let second = CuratorCache::start(client, &path).unwrap();
+    assert!(second.wait_initialized_timeout(WITHIN).await.unwrap());
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 4.0, "two caches of two nodes each");
+    // A closed cache follows nothing any more: its nodes leave the gauge, the other's stay.
+    first.close().await;
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 2.0, "the open cache's nodes only");
+    client.create(&format!("{path}/b")).await.unwrap();
+    eventually("the open cache's third node", || gauge(CACHE_NODES, &cache_labels) == 3.0).await;
+    // Dropped without close: the same.
+    drop(second);
+    assert_eq!(gauge(CACHE_NODES, &cache_labels), 0.0, "no cache of the path is open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_members_series_is_labelled_by_its_group_not_by_its_member_id() {
+    install();
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let group = support::unique_path("metrics-group");
+    // Member ids are often per process or per start (a host name, a UUID): one series per
+    // group, not one per id ever used.
+    let of_group = [("recipe", "group_member"), ("path", group.as_str()), ("kind", "initial")];
+    for (created, id) in [(1, "member-1"), (2, "member-2")] {
+        let member = GroupMember::new(client, &group, id, b"m".to_vec()).unwrap();
+        member.start().unwrap();
+        let of_member = format!("{group}/{id}");
+        eventually("the member's node", || {
+            counter(NODE_CREATES, &of_group) >= created || !series_of_path(&of_member).is_empty()
+        })
+        .await;
+        assert!(series_of_path(&of_member).is_empty(), "a series per member id: {:?}", series_of_path(&of_member));
+        member.close().await.unwrap();
+    }
+    assert_eq!(counter(NODE_CREATES, &of_group), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

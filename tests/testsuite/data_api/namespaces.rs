@@ -6,7 +6,7 @@ use crate::support;
 use std::time::Duration;
 
 use zk_curator::locks::InterProcessMutex;
-use zk_curator::{Error, ErrorCode};
+use zk_curator::{CreateMode, Error, ErrorCode, Transaction};
 
 /// Hang guard for awaits that must finish (never a timing assertion).
 const HANG: Duration = Duration::from_secs(20);
@@ -77,4 +77,42 @@ async fn an_invalid_namespace_is_refused_naming_it() {
             other => panic!("namespace {bad:?}: expected InvalidPath naming it, got {other:?}"),
         }
     }
+}
+
+#[tokio::test]
+async fn a_transaction_as_the_first_write_of_a_namespace_view_makes_its_namespace() {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let namespace = unique_namespace("tx-first");
+    let view = client.using_namespace(&namespace).unwrap();
+    let transaction = Transaction::new().create("/a", b"x", CreateMode::Persistent);
+    let committed = tokio::time::timeout(HANG, view.commit(transaction)).await.unwrap();
+    assert!(committed.is_ok(), "a transaction in a namespace not made yet: {committed:?}");
+    assert_eq!(client.get_data(&format!("/{namespace}/a")).await.unwrap().0, b"x");
+    // A parent missing inside the namespace is still the caller's: NoNode, nothing applied.
+    let transaction =
+        Transaction::new().create("/b", b"", CreateMode::Persistent).create("/missing/c", b"", CreateMode::Persistent);
+    match view.commit(transaction).await {
+        Err(Error::TransactionFailed { index: 1, code: ErrorCode::NoNode, .. }) => {}
+        other => panic!("expected NoNode at the second operation, got {other:?}"),
+    }
+    assert!(view.exists("/b").await.unwrap().is_none(), "a failed transaction applies nothing");
+}
+
+#[tokio::test]
+async fn zookeepers_reserved_subtree_is_no_namespace() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    for reserved in ["zookeeper", "zookeeper/config", "zookeeper/app"] {
+        match client.using_namespace(reserved) {
+            Err(Error::InvalidPath { path, .. }) => assert_eq!(path, reserved),
+            Ok(view) => panic!("namespace {reserved:?} accepted: {:?}", view.namespace()),
+            Err(other) => panic!("namespace {reserved:?}: expected InvalidPath naming it, got {other:?}"),
+        }
+        let built = zk_curator::CuratorClient::builder(&server.connect_string()).namespace(reserved).connect().await;
+        assert!(matches!(built, Err(Error::InvalidPath { .. })), "builder namespace {reserved:?}: {built:?}");
+    }
+    // A namespace that only starts with the same letters is an ordinary one.
+    assert!(client.using_namespace(&unique_namespace("zookeeperish")).is_ok());
+    assert!(client.using_namespace("zookeepers").is_ok());
 }
