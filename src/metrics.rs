@@ -168,6 +168,24 @@ impl RecipeLabels {
         let _ = kind;
     }
 
+    /// A queue added `n` items (their node was made; each item of a `put_multi` node counts).
+    #[inline]
+    pub(crate) fn queue_offered(&self, _n: u64) {
+        #[cfg(feature = "metrics")]
+        if let (Some(labels), true) = (&self.labels, _n > 0) {
+            ::metrics::counter!(QUEUE_OFFERS_TOTAL, labels.iter()).increment(_n);
+        }
+    }
+
+    /// A queue took an item and handed it to a caller.
+    #[inline]
+    pub(crate) fn queue_taken(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(labels) = &self.labels {
+            ::metrics::counter!(QUEUE_TAKES_TOTAL, labels.iter()).increment(1);
+        }
+    }
+
     /// A barrier wait (`phase` `wait`, `enter` or `leave`) ended with `outcome` (`passed`,
     /// `timed_out`, `error`, or `cancelled` by [`BarrierTimer`]'s drop) after `waited`.
     #[inline]
@@ -547,60 +565,6 @@ impl HoldMeter {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = cause;
-    }
-}
-
-/// The labels of one queue's counters (`recipe`, and `path` as the client's path label says).
-#[derive(Clone, Debug)]
-pub(crate) struct QueueLabels {
-    #[cfg(feature = "metrics")]
-    labels: Arc<[::metrics::Label]>,
-}
-
-impl QueueLabels {
-    /// The labels of the queue of `recipe` (its label value) at `path` (a valid path, as the caller
-    /// gave it).
-    pub(crate) fn new(
-        #[cfg(feature = "metrics")] path_label: &PathLabel,
-        recipe: &'static str,
-        path: &str,
-    ) -> QueueLabels {
-        #[cfg(feature = "metrics")]
-        {
-            let mut labels = vec![::metrics::Label::from_static_parts("recipe", recipe)];
-            if let Some(value) = path_label.value(path) {
-                labels.push(::metrics::Label::new("path", value));
-            }
-            QueueLabels { labels: Arc::from(labels) }
-        }
-        #[cfg(not(feature = "metrics"))]
-        {
-            let _ = (recipe, path);
-            QueueLabels {}
-        }
-    }
-
-    /// Counts an item added (its create succeeded).
-    #[inline]
-    pub(crate) fn offered(&self) {
-        #[cfg(feature = "metrics")]
-        ::metrics::counter!(QUEUE_OFFERS_TOTAL, self.labels.iter()).increment(1);
-    }
-
-    /// Counts `n` items added at once (several in one node: a `put_multi`).
-    #[inline]
-    pub(crate) fn offered_many(&self, _n: u64) {
-        #[cfg(feature = "metrics")]
-        if _n > 0 {
-            ::metrics::counter!(QUEUE_OFFERS_TOTAL, self.labels.iter()).increment(_n);
-        }
-    }
-
-    /// Counts an item taken (its delete succeeded and its data was handed to a caller).
-    #[inline]
-    pub(crate) fn taken(&self) {
-        #[cfg(feature = "metrics")]
-        ::metrics::counter!(QUEUE_TAKES_TOTAL, self.labels.iter()).increment(1);
     }
 }
 

@@ -543,21 +543,12 @@ impl CuratorClient {
     }
 
     /// The metrics labels of a recipe instance of the other families (cache, nodes, counters,
-    /// barriers, claims) of `recipe` on `path`, the `path` label made as for locks.
+    /// barriers, claims, queues) of `recipe` on `path`, the `path` label made as for locks.
     pub(crate) fn recipe_labels(&self, recipe: &'static str, path: &str) -> crate::metrics::RecipeLabels {
         #[cfg(feature = "metrics")]
         return crate::metrics::RecipeLabels::new(&self.inner.config.metrics_path_label, recipe, path);
         #[cfg(not(feature = "metrics"))]
         crate::metrics::RecipeLabels::new(recipe, path)
-    }
-
-    /// The metrics labels of a queue of `recipe` (the label value) on `path`, its `path` label
-    /// made as for [`lock_labels`](Self::lock_labels).
-    pub(crate) fn queue_labels(&self, recipe: &'static str, path: &str) -> crate::metrics::QueueLabels {
-        #[cfg(feature = "metrics")]
-        return crate::metrics::QueueLabels::new(&self.inner.config.metrics_path_label, recipe, path);
-        #[cfg(not(feature = "metrics"))]
-        crate::metrics::QueueLabels::new(recipe, path)
     }
 
     pub(crate) fn connection_timeout(&self) -> Duration {

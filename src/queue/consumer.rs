@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::paths;
-use crate::metrics::QueueLabels;
+use crate::metrics::RecipeLabels;
 
 use super::distributed::{Shared, ITEM_PREFIX};
 use super::format;
@@ -42,7 +42,7 @@ enum Delivery<T: 'static> {
 pub struct QueueStream<T: 'static> {
     items: mpsc::UnboundedReceiver<Delivery<T>>,
     task: tokio::task::JoinHandle<()>,
-    labels: QueueLabels,
+    labels: RecipeLabels,
 }
 
 impl<T: 'static> std::fmt::Debug for QueueStream<T> {
@@ -66,7 +66,7 @@ impl<T: 'static> futures_core::Stream for QueueStream<T> {
             Some(Delivery::Report(e)) => Poll::Ready(Some(Err(e))),
             Some(Delivery::Item(mut item)) => {
                 item.handed = true;
-                self.labels.taken();
+                self.labels.queue_taken();
                 Poll::Ready(Some(Ok(item)))
             }
         }

@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::paths;
-use crate::metrics::QueueLabels;
+use crate::metrics::RecipeLabels;
 use crate::CuratorClient;
 
 use super::consumer::{self, NodeHold, QueueStream};
@@ -63,7 +63,7 @@ pub(crate) struct Shared<T: 'static> {
     /// another of them, and released by `close`.
     pub(super) holds: Mutex<HashMap<String, Weak<NodeHold<T>>>>,
     /// The `recipe="distributed_queue"` metrics labels: items offered and taken.
-    pub(super) labels: QueueLabels,
+    pub(super) labels: RecipeLabels,
 }
 
 impl<T: 'static> Shared<T> {
@@ -215,7 +215,7 @@ impl<T: Send + 'static> QueueBuilder<T> {
         });
         let (puts, jobs) = mpsc::unbounded_channel();
         let pending = Arc::new(watch::channel(0usize).0);
-        let labels = self.client.queue_labels("distributed_queue", &self.path);
+        let labels = self.client.recipe_labels("distributed_queue", &self.path);
         let put_failure = Arc::new(Mutex::new(None));
         let pipeline = PutPipeline {
             client: self.client.clone(),
@@ -652,14 +652,14 @@ struct PutPipeline {
     fixed: String,
     pending: Arc<watch::Sender<usize>>,
     put_failure: Arc<Mutex<Option<Error>>>,
-    labels: QueueLabels,
+    labels: RecipeLabels,
 }
 
 impl PutPipeline {
     fn finish(&self, job: PutJob, outcome: Result<()>) {
         self.pending.send_modify(|n| *n = n.saturating_sub(1));
         if outcome.is_ok() {
-            self.labels.offered_many(job.offered);
+            self.labels.queue_offered(job.offered);
         }
         match job.done {
             Some(done) => drop(done.send(outcome)),

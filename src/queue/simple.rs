@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 use crate::barriers::{wake_up, Woken};
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::paths;
-use crate::metrics::QueueLabels;
+use crate::metrics::RecipeLabels;
 use crate::{CreateMode, CuratorClient};
 
 /// The prefix of every item node (Curator's `SimpleDistributedQueue.PREFIX`).
@@ -77,7 +77,7 @@ struct Shared {
     path: String,
     /// With the namespace.
     fixed: String,
-    labels: QueueLabels,
+    labels: RecipeLabels,
     view: Mutex<View>,
     /// Items whose delete succeeded and that no caller received yet, oldest first.
     handed_off: Mutex<VecDeque<Item>>,
@@ -127,7 +127,7 @@ impl SimpleDistributedQueue {
         let shared = Shared {
             client: client.clone(),
             path: path.to_string(),
-            labels: client.queue_labels("simple_queue", path),
+            labels: client.recipe_labels("simple_queue", path),
             fixed,
             view: Mutex::new(View::default()),
             handed_off: Mutex::new(VecDeque::new()),
@@ -170,7 +170,7 @@ impl SimpleDistributedQueue {
             .mode(CreateMode::PersistentSequential)
             .creating_parent_containers_if_needed()
             .await?;
-        shared.labels.offered();
+        shared.labels.queue_offered(1);
         Ok(created)
     }
 
@@ -401,7 +401,7 @@ impl Shared {
     /// The returned item (counted as taken) at the head of the hand-off buffer.
     fn pop_handed_off(&self) -> Option<Vec<u8>> {
         let item = self.handed_off.lock().pop_front()?;
-        self.labels.taken();
+        self.labels.queue_taken();
         Some(item.data)
     }
 
