@@ -42,19 +42,12 @@ enum Delivery<T: 'static> {
 /// left for the next consumer, without one they are put back at the tail.
 pub struct QueueStream<T: 'static> {
     items: mpsc::UnboundedReceiver<Delivery<T>>,
-    task: tokio::task::JoinHandle<()>,
     labels: RecipeLabels,
 }
 
 impl<T: 'static> std::fmt::Debug for QueueStream<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueStream").field("buffered", &self.items.len()).finish()
-    }
-}
-
-impl<T: 'static> Drop for QueueStream<T> {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -347,8 +340,11 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
         tx,
         shared: shared.clone(),
     };
-    let task = shared.client.runtime().spawn(taker.run());
-    QueueStream { items, task, labels: shared.labels.clone() }
+    // Not aborted when the stream is dropped: the task sees the channel closed at its next wait
+    // and stops there, so a round in flight finishes and what it took is released or put back
+    // (an abort mid-round would leave a lock node made, or a node deleted, that no item knows).
+    drop(shared.client.runtime().spawn(taker.run()));
+    QueueStream { items, labels: shared.labels.clone() }
 }
 
 /// The task taking items for one consumer.
@@ -406,8 +402,10 @@ impl<T: Send + 'static> Taker<T> {
             };
             let permits = self.permits.clone();
             let first = tokio::select! {
-                permit = permits.acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
+                // A dropped stream or a closed queue first: no round after either.
+                biased;
                 () = stop => return,
+                permit = permits.acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
             };
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
