@@ -89,6 +89,13 @@ async fn with_a_lock_path_an_item_dropped_or_requeued_comes_back_in_its_priority
     item.requeue().await.unwrap();
     drop(items);
     super::locks_released(&server.connect_string(), &lock).await;
+    let names = support::children(&server.connect_string(), &path).await;
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("queue-100000001")).count(),
+        1,
+        "requeued with its priority: {names:?}"
+    );
     // Requeued with its priority (Curator's own requeue would put it last, without one).
     let mut items = queue.consume().unwrap();
     let item = next_item(&mut items).await;
