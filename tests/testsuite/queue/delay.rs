@@ -78,7 +78,9 @@ async fn with_a_lock_path_a_delayed_item_is_taken_when_due_and_an_unacknowledged
     let path = support::unique_path("delay-locked");
     let lock = format!("{path}-locks");
     let queue = delay_queue(&clients[0], &path, Some(&lock));
-    let until = [("job", SystemTime::now() + Duration::from_millis(300))];
+    // Long enough that a consumer ignoring the time would take the item well before it on a
+    // loaded machine (it is taken at once otherwise): the test then fails.
+    let until = [("job", SystemTime::now() + Duration::from_millis(2000))];
     queue.put(b"job".to_vec(), until[0].1).await.unwrap();
     let mut items = queue.consume().unwrap();
     let item = next_item(&mut items).await;
@@ -115,7 +117,9 @@ async fn times_curator_puts_are_honoured_by_ours() {
     let path = support::unique_path("delay-from-curator");
     let mut peer = CuratorPeer::start(&server.connect_string()).await;
     let now = SystemTime::now();
-    let until = [("late", now + Duration::from_millis(1200)), ("soon", now + Duration::from_millis(600))];
+    // Seconds: the Curator puts take a while on a loaded machine, and an item taken early must
+    // still be taken before its time for the test to catch it.
+    let until = [("late", now + Duration::from_millis(3000)), ("soon", now + Duration::from_millis(2000))];
     for (item, at) in &until {
         peer.cmd(&format!("dqput {path} {} {item}", epoch_ms(*at))).await;
     }
@@ -133,7 +137,8 @@ async fn times_ours_puts_are_honoured_by_curator_with_a_lock_path() {
     let mut peer = CuratorPeer::start(&server.connect_string()).await;
     let queue = delay_queue(&clients[0], &path, Some(&lock));
     let now = SystemTime::now();
-    let until = [("late", now + Duration::from_millis(1500)), ("soon", now + Duration::from_millis(800))];
+    // Seconds, as above: Curator's consumer ignoring our times would take them well before.
+    let until = [("late", now + Duration::from_millis(3000)), ("soon", now + Duration::from_millis(2000))];
     for (item, at) in &until {
         queue.put(item.as_bytes().to_vec(), *at).await.unwrap();
     }
