@@ -1383,6 +1383,9 @@ fn a_blocking_queue_item_dropped_anywhere_goes_to_the_next_consumer() {
     assert_eq!(b.value(), b"b");
     b.requeue().unwrap();
     drop(items);
+    // The dropped item's lock node goes in the background: until it has, the next consumer would
+    // skip that item as held and take the requeued one first.
+    assert!(zk.eventually_no_children(&lock_path, Duration::from_secs(5)).is_empty(), "the dropped item released");
 
     let second = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
     let mut items = second.consume().unwrap();

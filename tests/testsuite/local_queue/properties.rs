@@ -1290,7 +1290,12 @@ async fn try_lock_right_after_a_cancelled_waiter_gets_the_free_lock() {
         {
             let pending = mutex.lock();
             tokio::pin!(pending);
-            assert!(futures::poll!(pending.as_mut()).is_pending());
+            let first = futures::poll!(pending.as_mut());
+            assert!(
+                first.is_pending(),
+                "round {round}: lock() was ready at its first poll: {:?}",
+                first.map(|r| r.map(drop))
+            );
         }
         // The cancelled waiter's node may still be on its way out (as with one node per task), so
         // "busy" for a moment is allowed; for good is not.
