@@ -125,7 +125,15 @@ async fn faults(connect: &str, proxies: &[FaultProxy], clients: &[CuratorClient]
                 proxies[i].set_mode(ProxyMode::Blackhole);
                 tokio::time::sleep(SESSION + Duration::from_secs(1)).await;
             }
-            _ => expire_session(connect, &clients[i]).await.expect("expire a session"),
+            _ => {
+                // The client may still be between sessions after an earlier round (an expiry is
+                // of a current session).
+                support::eventually(Duration::from_secs(30), "the client has a session to expire", || async {
+                    clients[i].is_connected()
+                })
+                .await;
+                expire_session(connect, &clients[i]).await.expect("expire a session")
+            }
         }
         proxies.iter().for_each(|p| p.set_mode(ProxyMode::Pass));
         // Latency, one more fault: the links recover (reconnects, retries of unknown outcomes)
