@@ -539,6 +539,11 @@ impl<T: Send + 'static> Taker<T> {
             names.drain(..offset);
         }
         names.truncate(want);
+        // The stream was dropped (or the queue closed) while we listed: take nothing more, or a
+        // consumer that is gone would hold nodes (with a lock path) until it noticed.
+        if self.tx.is_closed() || *shared.closed.borrow() {
+            return Ok(Round::Again);
+        }
         let taken = match &shared.lock {
             None => self.take_plain(zk, &names).await?,
             Some((_, lock_fixed)) => self.take_locked(zk, session, lock_fixed, &names).await?,

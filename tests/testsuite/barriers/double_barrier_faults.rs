@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use zk_curator::barriers::DistributedDoubleBarrier;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{ConnectionState, Error, ErrorCode, ErrorKind};
+use zk_curator::{ConnectionState, CuratorClient, Error, ErrorCode, ErrorKind, RetryNTimes};
 
 use crate::support;
 
@@ -108,9 +108,16 @@ async fn a_member_waiting_to_enter_is_told_its_session_was_given_up_before_the_n
     let server = support::server().await;
     let connect = server.connect_string();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s.
-    let cut_off =
-        support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
+    // Short timeouts: the client gives a cut-off session up (LOST) after ~0.85 of 2 s. Its retry
+    // policy outlasts that by far, so that the enter is told of the loss rather than running out
+    // of retries first (a connection-loss error, also honest, on a loaded machine).
+    let cut_off = CuratorClient::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(2))
+        .connection_timeout(Duration::from_secs(1))
+        .retry_policy(RetryNTimes::new(100, Duration::from_millis(100)))
+        .connect()
+        .await
+        .expect("connect");
     let path = support::unique_path("double-given-up-enter");
     let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
     let a_in = crate::support::spawn(async move {

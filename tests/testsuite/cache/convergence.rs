@@ -3,7 +3,7 @@
 //! after quiescence the cache equals a fresh listing of the server and the replay of its events
 //! equals the cache.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,14 +14,22 @@ use zk_curator::testing::{expire_session, FaultProxy, ProxyMode, TestingCluster}
 use zk_curator::{CreateMode, CuratorClient};
 
 use super::{assert_converges, put, Replay};
-use crate::support::{self, client, client_with_timeouts, init_tracing, join, owned_server, seed, server, unique_path};
+use crate::support::{
+    self, client, client_with_timeouts, eventually, init_tracing, join, owned_server, seed, server, unique_path,
+};
 
 const CONVERGE_WITHIN: Duration = Duration::from_secs(40);
 
 /// Writes at random across `root/{a..d}/{0..3}` until `stop`: creates what is missing (data of a
 /// few bytes), changes or deletes what is there, and adds sequential nodes under `root/s`. Errors (the node changed meanwhile, the connection
 /// is down) are part of the game.
-async fn write_at_random(writer: CuratorClient, root: String, rng_seed: u64, stop: Arc<AtomicBool>) -> usize {
+async fn write_at_random(
+    writer: CuratorClient,
+    root: String,
+    rng_seed: u64,
+    stop: Arc<AtomicBool>,
+    written: Arc<AtomicUsize>,
+) -> usize {
     let mut rng = StdRng::seed_from_u64(rng_seed);
     let mut writes = 0;
     while !stop.load(Ordering::SeqCst) {
@@ -48,6 +56,7 @@ async fn write_at_random(writer: CuratorClient, root: String, rng_seed: u64, sto
             _ => writer.delete(&path).timeout(Duration::from_secs(2)).await.map(drop),
         };
         writes += usize::from(result.is_ok());
+        written.fetch_add(usize::from(result.is_ok()), Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..5))).await;
     }
     writes
@@ -82,12 +91,22 @@ where
 
     let stop = Arc::new(AtomicBool::new(false));
     let rng_seed = seed("CACHE_CONVERGE_SEED");
+    let written = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (0..2)
-        .map(|i| crate::support::spawn(write_at_random(writer.clone(), root.clone(), rng_seed + i, stop.clone())))
+        .map(|i| {
+            let (writer, root, stop, written) = (writer.clone(), root.clone(), stop.clone(), written.clone());
+            crate::support::spawn(write_at_random(writer, root, rng_seed + i, stop, written))
+        })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     fault().await;
-    // Writes go on while the cache re-syncs.
+    // Writes go on while the cache re-syncs: some after the fault (a loaded machine may take a
+    // while to get the writer through again), and a little more.
+    let after_fault = written.load(Ordering::SeqCst);
+    eventually(Duration::from_secs(30), "a write after the fault", || async {
+        written.load(Ordering::SeqCst) > after_fault
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::SeqCst);
     let mut writes = 0;
