@@ -51,8 +51,10 @@ const RELIST_AFTER_MISSES: usize = 8;
 /// queue, by a task that outlives the caller: a call cancelled after the delete was sent leaves the
 /// item there, and the next [`take`](Self::take), [`poll_timeout`](Self::poll_timeout), [`try_take`](Self::try_take)
 /// or [`remove`](Self::remove) returns it first (and [`peek`](Self::peek) shows it). When the last
-/// clone is dropped with items still in the buffer, they are written back under their own names
-/// (so at their place in the queue) in the background on the client's runtime.
+/// clone is dropped with items still in the buffer, they are put back at the tail (new nodes) in
+/// the background on the client's runtime. Not under their old names: another queue's take sends
+/// an item's read and delete together, and a node made again under a name it had listed could
+/// fall between the two — deleted unread, and lost.
 ///
 /// # Examples
 /// ```no_run
@@ -492,8 +494,9 @@ impl Shared {
 }
 
 impl Drop for Shared {
-    /// Writes items taken but never received back under their own names (their place in the
-    /// queue), in the background on the client's runtime. Never panics, with or without a runtime.
+    /// Puts items taken but never received back at the tail (new nodes, never their old names:
+    /// see the type's docs), in the background on the client's runtime. Never panics, with or
+    /// without a runtime.
     fn drop(&mut self) {
         let items = std::mem::take(&mut *self.handed_off.lock());
         if items.is_empty() {
@@ -504,17 +507,14 @@ impl Drop for Shared {
         debug!(path = %path, items = items.len(), "writing back queue items no caller received");
         client.runtime().clone().spawn(async move {
             for item in items {
-                let node = paths::join(&path, &item.name);
                 let restored = client
-                    .create(&node)
+                    .create(&paths::join(&path, ITEM_PREFIX))
                     .data(item.data)
-                    .mode(CreateMode::Persistent)
+                    .mode(CreateMode::PersistentSequential)
                     .creating_parent_containers_if_needed()
                     .await;
-                match restored {
-                    Ok(_) => {}
-                    Err(e) if e.is(ErrorCode::NodeExists) => {}
-                    Err(e) => warn!(path = %path, node = %node, error = %e, "a queue item taken but never received could not be written back: lost"),
+                if let Err(e) = restored {
+                    warn!(path = %path, node = %item.name, error = %e, "a queue item taken but never received could not be put back: lost");
                 }
             }
         });

@@ -126,6 +126,7 @@ async fn concurrent_takers_on_many_sessions_take_each_item_once() {
 /// is still taken exactly once, by the same queue's later calls or, written back, by another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_takes_lose_no_item() {
+    support::init_tracing();
     const N: usize = 80;
     let (_server, clients) = support::server_and_clients(2).await;
     let path = support::unique_path("sq-cancel");
