@@ -18,6 +18,7 @@ use crate::CuratorClient;
 
 use super::consumer::{self, NodeHold, QueueStream};
 use super::format::{self, BytesSerializer, QueueSerializer, NODE_OVERHEAD, PER_ITEM_OVERHEAD};
+use super::order::NodeOrder;
 
 /// Curator's item node prefix: every item node is `<queue>/queue-<10-digit sequence>`.
 pub(crate) const ITEM_PREFIX: &str = "queue-";
@@ -34,6 +35,8 @@ pub const DEFAULT_FINAL_FLUSH: Duration = Duration::from_secs(5);
 
 /// One node to create: its data, and who waits for the outcome (none: a background put).
 pub(super) struct PutJob {
+    /// The node's name before the sequence ZooKeeper adds (`queue-` and the kind's part).
+    pub(super) name: String,
     pub(super) data: Vec<u8>,
     pub(super) done: Option<oneshot::Sender<Result<()>>>,
     /// The items the node holds that count as offered (0 for an item put back).
@@ -64,6 +67,11 @@ pub(crate) struct Shared<T: 'static> {
     pub(super) holds: Mutex<HashMap<String, Weak<NodeHold<T>>>>,
     /// The `recipe="distributed_queue"` metrics labels: items offered and taken.
     pub(super) labels: RecipeLabels,
+    /// The kind's order of the item nodes (and which are due).
+    pub(super) order: NodeOrder,
+    /// Most item nodes a consumer takes from one listing before it lists again (Curator's
+    /// `minItemsBeforeRefresh`, at least 1).
+    pub(super) refresh_after: usize,
 }
 
 impl<T: 'static> Shared<T> {
@@ -72,13 +80,19 @@ impl<T: 'static> Shared<T> {
         paths::join(&self.path, name)
     }
 
-    /// Queues `data` as a new item node at the tail (the pipeline creates it); `done` hears the
-    /// outcome.
+    /// Queues `data` as a new item node `name<sequence>` (the pipeline creates it); `done` hears
+    /// the outcome.
     /// `offered`: how many of its items are new (counted in the metrics once the node is made);
     /// 0 for items put back by a consumer.
-    pub(super) fn enqueue(&self, data: Vec<u8>, done: Option<oneshot::Sender<Result<()>>>, offered: u64) -> Result<()> {
+    pub(super) fn enqueue(
+        &self,
+        name: &str,
+        data: Vec<u8>,
+        done: Option<oneshot::Sender<Result<()>>>,
+        offered: u64,
+    ) -> Result<()> {
         self.pending.send_modify(|n| *n += 1);
-        if self.puts.send(PutJob { data, done, offered }).is_err() {
+        if self.puts.send(PutJob { name: name.to_string(), data, done, offered }).is_err() {
             self.pending.send_modify(|n| *n = n.saturating_sub(1));
             return Err(Error::Closed { path: self.path.clone() });
         }
@@ -188,6 +202,11 @@ impl<T: Send + 'static> QueueBuilder<T> {
     /// [`Error::InvalidPath`] for a bad queue or lock path (or one nested in the other);
     /// [`Error::InvalidArgument`] for `max_items` or `max_in_flight` zero.
     pub fn build(self) -> Result<DistributedQueue<T>> {
+        self.build_ordered(NodeOrder::Name, usize::MAX)
+    }
+
+    /// The queue, its consumers taking nodes in `order`, at most `refresh_after` from one listing.
+    pub(super) fn build_ordered(self, order: NodeOrder, refresh_after: usize) -> Result<DistributedQueue<T>> {
         paths::validate_path(&self.path)?;
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path, reason: "a queue cannot be the root" });
@@ -243,6 +262,8 @@ impl<T: Send + 'static> QueueBuilder<T> {
                 closed: watch::channel(false).0,
                 holds: Mutex::new(HashMap::new()),
                 labels,
+                order,
+                refresh_after: refresh_after.max(1),
             }),
         })
     }
@@ -320,7 +341,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn put(&self, item: T) -> Result<()> {
-        self.put_items(std::slice::from_ref(&item), None).await.map(|_| ())
+        self.put_items(std::slice::from_ref(&item), None, ITEM_PREFIX).await.map(|_| ())
     }
 
     /// [`put`](Self::put), waiting for room at most until `timeout`: `Ok(false)` when the queue
@@ -343,7 +364,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// ```
     pub async fn put_timeout(&self, item: T, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(Instant::now());
-        self.put_items(std::slice::from_ref(&item), Some(deadline)).await
+        self.put_items(std::slice::from_ref(&item), Some(deadline), ITEM_PREFIX).await
     }
 
     /// Puts several items in one node (Curator's `putMulti`): a consumer gets them together, in
@@ -362,7 +383,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn put_multi(&self, items: Vec<T>) -> Result<()> {
-        self.put_items(&items, None).await.map(|_| ())
+        self.put_items(&items, None, ITEM_PREFIX).await.map(|_| ())
     }
 
     /// [`put_multi`](Self::put_multi), waiting for room at most until `timeout` (`Ok(false)`:
@@ -382,10 +403,11 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// ```
     pub async fn put_multi_timeout(&self, items: Vec<T>, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(Instant::now());
-        self.put_items(&items, Some(deadline)).await
+        self.put_items(&items, Some(deadline), ITEM_PREFIX).await
     }
 
-    async fn put_items(&self, items: &[T], deadline: Option<Instant>) -> Result<bool> {
+    /// Puts `items` in one node `name<sequence>` (`name`: `queue-` and the kind's part).
+    pub(super) async fn put_items(&self, items: &[T], deadline: Option<Instant>, name: &str) -> Result<bool> {
         let shared = &self.shared;
         if *shared.closed.borrow() {
             return Err(Error::Closed { path: shared.path.clone() });
@@ -395,8 +417,8 @@ impl<T: Send + 'static> DistributedQueue<T> {
         }
         let serialized: Vec<Vec<u8>> = items.iter().map(|i| shared.serializer.serialize(i)).collect();
         let len = serialized.iter().map(|s| s.len().saturating_add(PER_ITEM_OVERHEAD)).sum::<usize>() + NODE_OVERHEAD;
-        // The item node's own name (`queue-` and ten digits) counts with the queue path.
-        shared.client.check_data_size("item", &paths::join(&shared.path, "queue-0000000000"), len)?;
+        // The item node's own name (and the ten digits of its sequence) counts with the queue path.
+        shared.client.check_data_size("item", &paths::join(&shared.path, &format!("{name}0000000000")), len)?;
         let started = Instant::now();
         if !self.wait_for_room(deadline).await? {
             return Ok(false);
@@ -404,11 +426,11 @@ impl<T: Send + 'static> DistributedQueue<T> {
         let data = format::encode(serialized.iter().map(Vec::as_slice));
         let offered = serialized.len() as u64;
         if shared.background {
-            shared.enqueue(data, None, offered)?;
+            shared.enqueue(name, data, None, offered)?;
             return Ok(true);
         }
         let (done, outcome) = oneshot::channel();
-        shared.enqueue(data, Some(done), offered)?;
+        shared.enqueue(name, data, Some(done), offered)?;
         let outcome = async { outcome.await.unwrap_or_else(|_| Err(Error::Closed { path: shared.path.clone() })) };
         match deadline {
             None => outcome.await.map(|_| true),
@@ -644,6 +666,22 @@ async fn sleep_until(until: Option<tokio::time::Instant>) {
 type CreateReply<'a> =
     Pin<Box<dyn Future<Output = std::result::Result<(zk::Stat, zk::CreateSequence), zk::Error>> + Send + 'a>>;
 
+/// A create of a node under a kind's own name (`path` owned by the reply), sent now: in put
+/// order with the other creates.
+async fn send_now<'a>(
+    zk: &'a zk::Client,
+    path: String,
+    data: Vec<u8>,
+    options: &'a zk::CreateOptions<'a>,
+) -> CreateReply<'a> {
+    let mut reply: CreateReply<'a> = Box::pin(async move { zk.create(&path, &data, options).await });
+    // The first poll sends the request.
+    match std::future::poll_fn(|cx| std::task::Poll::Ready(reply.as_mut().poll(cx))).await {
+        std::task::Poll::Ready(done) => Box::pin(std::future::ready(done)),
+        std::task::Poll::Pending => reply,
+    }
+}
+
 /// The task that creates a queue's item nodes: creates are pipelined on the session (sent as they
 /// come, up to [`MAX_PIPELINED_PUTS`] unanswered), in the order they were put.
 struct PutPipeline {
@@ -707,7 +745,11 @@ impl PutPipeline {
                 if failure.is_none() {
                     while in_flight.len() < MAX_PIPELINED_PUTS {
                         let Some(job) = waiting.pop_front() else { break };
-                        let reply = Box::pin(zk.create(&item_path, &job.data, &options));
+                        let reply: CreateReply<'_> = if job.name == ITEM_PREFIX {
+                            Box::pin(zk.create(&item_path, &job.data, &options))
+                        } else {
+                            send_now(&zk, paths::join(&self.fixed, &job.name), job.data.clone(), &options).await
+                        };
                         in_flight.push_back((job, reply));
                     }
                 }

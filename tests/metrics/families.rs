@@ -30,7 +30,7 @@ const BARRIER_WAIT: &str = "zk_curator_barrier_wait_seconds";
 const CLAIMS: &str = "zk_curator_claims_total";
 
 /// Waits (bounded: a hang guard) until `cond` holds.
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
+async fn eventually(what: &str, cond: impl Fn() -> bool + Sync) {
     assert!(support::poll_until(WITHIN, || std::future::ready(cond())).await, "{what}: not within {WITHIN:?}");
 }
 

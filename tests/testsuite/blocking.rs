@@ -573,7 +573,7 @@ fn a_blocking_call_inside_a_runtime_is_a_typed_error() {
 
     let in_task = zk.rt.block_on({
         let mutex = mutex.clone();
-        async move { tokio::spawn(async move { mutex.acquire() }).await.unwrap() }
+        async move { crate::support::spawn(async move { mutex.acquire() }).await.unwrap() }
     });
     assert_runtime_refused(in_task, "acquire in a task");
     let in_spawn_blocking = zk.rt.block_on({
@@ -584,7 +584,7 @@ fn a_blocking_call_inside_a_runtime_is_a_typed_error() {
 
     // A guard dropped inside a runtime's task is released too.
     let guard = mutex.lock().unwrap();
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(guard) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(guard) }).await.unwrap() });
     let left = zk.eventually_no_children(&path, Duration::from_secs(5));
     assert!(left.is_empty(), "a guard dropped in a task is released: {left:?}");
 
@@ -966,7 +966,7 @@ fn election_calls_inside_a_runtime_are_typed_errors() {
     assert_runtime_refused(read, "participants in block_on");
     assert_runtime_refused(changes, "LeadershipChanges::recv in block_on");
     assert!(latch.has_leadership(), "a refused close closes nothing");
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(latch) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(latch) }).await.unwrap() });
     let left = zk.eventually_no_children(&path, Duration::from_secs(5));
     assert!(left.is_empty(), "a latch dropped in a task left its node: {left:?}");
 
@@ -993,7 +993,7 @@ fn election_calls_inside_a_runtime_are_typed_errors() {
     assert!(selector.has_leadership(), "a refused close closes nothing");
     assert_runtime_refused(zk.rt.block_on(async { selector.close() }), "selector close in block_on");
     let selector = Arc::into_inner(selector).expect("the only handle");
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(selector) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(selector) }).await.unwrap() });
     let left = zk.eventually_no_children(&sel_path, Duration::from_secs(5));
     assert!(left.is_empty(), "a selector dropped in a task left its node: {left:?}");
 }

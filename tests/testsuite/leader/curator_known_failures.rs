@@ -259,7 +259,7 @@ impl Records {
             .iter()
             .map(|latch| {
                 let (latch, log, stop) = (latch.clone(), log.clone(), stop.clone());
-                tokio::spawn(async move {
+                crate::support::spawn(async move {
                     while !stop.load(Ordering::SeqCst) {
                         match latch.await_leadership_timeout(Duration::from_millis(200)).await {
                             Ok(true) => {}
@@ -730,7 +730,7 @@ async fn flapping_connection_creates_no_node_storm() {
     let seen = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
     let watcher = {
         let (seen, path, connect) = (seen.clone(), path.clone(), connect.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let obs = support::observer(&connect).await;
             loop {
                 let Ok((children, w)) = obs.list_and_watch_children(&path).await else { return };
@@ -833,7 +833,7 @@ async fn deleted_leader_node_fails_over_without_two_leaders() {
         let hold = old.hold().unwrap();
         let lost = {
             let old = old.clone();
-            tokio::spawn(async move { old.lost().await })
+            crate::support::spawn(async move { old.lost().await })
         };
         tokio::task::yield_now().await;
         deletes.push((old.id().to_string(), hold.fencing_token().value()));
@@ -881,7 +881,7 @@ fn curator_participants(
     stop: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<LeadInterval>>>,
 ) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         use tokio::io::AsyncBufReadExt;
         let mut runs = 0;
         while !stop.load(Ordering::SeqCst) {

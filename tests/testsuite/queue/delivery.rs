@@ -101,7 +101,7 @@ async fn a_full_queue_makes_a_put_wait_and_a_timed_put_give_up() {
     queue.put(b"2".to_vec()).await.unwrap();
     assert!(!queue.put_timeout(b"3".to_vec(), Duration::from_millis(200)).await.unwrap(), "put into a full queue");
     assert_eq!(queue.len().await.unwrap(), 2);
-    let waiting = tokio::spawn({
+    let waiting = crate::support::spawn({
         let queue = queue.clone();
         async move { queue.put(b"3".to_vec()).await }
     });
