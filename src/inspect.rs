@@ -944,7 +944,7 @@ pub struct InstanceSummary {
     pub enabled: bool,
     /// The session owning its node (`ephemeralOwner`), 0 for a persistent (`STATIC`,
     /// `PERMANENT`) instance. Serialised as hex, as a lock holder's.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "ser::session_hex"))]
+    #[cfg_attr(feature = "serde", serde(serialize_with = "json::session_hex"))]
     pub session: i64,
 }
 
@@ -1023,7 +1023,13 @@ pub struct ServicesInspection {
 /// }
 /// # Ok(()) }
 /// ```
-pub async fn inspect_services(client: &CuratorClient, root: &str, options: &InspectOptions) -> Result<ServicesInspection> {
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub async fn inspect_services(
+    client: &CuratorClient,
+    root: &str,
+    options: &InspectOptions,
+) -> Result<ServicesInspection> {
     validate_path(root)?;
     if options.max_listings == 0 {
         return Err(Error::invalid_argument("max_listings", 0, "must be at least 1"));
@@ -1086,19 +1092,19 @@ pub async fn inspect_services(client: &CuratorClient, root: &str, options: &Insp
 
 /// `dir` as a service, from its children's nodes (path, data, stat): `None` when none of them
 /// is an instance of it.
+#[cfg(feature = "discovery")]
 fn service_of(dir: &str, children: Vec<(String, Vec<u8>, Stat)>) -> Option<ServiceSummary> {
     use crate::discovery::{InstanceSerializer, JsonInstanceSerializer};
     let name = dir.rsplit('/').next().unwrap_or(dir);
-    let serializer = JsonInstanceSerializer::<serde_json::Value>::new();
+    let serializer = JsonInstanceSerializer::new();
     let mut instances = Vec::new();
     let mut malformed = Vec::new();
     let mut recognised = false;
     for (node, data, stat) in children {
         let node_name = node.rsplit('/').next().unwrap_or(&node).to_string();
-        match serializer.deserialize(&data) {
+        match InstanceSerializer::<serde_json::Value>::deserialize(&serializer, &data) {
             Ok(instance) => {
-                let ours = instance.name() == name
-                    || !instance.id().is_empty() && node_name.starts_with(instance.id());
+                let ours = instance.name() == name || !instance.id().is_empty() && node_name.starts_with(instance.id());
                 recognised |= ours;
                 instances.push(InstanceSummary {
                     node,

@@ -51,7 +51,8 @@ async fn a_custom_layout_places_finds_caches_and_removes_instances_where_it_says
     assert_eq!(reader.query_for_instances("api").await.unwrap(), [a.clone(), b.clone()]);
     assert_eq!(reader.query_for_instance("db", "d").await.unwrap(), Some(db.clone()));
     support::eventually(WITHIN, "the cache of the layout holds both", || async {
-        cache.instances().iter().map(|i| i.id().to_string()).collect::<BTreeSet<_>>() == BTreeSet::from(["a".into(), "b".into()])
+        cache.instances().iter().map(|i| i.id().to_string()).collect::<BTreeSet<_>>()
+            == BTreeSet::from(["a".into(), "b".into()])
     })
     .await;
 

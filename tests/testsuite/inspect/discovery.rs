@@ -41,7 +41,13 @@ async fn services_instances_and_malformed_nodes_of_a_registry_are_recognised() {
     discovery.register_all(&[api1, api2, db]).await.unwrap();
     // Another writer's garbage under the service, and JSON elsewhere that is no instance.
     client.create(&format!("{base}/api/junk")).data(b"not json".to_vec()).await.unwrap();
-    client.create(&format!("{root}/config/app")).creating_parents_if_needed().mode(CreateMode::Persistent).data(br#"{"a":1}"#.to_vec()).await.unwrap();
+    client
+        .create(&format!("{root}/config/app"))
+        .creating_parents_if_needed()
+        .mode(CreateMode::Persistent)
+        .data(br#"{"a":1}"#.to_vec())
+        .await
+        .unwrap();
 
     let found = inspect_services(client, &root, &InspectOptions::new()).await.unwrap();
     assert!(!found.truncated && found.unreadable.is_empty(), "{found:#?}");
@@ -91,10 +97,17 @@ async fn a_registry_written_by_curator_is_recognised() {
     assert_eq!(found.services.len(), 1, "{found:#?}");
     let api = &found.services[0];
     assert_eq!((api.path.clone(), api.name.as_str()), (format!("{base}/api"), "api"));
-    let seen: Vec<_> = api.instances.iter().map(|i| (i.id.as_str(), i.address.as_deref(), i.port, i.service_type, i.enabled)).collect();
+    let seen: Vec<_> = api
+        .instances
+        .iter()
+        .map(|i| (i.id.as_str(), i.address.as_deref(), i.port, i.service_type, i.enabled))
+        .collect();
     assert_eq!(
         seen,
-        [("j1", Some("127.0.0.1"), Some(8081), "DYNAMIC", true), ("j2", Some("127.0.0.1"), Some(8082), "DYNAMIC", true)]
+        [
+            ("j1", Some("127.0.0.1"), Some(8081), "DYNAMIC", true),
+            ("j2", Some("127.0.0.1"), Some(8082), "DYNAMIC", true)
+        ]
     );
     assert!(api.instances.iter().all(|i| i.session != 0), "Curator's dynamic instances are ephemeral");
     assert!(api.malformed.is_empty());
@@ -115,7 +128,8 @@ async fn the_inspect_command_lists_services_in_its_table_and_json() {
     let out = Command::new(BIN).args(["--connect", &connect, "inspect", &base]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    let service_line = text.lines().find(|l| l.starts_with(&format!("{base}/web "))).unwrap_or_else(|| panic!("{text}"));
+    let service_line =
+        text.lines().find(|l| l.starts_with(&format!("{base}/web "))).unwrap_or_else(|| panic!("{text}"));
     for cell in ["w1", "10.1.1.1", "80", "DYNAMIC", "true"] {
         assert!(service_line.split_whitespace().any(|c| c == cell), "{cell} in {service_line:?}");
     }

@@ -170,7 +170,14 @@ fn services_table(services: &[ServiceSummary]) -> String {
         for m in &service.malformed {
             let mut row = lead().to_vec();
             let name = m.node.rsplit('/').next().unwrap_or(&m.node).to_string();
-            row.extend([name, format!("malformed: {}", m.error), String::new(), String::new(), String::new(), String::new()]);
+            row.extend([
+                name,
+                format!("malformed: {}", m.error),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
             rows.push(row);
         }
         if service.instances.is_empty() && service.malformed.is_empty() {
