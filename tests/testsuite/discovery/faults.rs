@@ -90,7 +90,7 @@ fn watch_absences(
     path: String,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<Vec<(Instant, Option<Instant>)>> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let mut absences: Vec<(Instant, Option<Instant>)> = Vec::new();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let present = observer.check_stat(&path).await.expect("the observer reads").is_some();
