@@ -760,14 +760,16 @@ async fn flapping_connection_creates_no_node_storm() {
     // Stable again: one participant leads (no livelock) — a, on its original node, unless the
     // flaps cost it its session (a reconnect can keep landing in a cut; printed below).
     let leader = exactly_one_leader(&latches, "one participant leads once the links are stable").await;
-    let sessions_lost = usize::from(a.session_id() != sessions.0) + usize::from(b.session_id() != sessions.1);
     if a.session_id() == sessions.0 {
         assert_eq!(leader, "a", "a kept its session, so it still leads");
     }
-    let creates = creates_under(&obs, &path).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     watcher.abort();
+    // In this order: every name the watcher saw was created before the count, and every create
+    // the count includes after a lost session comes after that loss is visible here.
     let distinct = seen.lock().unwrap().len();
+    let creates = creates_under(&obs, &path).await;
+    let sessions_lost = usize::from(a.session_id() != sessions.0) + usize::from(b.session_id() != sessions.1);
     println!("CURATOR-644: {creates} latch nodes created in all ({distinct} distinct names seen), {sessions_lost} sessions lost");
     // Bound: one node per participant, plus one per session lost (a node is created again only
     // after Lost). The cuts are far shorter than 0.85 × 4 s, so no session should be lost; if the

@@ -845,7 +845,10 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
         nodes_of(&obs, &path, session).await.is_empty()
     })
     .await;
-    assert_eq!(support::sorted_children(&obs, &path).await, [holder_node], "only the holder's node is left");
+    // A create still in flight when the last look found none lands afterwards; its attempt
+    // deletes it once the reply comes: wait for that too.
+    let left = support::children_become(&obs, &path, std::slice::from_ref(&holder_node), Duration::from_secs(5)).await;
+    assert_eq!(left, [holder_node], "only the holder's node is left");
 
     holder.release().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(5), local.lock()).await.expect("fresh lock() hangs").unwrap();
@@ -1290,7 +1293,12 @@ async fn try_lock_right_after_a_cancelled_waiter_gets_the_free_lock() {
         {
             let pending = mutex.lock();
             tokio::pin!(pending);
-            assert!(futures::poll!(pending.as_mut()).is_pending());
+            let first = futures::poll!(pending.as_mut());
+            assert!(
+                first.is_pending(),
+                "round {round}: lock() was ready at its first poll: {:?}",
+                first.map(|r| r.map(drop))
+            );
         }
         // The cancelled waiter's node may still be on its way out (as with one node per task), so
         // "busy" for a moment is allowed; for good is not.

@@ -186,8 +186,14 @@ async fn a_create_whose_reply_was_lost_is_resolved_by_its_owner_session() {
     let ma = InterProcessNonFairMutex::new(&a, &path).unwrap();
     let mb = InterProcessNonFairMutex::new(&b, &path).unwrap();
     let log = HoldLog::default();
-    // The lock path exists (a create under a missing parent makes nothing).
-    ma.lock().await.unwrap().release().await.unwrap();
+    // The lock path exists (a create under a missing parent makes nothing, and its NoNode reply
+    // would be dropped): a persistent sibling keeps the container from being reaped once free.
+    let held = ma.lock().await.unwrap();
+    let keep = format!("{path}/keep");
+    obs.create(&keep, b"", &zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all()))
+        .await
+        .unwrap();
+    held.release().await.unwrap();
 
     proxy.set_mode(ProxyMode::DropReplies);
     let acquiring = {
@@ -217,8 +223,9 @@ async fn a_create_whose_reply_was_lost_is_resolved_by_its_owner_session() {
     ga.release().await.unwrap();
     support::join("B", Duration::from_secs(10), b_task).await;
     log.assert_exclusive("lost create reply");
-    let left = support::children_become(&obs, &path, &[], Duration::from_secs(5)).await;
-    assert!(left.is_empty(), "stray nodes: {left:?}");
+    let left = support::children_become(&obs, &path, &["keep".to_string()], Duration::from_secs(5)).await;
+    assert_eq!(left, ["keep"], "stray nodes");
+    obs.delete(&keep, None).await.unwrap();
 }
 
 /// Every holder re-creates the same path: a release of a holder whose session ended — queued while
