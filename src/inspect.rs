@@ -40,7 +40,10 @@
 //!   its waiters only watch it, so none are listed.
 //! * membership (`GroupMember`, `PersistentNode` registrations): ephemeral children that are not
 //!   lock nodes, `<path>/<memberId>`; every one is a member. They are found when listed (an
-//!   ephemeral node has no children): one `getData` more per member.
+//!   ephemeral node has no children): one `getData` more per member. With the `discovery`
+//!   feature, a group one of whose members holds a curator-x-discovery instance of it (Curator's
+//!   JSON naming the group or the member) is a service, listed by `inspect_services` and not
+//!   here: a registry's `base/NAME/ID` nodes have a group's shape.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
 //! number (10 digits or more), or a non-fair mutex's `nonfair-lock`. Lock nodes are ephemeral, so they are never listed; every other
@@ -409,6 +412,10 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
     for group in locks.iter_mut().filter(|l| l.kind == LockKind::Membership) {
         group.holders.sort_by(|a, b| a.node.cmp(&b.node));
     }
+    // A service's ephemeral instances are laid out as a group's members (`base/NAME/ID`): only
+    // their data tells them apart. Services are `inspect_services`'s, not locks.
+    #[cfg(feature = "discovery")]
+    locks.retain(|l| !(l.kind == LockKind::Membership && is_discovery_service(&l.path, &l.holders)));
     locks.sort_by(|a: &LockInfo, b: &LockInfo| a.path.cmp(&b.path));
     let (unreadable, requests) = walk.into_parts();
     Ok(Inspection { locks, truncated, unreadable, requests })
@@ -995,8 +1002,10 @@ pub struct ServicesInspection {
 ///
 /// A node is a service when at least one of its children holds Curator's instance JSON naming
 /// it (`"name"` equal to the node's name) or naming the child (`"id"` equal to the child's name,
-/// or its prefix for a `DYNAMIC_SEQUENTIAL` instance); then every child is an instance or, when
-/// its data cannot be read as one, [malformed](ServiceSummary::malformed).
+/// followed by its sequence number for a `DYNAMIC_SEQUENTIAL` instance); then every child that
+/// is such an instance is listed as one, every other one (not JSON, or JSON naming neither) is
+/// [malformed](ServiceSummary::malformed). [`inspect_with`] does not list a service's ephemeral
+/// instances as a group's members.
 ///
 /// Cost: one `getData` per node under `root` and one `getChildren` per node that has children,
 /// up to 16 paths at a time; [`InspectOptions::max_listings`] bounds the nodes read, its
@@ -1094,33 +1103,72 @@ pub async fn inspect_services(
 /// is an instance of it.
 #[cfg(feature = "discovery")]
 fn service_of(dir: &str, children: Vec<(String, Vec<u8>, Stat)>) -> Option<ServiceSummary> {
-    use crate::discovery::{InstanceSerializer, JsonInstanceSerializer};
     let name = dir.rsplit('/').next().unwrap_or(dir);
-    let serializer = JsonInstanceSerializer::new();
     let mut instances = Vec::new();
     let mut malformed = Vec::new();
-    let mut recognised = false;
     for (node, data, stat) in children {
-        let node_name = node.rsplit('/').next().unwrap_or(&node).to_string();
-        match InstanceSerializer::<serde_json::Value>::deserialize(&serializer, &data) {
-            Ok(instance) => {
-                let ours = instance.name() == name || !instance.id().is_empty() && node_name.starts_with(instance.id());
-                recognised |= ours;
-                instances.push(InstanceSummary {
-                    node,
-                    id: instance.id().to_string(),
-                    address: instance.address().map(str::to_string),
-                    port: instance.port(),
-                    ssl_port: instance.ssl_port(),
-                    service_type: instance.service_type().wire_name(),
-                    enabled: instance.is_enabled(),
-                    session: stat.ephemeral_owner,
-                });
-            }
-            Err(e) => malformed.push(MalformedInstance { node, error: e.to_string() }),
+        match instance_of(dir, &node, &data) {
+            Ok(instance) => instances.push(InstanceSummary {
+                node,
+                id: instance.id().to_string(),
+                address: instance.address().map(str::to_string),
+                port: instance.port(),
+                ssl_port: instance.ssl_port(),
+                service_type: instance.service_type().wire_name(),
+                enabled: instance.is_enabled(),
+                session: stat.ephemeral_owner,
+            }),
+            Err(error) => malformed.push(MalformedInstance { node, error }),
         }
     }
-    recognised.then(|| ServiceSummary { path: dir.to_string(), name: name.to_string(), instances, malformed })
+    (!instances.is_empty()).then(|| ServiceSummary {
+        path: dir.to_string(),
+        name: name.to_string(),
+        instances,
+        malformed,
+    })
+}
+
+/// `data` of `node` (a child of `dir`) as a curator-x-discovery instance of the service at `dir`:
+/// Curator's JSON naming the service (`"name"` equal to `dir`'s name, the default
+/// `DiscoveryPathConstructor`) or the node (`"id"` equal to its name, followed by a sequence
+/// number for a `DYNAMIC_SEQUENTIAL` instance; a custom path constructor's). Otherwise why not.
+///
+/// Both are needed: Curator's reader is lenient (missing fields take defaults), so any JSON
+/// object reads as an instance, and a group member's data may be one.
+#[cfg(feature = "discovery")]
+fn instance_of(
+    dir: &str,
+    node: &str,
+    data: &[u8],
+) -> std::result::Result<crate::discovery::ServiceInstance<serde_json::Value>, String> {
+    use crate::discovery::{InstanceSerializer, JsonInstanceSerializer};
+    let service = dir.rsplit('/').next().unwrap_or(dir);
+    let node_name = node.rsplit('/').next().unwrap_or(node);
+    let instance = InstanceSerializer::<serde_json::Value>::deserialize(&JsonInstanceSerializer::new(), data)
+        .map_err(|e| e.to_string())?;
+    let id = instance.id();
+    let names_the_node = !id.is_empty()
+        && node_name
+            .strip_prefix(id)
+            .is_some_and(|rest| rest.is_empty() || rest.len() >= 10 && rest.bytes().all(|b| b.is_ascii_digit()));
+    if instance.name() == service || names_the_node {
+        Ok(instance)
+    } else {
+        Err(format!(
+            "not an instance of this service: its JSON names service {:?}, id {:?}",
+            instance.name(),
+            instance.id()
+        ))
+    }
+}
+
+/// Whether the group at `group` is a curator-x-discovery service: one of its members holds an
+/// instance of it ([`instance_of`]). Such a group is listed by [`inspect_services`], not as a
+/// lock.
+#[cfg(feature = "discovery")]
+fn is_discovery_service(group: &str, members: &[LockHolder]) -> bool {
+    members.iter().any(|m| instance_of(group, &m.node, &m.data).is_ok())
 }
 
 impl Walk<'_> {

@@ -6,7 +6,8 @@
 use std::process::Command;
 
 use zk_curator::discovery::{JsonInstanceSerializer, ServiceDiscovery, ServiceInstance, ServiceType};
-use zk_curator::inspect::{inspect_services, InspectOptions, ServiceSummary, ServicesInspection};
+use zk_curator::inspect::{inspect, inspect_services, InspectOptions, LockKind, ServiceSummary, ServicesInspection};
+use zk_curator::nodes::GroupMember;
 use zk_curator::CreateMode;
 
 use crate::support;
@@ -79,6 +80,9 @@ async fn services_instances_and_malformed_nodes_of_a_registry_are_recognised() {
     assert_eq!((db.instances[0].address.as_deref(), db.instances[0].port), (None, Some(5432)));
     assert!(db.malformed.is_empty());
 
+    let locks = inspect(client, &root).await.unwrap().locks;
+    assert!(locks.is_empty(), "the registry's ephemeral instances are no group's members: {locks:#?}");
+
     // Bounded: one node read at most stops the walk and says so.
     let cut = inspect_services(client, &root, &InspectOptions::new().max_listings(1)).await.unwrap();
     assert!(cut.truncated && cut.services.is_empty(), "{cut:#?}");
@@ -111,7 +115,36 @@ async fn a_registry_written_by_curator_is_recognised() {
     );
     assert!(api.instances.iter().all(|i| i.session != 0), "Curator's dynamic instances are ephemeral");
     assert!(api.malformed.is_empty());
+    let locks = inspect(&clients[0], &base).await.unwrap().locks;
+    assert!(locks.is_empty(), "a registry is no group of members: {locks:#?}");
     peer.cmd(&format!("dclose {base}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_whose_members_hold_json_stays_a_group() {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let root = support::unique_path("inspect-discovery-group");
+    let path = format!("{root}/workers");
+    // JSON a lenient reader takes for an instance, but naming neither the group nor the member.
+    let data: [&[u8]; 3] = [br#"{"name":"api","id":"other","address":"10.0.0.1","port":1}"#, br#"{"a":1}"#, b"host-c"];
+    let mut members = Vec::new();
+    for (id, data) in ["a", "b", "c"].into_iter().zip(data) {
+        let member = GroupMember::new(client, &path, id, data.to_vec()).unwrap();
+        member.start().unwrap();
+        assert!(member.wait_for_initial_create(std::time::Duration::from_secs(20)).await.unwrap());
+        members.push(member);
+    }
+
+    let found = inspect(client, &root).await.unwrap();
+    assert_eq!(found.locks.len(), 1, "{found:#?}");
+    assert_eq!((found.locks[0].path.as_str(), found.locks[0].kind), (path.as_str(), LockKind::Membership));
+    assert_eq!(found.locks[0].holders.len(), 3);
+    let services = inspect_services(client, &root, &InspectOptions::new()).await.unwrap();
+    assert!(services.services.is_empty(), "{services:#?}");
+    for member in members {
+        member.close().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,6 +167,7 @@ async fn the_inspect_command_lists_services_in_its_table_and_json() {
         assert!(service_line.split_whitespace().any(|c| c == cell), "{cell} in {service_line:?}");
     }
     assert!(text.lines().any(|l| l.contains("broken") && l.contains("malformed")), "{text}");
+    assert!(!text.contains("membership"), "the registry is no group: {text}");
 
     let out = Command::new(BIN).args(["--connect", &connect, "inspect", &base, "--json"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -143,5 +177,6 @@ async fn the_inspect_command_lists_services_in_its_table_and_json() {
     assert_eq!(web["instances"][0]["id"], "w1");
     assert_eq!(web["instances"][0]["port"], 80);
     assert_eq!(web["malformed"][0]["node"], format!("{base}/web/broken"));
+    assert_eq!(items.as_array().unwrap().len(), 1, "the service alone, no membership lock: {items}");
     discovery.close().await.unwrap();
 }
