@@ -616,8 +616,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_instances(&self, name: &str) -> Result<Vec<ServiceInstance<T>>> {
-        check_node_name("service name", name)?;
-        let parent = self.path_for_name(name);
+        let parent = self.instances_path(name)?;
         let mut ids = self.children_or_none(&parent).await?;
         ids.sort();
         let mut instances = Vec::with_capacity(ids.len());
@@ -653,9 +652,9 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_instance(&self, name: &str, id: &str) -> Result<Option<ServiceInstance<T>>> {
-        check_node_name("service name", name)?;
         check_node_name("instance id", id)?;
-        self.read_instance(&self.path_for_instance(name, id)).await
+        let path = paths::join(&self.instances_path(name)?, id);
+        self.read_instance(&path).await
     }
 
     /// Unregisters every instance this discovery registered, deleting their nodes (Curator's
@@ -744,9 +743,18 @@ impl<T: Payload> ServiceDiscovery<T> {
     }
 
     fn checked_path(&self, instance: &ServiceInstance<T>) -> Result<String> {
-        check_node_name("service name", &instance.name)?;
         check_node_name("instance id", &instance.id)?;
-        let path = self.path_for_instance(&instance.name, &instance.id);
+        let path = paths::join(&self.instances_path(&instance.name)?, &instance.id);
+        paths::validate_path(&path)?;
+        Ok(path)
+    }
+
+    /// The path of `name`'s instances, checked: the name is one node name, and the layout's
+    /// path for it a valid ZooKeeper path (checked as the layout gives it: joining an instance id
+    /// to `""` or `"/a/"` would make a valid path somewhere else).
+    pub(crate) fn instances_path(&self, name: &str) -> Result<String> {
+        check_node_name("service name", name)?;
+        let path = self.path_for_name(name);
         paths::validate_path(&path)?;
         Ok(path)
     }

@@ -74,3 +74,69 @@ fn the_standard_layout_is_base_name_and_refuses_a_bad_base() {
     assert_eq!((standard.base_path(), standard.path_for_instances("api").as_str()), ("/services", "/services/api"));
     assert!(matches!(StandardPathConstructor::new("services/"), Err(zk_curator::Error::InvalidPath { .. })));
 }
+
+/// A layout whose paths are whatever it is given.
+struct Fixed {
+    base: &'static str,
+    instances: &'static str,
+}
+
+impl DiscoveryPathConstructor for Fixed {
+    fn base_path(&self) -> &str {
+        self.base
+    }
+
+    fn path_for_instances(&self, _service_name: &str) -> String {
+        self.instances.to_string()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_layouts_and_names_are_typed_errors_naming_the_value_and_leave_nothing() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let root = support::unique_path("discovery-layout-absurd");
+    for base in ["", "relative", "/trailing/", "//"] {
+        let built = ServiceDiscovery::<Details>::builder(client, "/ok")
+            .path_constructor(Fixed { base, instances: "/x" })
+            .build();
+        assert!(
+            matches!(&built, Err(zk_curator::Error::InvalidPath { path, .. }) if path == base),
+            "{base:?}: {built:?}"
+        );
+    }
+    // A base that is valid, instance paths that are not: every call that uses one says so.
+    for instances in ["", "relative/api", "/trailing/"] {
+        let discovery = ServiceDiscovery::<Details>::builder(client, "/ok")
+            .path_constructor(Fixed { base: "/", instances })
+            .build()
+            .unwrap();
+        let a = instance("api", "a", 1);
+        let registered = discovery.register(&a).await;
+        assert!(matches!(&registered, Err(zk_curator::Error::InvalidPath { .. })), "{instances:?}: {registered:?}");
+        let queried = discovery.query_for_instances("api").await;
+        assert!(matches!(&queried, Err(zk_curator::Error::InvalidPath { .. })), "{instances:?}: {queried:?}");
+        let one = discovery.query_for_instance("api", "a").await;
+        assert!(matches!(&one, Err(zk_curator::Error::InvalidPath { .. })), "{instances:?}: {one:?}");
+        let cache = discovery.service_cache("api");
+        assert!(matches!(&cache, Err(zk_curator::Error::InvalidPath { .. })), "{instances:?}: {:?}", cache.err());
+        discovery.close().await.unwrap();
+    }
+    // The standard layout at "/" with unicode and odd names: no panic, names refused by type.
+    let discovery = ServiceDiscovery::<Details>::builder(client, &root).build().unwrap();
+    let standard = StandardPathConstructor::new("/").unwrap();
+    assert_eq!(standard.path_for_instances("dienst-ü"), "/dienst-ü");
+    let unicode = instance("dienst-ü", "ид-1", 1);
+    discovery.register(&unicode).await.unwrap();
+    assert_eq!(discovery.query_for_instances("dienst-ü").await.unwrap(), [unicode.clone()]);
+    for name in ["", "a/b", ".", ".."] {
+        let found = discovery.query_for_instances(name).await;
+        assert!(
+            matches!(&found, Err(zk_curator::Error::InvalidArgument { value, .. }) if value.contains(name)),
+            "{name:?}: {found:?}"
+        );
+    }
+    discovery.close().await.unwrap();
+    let obs = support::observer(&server.connect_string()).await;
+    assert!(support::sorted_children(&obs, &format!("{root}/dienst-ü")).await.is_empty(), "nothing left behind");
+}
