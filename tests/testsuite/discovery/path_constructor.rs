@@ -128,7 +128,7 @@ async fn absurd_layouts_and_names_are_typed_errors_naming_the_value_and_leave_no
     assert_eq!(standard.path_for_instances("dienst-ü"), "/dienst-ü");
     let unicode = instance("dienst-ü", "ид-1", 1);
     discovery.register(&unicode).await.unwrap();
-    assert_eq!(discovery.query_for_instances("dienst-ü").await.unwrap(), [unicode.clone()]);
+    assert_eq!(discovery.query_for_instances("dienst-ü").await.unwrap(), [unicode]);
     for name in ["", "a/b", ".", ".."] {
         let found = discovery.query_for_instances(name).await;
         assert!(
