@@ -40,7 +40,10 @@
 //!   its waiters only watch it, so none are listed.
 //! * membership (`GroupMember`, `PersistentNode` registrations): ephemeral children that are not
 //!   lock nodes, `<path>/<memberId>`; every one is a member. They are found when listed (an
-//!   ephemeral node has no children): one `getData` more per member.
+//!   ephemeral node has no children): one `getData` more per member. With the `discovery`
+//!   feature, a group one of whose members holds a curator-x-discovery instance of it (Curator's
+//!   JSON naming the group or the member) is a service, listed by `inspect_services` and not
+//!   here: a registry's `base/NAME/ID` nodes have a group's shape.
 //!
 //! A lock node is a child whose name contains one of those lock names and ends in a sequence
 //! number (10 digits or more), or a non-fair mutex's `nonfair-lock`. Lock nodes are ephemeral, so they are never listed; every other
@@ -409,6 +412,10 @@ pub async fn inspect_with(client: &CuratorClient, root: &str, options: &InspectO
     for group in locks.iter_mut().filter(|l| l.kind == LockKind::Membership) {
         group.holders.sort_by(|a, b| a.node.cmp(&b.node));
     }
+    // A service's ephemeral instances are laid out as a group's members (`base/NAME/ID`): only
+    // their data tells them apart. Services are `inspect_services`'s, not locks.
+    #[cfg(feature = "discovery")]
+    locks.retain(|l| !(l.kind == LockKind::Membership && is_discovery_service(&l.path, &l.holders)));
     locks.sort_by(|a: &LockInfo, b: &LockInfo| a.path.cmp(&b.path));
     let (unreadable, requests) = walk.into_parts();
     Ok(Inspection { locks, truncated, unreadable, requests })
@@ -918,4 +925,265 @@ pub async fn inspect_barrier(client: &CuratorClient, path: &str) -> Result<Optio
     members.sort_by_key(|(czxid, _)| *czxid);
     let members = members.into_iter().map(|(_, m)| m).collect();
     Ok(Some(BarrierInfo { path: path.to_string(), members, ready }))
+}
+
+// ---- service discovery ---------------------------------------------------------------------
+
+/// One instance of a service found by [`inspect_services`], as Curator's JSON in its node says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct InstanceSummary {
+    /// The instance's node, full path.
+    pub node: String,
+    /// Its id (the node's name, without the sequence of a `DYNAMIC_SEQUENTIAL` instance).
+    pub id: String,
+    /// Its address, if set.
+    pub address: Option<String>,
+    /// Its port, if set.
+    pub port: Option<u16>,
+    /// Its SSL port, if set.
+    pub ssl_port: Option<u16>,
+    /// Its service type as Curator writes it: `DYNAMIC`, `STATIC`, `PERMANENT`,
+    /// `DYNAMIC_SEQUENTIAL`.
+    pub service_type: &'static str,
+    /// Whether it takes traffic (Curator's `enabled`; true when the JSON does not say).
+    pub enabled: bool,
+    /// The session owning its node (`ephemeralOwner`), 0 for a persistent (`STATIC`,
+    /// `PERMANENT`) instance. Serialised as hex, as a lock holder's.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "json::session_hex"))]
+    pub session: i64,
+}
+
+/// A node under a service that is not an instance (another writer's data, a truncated write).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct MalformedInstance {
+    /// The node, full path.
+    pub node: String,
+    /// Why it cannot be read as an instance.
+    pub error: String,
+}
+
+/// A service of a curator-x-discovery registry (`base/NAME/ID`), found by [`inspect_services`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ServiceSummary {
+    /// The service's node, full path (its parent is the registry's base path).
+    pub path: String,
+    /// The service's name (the node's name).
+    pub name: String,
+    /// Its instances, by node name.
+    pub instances: Vec<InstanceSummary>,
+    /// Its nodes that are not instances, by node name.
+    pub malformed: Vec<MalformedInstance>,
+}
+
+/// What [`inspect_services`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ServicesInspection {
+    /// The services, by path.
+    pub services: Vec<ServiceSummary>,
+    /// Whether a limit of [`InspectOptions`] stopped the walk (services below are missing).
+    pub truncated: bool,
+    /// Paths that could not be read for lack of permission (skipped).
+    pub unreadable: Vec<String>,
+    /// The requests sent.
+    pub requests: usize,
+}
+
+/// Every curator-x-discovery service under `root` (itself included), whoever registered it
+/// (zk-curator or Curator): its instances with address, ports, type and `enabled`, and the nodes
+/// under it that are not instances.
+///
+/// A node is a service when at least one of its children holds Curator's instance JSON naming
+/// it (`"name"` equal to the node's name) or naming the child (`"id"` equal to the child's name,
+/// followed by its sequence number for a `DYNAMIC_SEQUENTIAL` instance); then every child that
+/// is such an instance is listed as one, every other one (not JSON, or JSON naming neither) is
+/// [malformed](ServiceSummary::malformed). [`inspect_with`] does not list a service's ephemeral
+/// instances as a group's members.
+///
+/// Cost: one `getData` per node under `root` and one `getChildren` per node that has children,
+/// up to 16 paths at a time; [`InspectOptions::max_listings`] bounds the nodes read, its
+/// `max_depth` the levels. Nodes that go away meanwhile are skipped.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] for a bad `root`; an option of 0 listings is
+/// [`Error::InvalidArgument`]; the server's or the connection's error if a read fails other than
+/// with `NoNode` (skipped) or `NoAuth` (listed in [`ServicesInspection::unreadable`]).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// use zk_curator::inspect::{inspect_services, InspectOptions};
+///
+/// for service in inspect_services(&client, "/services", &InspectOptions::new()).await?.services {
+///     println!("{}: {} instance(s), {} malformed", service.name, service.instances.len(), service.malformed.len());
+/// }
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "discovery")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
+pub async fn inspect_services(
+    client: &CuratorClient,
+    root: &str,
+    options: &InspectOptions,
+) -> Result<ServicesInspection> {
+    validate_path(root)?;
+    if options.max_listings == 0 {
+        return Err(Error::invalid_argument("max_listings", 0, "must be at least 1"));
+    }
+    let walk = Walk::new(client);
+    let mut services = Vec::new();
+    let mut truncated = false;
+    let mut read = 0usize;
+    // Level by level: a directory's children are read together, then told apart.
+    let mut level = vec![root.to_string()];
+    let mut depth = 0usize;
+    while !level.is_empty() && depth <= options.max_depth {
+        let mut next = Vec::new();
+        for chunk in level.chunks(CONCURRENCY) {
+            let room = options.max_listings - read;
+            if room < chunk.len() {
+                truncated = true;
+            }
+            let chunk = &chunk[..chunk.len().min(room)];
+            if chunk.is_empty() {
+                break;
+            }
+            read += chunk.len();
+            let listed = join_all(chunk.iter().map(|dir| walk.children(dir)).collect()).await;
+            for (dir, names) in chunk.iter().zip(listed) {
+                let Some(mut names) = names? else { continue };
+                if names.is_empty() {
+                    continue;
+                }
+                names.sort();
+                let nodes: Vec<String> = names.iter().map(|n| child(dir, n)).collect();
+                let data = join_all(nodes.iter().map(|node| walk.data(node)).collect()).await;
+                let mut found = Vec::new();
+                for (node, data) in nodes.into_iter().zip(data) {
+                    if let Some((data, stat)) = data? {
+                        found.push((node, data, stat));
+                    }
+                }
+                match service_of(dir, found) {
+                    Some(service) => services.push(service),
+                    // Not a service: its children may be (a base path), or hold some.
+                    None => next.extend(names.iter().map(|n| child(dir, n))),
+                }
+            }
+        }
+        if truncated {
+            break;
+        }
+        if depth == options.max_depth && !next.is_empty() {
+            truncated = true;
+            break;
+        }
+        level = next;
+        depth += 1;
+    }
+    services.sort_by(|a, b| a.path.cmp(&b.path));
+    let (unreadable, requests) = walk.into_parts();
+    Ok(ServicesInspection { services, truncated, unreadable, requests })
+}
+
+/// `dir` as a service, from its children's nodes (path, data, stat): `None` when none of them
+/// is an instance of it.
+#[cfg(feature = "discovery")]
+fn service_of(dir: &str, children: Vec<(String, Vec<u8>, Stat)>) -> Option<ServiceSummary> {
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    let mut instances = Vec::new();
+    let mut malformed = Vec::new();
+    for (node, data, stat) in children {
+        match instance_of(dir, &node, &data) {
+            Ok(instance) => instances.push(InstanceSummary {
+                node,
+                id: instance.id().to_string(),
+                address: instance.address().map(str::to_string),
+                port: instance.port(),
+                ssl_port: instance.ssl_port(),
+                service_type: instance.service_type().wire_name(),
+                enabled: instance.is_enabled(),
+                session: stat.ephemeral_owner,
+            }),
+            Err(error) => malformed.push(MalformedInstance { node, error }),
+        }
+    }
+    (!instances.is_empty()).then(|| ServiceSummary {
+        path: dir.to_string(),
+        name: name.to_string(),
+        instances,
+        malformed,
+    })
+}
+
+/// `data` of `node` (a child of `dir`) as a curator-x-discovery instance of the service at `dir`:
+/// Curator's JSON naming the service (`"name"` equal to `dir`'s name, the default
+/// `DiscoveryPathConstructor`) or the node (`"id"` equal to its name, followed by a sequence
+/// number for a `DYNAMIC_SEQUENTIAL` instance; a custom path constructor's). Otherwise why not.
+///
+/// Both are needed: Curator's reader is lenient (missing fields take defaults), so any JSON
+/// object reads as an instance, and a group member's data may be one.
+#[cfg(feature = "discovery")]
+fn instance_of(
+    dir: &str,
+    node: &str,
+    data: &[u8],
+) -> std::result::Result<crate::discovery::ServiceInstance<serde_json::Value>, String> {
+    use crate::discovery::{InstanceSerializer, JsonInstanceSerializer};
+    let service = dir.rsplit('/').next().unwrap_or(dir);
+    let node_name = node.rsplit('/').next().unwrap_or(node);
+    let instance = InstanceSerializer::<serde_json::Value>::deserialize(&JsonInstanceSerializer::new(), data)
+        .map_err(|e| e.to_string())?;
+    let id = instance.id();
+    let names_the_node = !id.is_empty()
+        && node_name
+            .strip_prefix(id)
+            .is_some_and(|rest| rest.is_empty() || rest.len() >= 10 && rest.bytes().all(|b| b.is_ascii_digit()));
+    if instance.name() == service || names_the_node {
+        Ok(instance)
+    } else {
+        Err(format!(
+            "not an instance of this service: its JSON names service {:?}, id {:?}",
+            instance.name(),
+            instance.id()
+        ))
+    }
+}
+
+/// Whether the group at `group` is a curator-x-discovery service: one of its members holds an
+/// instance of it ([`instance_of`]). Such a group is listed by [`inspect_services`], not as a
+/// lock.
+#[cfg(feature = "discovery")]
+fn is_discovery_service(group: &str, members: &[LockHolder]) -> bool {
+    members.iter().any(|m| instance_of(group, &m.node, &m.data).is_ok())
+}
+
+impl Walk<'_> {
+    /// `node`'s data and stat; `None` if it is gone (or, recorded, unreadable).
+    async fn data(&self, node: &str) -> Result<Option<(Vec<u8>, Stat)>> {
+        self.count();
+        match self.client.get_data(node).undecompressed().await {
+            Ok(read) => Ok(Some(read)),
+            Err(e) if e.code() == Some(ErrorCode::NoNode) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoAuth) => {
+                tracing::debug!(node, "inspect: not allowed to read; skipped");
+                self.unreadable.lock().push(node.to_string());
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
 }

@@ -119,8 +119,7 @@ impl Drop for Running {
 
 impl<T: Payload> ServiceCache<T> {
     pub(crate) fn start(discovery: &ServiceDiscovery<T>, name: &str) -> Result<Self> {
-        super::instance::check_node_name("service name", name)?;
-        let path = discovery.path_for_name(name);
+        let path = discovery.instances_path(name)?;
         let cache = CuratorCache::builder(discovery.client(), &path).mode(CacheMode::Children).start()?;
         let shared = Arc::new(Shared {
             name: name.to_string(),

@@ -16,6 +16,7 @@ use crate::CuratorClient;
 
 use super::cache::{ServiceCache, ServiceCacheEvent};
 use super::instance::{check_node_name, ServiceInstance};
+use super::path_constructor::{DiscoveryPathConstructor, StandardPathConstructor};
 use super::provider::ServiceProviderBuilder;
 use super::serializer::{InstanceSerializer, JsonInstanceSerializer};
 
@@ -29,6 +30,7 @@ impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Payload fo
 pub struct ServiceDiscoveryBuilder<T> {
     client: CuratorClient,
     base_path: String,
+    path_constructor: Option<Arc<dyn DiscoveryPathConstructor>>,
     serializer: Arc<dyn InstanceSerializer<T>>,
     this_instance: Option<ServiceInstance<T>>,
     watch_instances: bool,
@@ -51,6 +53,32 @@ impl<T: Payload> ServiceDiscoveryBuilder<T> {
         self
     }
 
+    /// Where the services and instances are (Curator's `pathConstructor`): replaces the
+    /// builder's base path and its `base/NAME/ID` layout ([`StandardPathConstructor`]). Every
+    /// reader and writer of the registry must use the same layout.
+    ///
+    /// ```no_run
+    /// use zk_curator::discovery::{DiscoveryPathConstructor, ServiceDiscovery};
+    ///
+    /// struct HostsLayout;
+    /// impl DiscoveryPathConstructor for HostsLayout {
+    ///     fn base_path(&self) -> &str {
+    ///         "/services"
+    ///     }
+    ///     fn path_for_instances(&self, service_name: &str) -> String {
+    ///         format!("/services/{service_name}/hosts")
+    ///     }
+    /// }
+    /// # fn demo(client: &zk_curator::CuratorClient) -> zk_curator::Result<()> {
+    /// let discovery = ServiceDiscovery::<()>::builder(client, "/unused").path_constructor(HostsLayout).build()?;
+    /// assert_eq!(discovery.path_for_instance("api", "a1"), "/services/api/hosts/a1");
+    /// # Ok(()) }
+    /// ```
+    pub fn path_constructor(mut self, constructor: impl DiscoveryPathConstructor) -> Self {
+        self.path_constructor = Some(Arc::new(constructor));
+        self
+    }
+
     /// An instance registered by [`start`](ServiceDiscovery::start) (Curator's `thisInstance`).
     pub fn this_instance(mut self, instance: ServiceInstance<T>) -> Self {
         self.this_instance = Some(instance);
@@ -61,13 +89,20 @@ impl<T: Payload> ServiceDiscoveryBuilder<T> {
     /// [`register`](ServiceDiscovery::register).
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] naming the base path if it is not a valid ZooKeeper path.
+    /// [`Error::InvalidPath`] naming the base path (the path constructor's, if set) if it is not
+    /// a valid ZooKeeper path.
     pub fn build(self) -> Result<ServiceDiscovery<T>> {
-        paths::validate_path(&self.base_path)?;
+        let layout: Arc<dyn DiscoveryPathConstructor> = match self.path_constructor {
+            Some(layout) => {
+                paths::validate_path(layout.base_path())?;
+                layout
+            }
+            None => Arc::new(StandardPathConstructor::new(&self.base_path)?),
+        };
         Ok(ServiceDiscovery {
             inner: Arc::new(Inner {
                 client: self.client,
-                base_path: self.base_path,
+                layout,
                 serializer: self.serializer,
                 this_instance: parking_lot::Mutex::new(self.this_instance),
                 watch_instances: self.watch_instances,
@@ -132,7 +167,8 @@ impl<T> Clone for ServiceDiscovery<T> {
 
 struct Inner<T> {
     client: CuratorClient,
-    base_path: String,
+    /// Where the services and instances are.
+    layout: Arc<dyn DiscoveryPathConstructor>,
     serializer: Arc<dyn InstanceSerializer<T>>,
     this_instance: parking_lot::Mutex<Option<ServiceInstance<T>>>,
     watch_instances: bool,
@@ -189,7 +225,7 @@ struct Registration<T> {
 impl<T> std::fmt::Debug for ServiceDiscovery<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceDiscovery")
-            .field("base_path", &self.inner.base_path)
+            .field("base_path", &self.inner.layout.base_path())
             .field("registered", &self.inner.registered.lock().keys().cloned().collect::<Vec<_>>())
             .finish()
     }
@@ -202,6 +238,7 @@ impl<T: Payload> ServiceDiscovery<T> {
         ServiceDiscoveryBuilder {
             client: client.clone(),
             base_path: base_path.to_string(),
+            path_constructor: None,
             serializer: Arc::new(JsonInstanceSerializer::new()),
             this_instance: None,
             watch_instances: false,
@@ -213,21 +250,22 @@ impl<T: Payload> ServiceDiscovery<T> {
         &self.inner.client
     }
 
-    /// The registry's base path.
+    /// The registry's base path (its path constructor's).
     pub fn base_path(&self) -> &str {
-        &self.inner.base_path
+        self.inner.layout.base_path()
     }
 
     pub(crate) fn serializer(&self) -> Arc<dyn InstanceSerializer<T>> {
         self.inner.serializer.clone()
     }
 
-    /// The path of a service's instances: `base/name`.
+    /// The path of a service's instances: `base/name` (its path constructor's
+    /// [`path_for_instances`](DiscoveryPathConstructor::path_for_instances)).
     pub fn path_for_name(&self, name: &str) -> String {
-        paths::join(&self.inner.base_path, name)
+        self.inner.layout.path_for_instances(name)
     }
 
-    /// The path of an instance: `base/name/id`.
+    /// The path of an instance: `base/name/id` (under [`path_for_name`](Self::path_for_name)).
     pub fn path_for_instance(&self, name: &str, id: &str) -> String {
         paths::join(&self.path_for_name(name), id)
     }
@@ -553,7 +591,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_names(&self) -> Result<Vec<String>> {
-        let mut names = self.children_or_none(&self.inner.base_path).await?;
+        let mut names = self.children_or_none(self.inner.layout.base_path()).await?;
         names.sort();
         Ok(names)
     }
@@ -578,8 +616,7 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_instances(&self, name: &str) -> Result<Vec<ServiceInstance<T>>> {
-        check_node_name("service name", name)?;
-        let parent = self.path_for_name(name);
+        let parent = self.instances_path(name)?;
         let mut ids = self.children_or_none(&parent).await?;
         ids.sort();
         let mut instances = Vec::with_capacity(ids.len());
@@ -615,9 +652,9 @@ impl<T: Payload> ServiceDiscovery<T> {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_instance(&self, name: &str, id: &str) -> Result<Option<ServiceInstance<T>>> {
-        check_node_name("service name", name)?;
         check_node_name("instance id", id)?;
-        self.read_instance(&self.path_for_instance(name, id)).await
+        let path = paths::join(&self.instances_path(name)?, id);
+        self.read_instance(&path).await
     }
 
     /// Unregisters every instance this discovery registered, deleting their nodes (Curator's
@@ -700,15 +737,24 @@ impl<T: Payload> ServiceDiscovery<T> {
 
     fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Closed { path: self.inner.base_path.clone() });
+            return Err(Error::Closed { path: self.inner.layout.base_path().to_string() });
         }
         Ok(())
     }
 
     fn checked_path(&self, instance: &ServiceInstance<T>) -> Result<String> {
-        check_node_name("service name", &instance.name)?;
         check_node_name("instance id", &instance.id)?;
-        let path = self.path_for_instance(&instance.name, &instance.id);
+        let path = paths::join(&self.instances_path(&instance.name)?, &instance.id);
+        paths::validate_path(&path)?;
+        Ok(path)
+    }
+
+    /// The path of `name`'s instances, checked: the name is one node name, and the layout's
+    /// path for it a valid ZooKeeper path (checked as the layout gives it: joining an instance id
+    /// to `""` or `"/a/"` would make a valid path somewhere else).
+    pub(crate) fn instances_path(&self, name: &str) -> Result<String> {
+        check_node_name("service name", name)?;
+        let path = self.path_for_name(name);
         paths::validate_path(&path)?;
         Ok(path)
     }

@@ -18,7 +18,7 @@
 //!   filters (enabled ones by default) and a [`DownInstancePolicy`] for instances that fail.
 //!
 //! Curator's layout: the registry under a base path, a node per service name, under it a node per
-//! instance id holding the instance's JSON. Everything is behind the `discovery` feature (it pulls
+//! instance id holding the instance's JSON (another layout: a [`DiscoveryPathConstructor`]). Everything is behind the `discovery` feature (it pulls
 //! in serde and serde_json).
 //!
 //! ```no_run
@@ -39,6 +39,7 @@ mod cache;
 #[allow(clippy::module_inception)]
 mod discovery;
 mod instance;
+mod path_constructor;
 mod provider;
 mod serializer;
 mod strategy;
@@ -50,5 +51,6 @@ pub use strategy::{Candidates, ProviderStrategy, RandomStrategy, RoundRobinStrat
 
 pub use discovery::{Payload, ServiceDiscovery, ServiceDiscoveryBuilder};
 pub use instance::{ServiceInstance, ServiceInstanceBuilder, ServiceType};
+pub use path_constructor::{DiscoveryPathConstructor, StandardPathConstructor};
 pub use serializer::{InstanceSerializer, JsonInstanceSerializer, SerializeError, DEFAULT_PAYLOAD_CLASS};
 pub use uri_spec::{UriPart, UriSpec};

@@ -5,6 +5,7 @@ mod blocking_facade;
 mod cache;
 mod faults;
 mod interop;
+mod path_constructor;
 mod provider;
 mod registration;
 mod wire_format;

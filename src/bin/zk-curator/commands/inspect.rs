@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::inspect::{inspect_with, InspectOptions, LockInfo};
+use zk_curator::inspect::{inspect_services, inspect_with, InspectOptions, LockInfo, ServiceSummary};
 
 use crate::common::{exit, parse_seconds, EXIT_UNAVAILABLE};
 use crate::connection::Resolved;
@@ -48,7 +48,19 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
     };
     let options = InspectOptions::new().max_depth(args.max_depth).max_listings(args.max_nodes);
     let found = inspect_with(&client, &args.root, &options).await;
+    // Discovery registries are a walk of their own (it reads nodes' data, the lock walk does not).
+    let services = match (&found, args.older_than) {
+        (Ok(_), None) => Some(inspect_services(&client, &args.root, &options).await),
+        _ => None,
+    };
     client.close().await;
+    let services = match services.transpose() {
+        Ok(services) => services,
+        Err(e) => {
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
+            return exit(EXIT_UNAVAILABLE);
+        }
+    };
     let found = match found {
         Ok(found) => found,
         Err(e) => {
@@ -73,9 +85,35 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         }
         locks.retain(|lock| !lock.holders.is_empty());
     }
+    let services = services.map(|found| {
+        for path in &found.unreadable {
+            eprintln!("zk-curator: not allowed to read {path}; skipped");
+        }
+        if found.truncated && !truncated {
+            eprintln!(
+                "zk-curator: stopped at --max-nodes {} / --max-depth {}: services further down are not listed",
+                args.max_nodes, args.max_depth
+            );
+        }
+        found.services
+    });
+    let services = services.unwrap_or_default();
     if args.json {
-        // The library's `serde` shape of `LockInfo` is the documented `--json` schema.
-        match serde_json::to_string(&locks) {
+        // The library's `serde` shapes of `LockInfo` and `ServiceSummary` are the documented
+        // `--json` schema (a service is an object of kind "service").
+        let mut items: Vec<serde_json::Value> = Vec::with_capacity(locks.len() + services.len());
+        for lock in &locks {
+            items.push(serde_json::to_value(lock).unwrap_or_default());
+        }
+        for service in &services {
+            let mut item = serde_json::to_value(service).unwrap_or_default();
+            if let Some(object) = item.as_object_mut() {
+                object.insert("kind".into(), "service".into());
+            }
+            items.push(item);
+        }
+        items.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+        match serde_json::to_string(&items) {
             Ok(json) => println!("{json}"),
             Err(e) => {
                 eprintln!("zk-curator: cannot write JSON: {e}");
@@ -84,6 +122,9 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         }
     } else {
         print!("{}", table(&locks));
+        if !services.is_empty() {
+            print!("\n{}", services_table(&services));
+        }
     }
     match args.older_than {
         Some(_) if !locks.is_empty() => exit(EXIT_OLD_HOLDS),
@@ -99,6 +140,81 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
 /// Seconds with one decimal, e.g. `12.3s`.
 fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
+}
+
+/// One line per instance or malformed node (the first line of a service carries its path and
+/// counts).
+fn services_table(services: &[ServiceSummary]) -> String {
+    let header = ["SERVICE", "INSTANCES", "MALFORMED", "ID", "ADDRESS", "PORT", "TYPE", "ENABLED", "SESSION"];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for service in services {
+        let counts = [service.path.clone(), service.instances.len().to_string(), service.malformed.len().to_string()];
+        let mut first = true;
+        let mut lead = || {
+            let lead = if first { counts.clone() } else { Default::default() };
+            first = false;
+            lead
+        };
+        for i in &service.instances {
+            let mut row = lead().to_vec();
+            row.extend([
+                i.id.clone(),
+                i.address.clone().unwrap_or_else(|| "-".into()),
+                i.port.map_or_else(|| "-".into(), |p| p.to_string()),
+                i.service_type.to_string(),
+                i.enabled.to_string(),
+                if i.session == 0 { "-".into() } else { format!("0x{:x}", i.session) },
+            ]);
+            rows.push(row);
+        }
+        for m in &service.malformed {
+            let mut row = lead().to_vec();
+            let name = m.node.rsplit('/').next().unwrap_or(&m.node).to_string();
+            row.extend([
+                name,
+                format!("malformed: {}", m.error),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            rows.push(row);
+        }
+        if service.instances.is_empty() && service.malformed.is_empty() {
+            let mut row = lead().to_vec();
+            row.extend(std::iter::repeat_n(String::from("-"), 6));
+            rows.push(row);
+        }
+    }
+    aligned(&header, &rows)
+}
+
+/// The rows under the header, each column as wide as its widest cell.
+fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[&str]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            text.push_str(cell);
+            if i + 1 < cells.len() {
+                // Padded by hand: a format width over u16::MAX panics, and an error may be long.
+                text.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count()) + 2));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(header);
+    for row in rows {
+        line(&row.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    out
 }
 
 /// One line per holder (the first line of a lock carries its path, kind and waiters).
