@@ -580,6 +580,24 @@ impl<T: Send + 'static> Taker<T> {
                 Err(e) => return Err(Error::zk(&self.shared.path, e)),
             }
         }
+        // All of them in one transaction first (one log entry on the server instead of one write
+        // each); when another consumer took one of them (the transaction then removed none), each
+        // is deleted on its own.
+        if readable.len() > 1 {
+            let mut writer = zk.new_multi_writer();
+            for (i, _) in &readable {
+                writer.add_delete(&fixed[*i], None).map_err(|e| Error::zk(&self.shared.path, e))?;
+            }
+            match writer.commit().await {
+                Ok(_) => return Ok(readable.into_iter().map(|(i, data)| (names[i].clone(), data, None)).collect()),
+                Err(zk::MultiWriteError::OperationFailed { .. }) => {}
+                // Unknown outcome: at most once, so these items may be lost.
+                Err(zk::MultiWriteError::RequestFailed { source }) => {
+                    warn!(nodes = readable.len(), error = %source, "a queue's batched delete went unanswered (at most once: its items may be lost)");
+                    return Err(Error::zk(&self.shared.path, source));
+                }
+            }
+        }
         let deletes: Vec<_> = readable.iter().map(|(i, _)| zk.delete(&fixed[*i], None)).collect();
         let mut taken = Vec::new();
         let mut failure = None;

@@ -25,6 +25,14 @@ pub(crate) const ITEM_PREFIX: &str = "queue-";
 /// Most creates one producer has in flight on its session at once.
 const MAX_PIPELINED_PUTS: usize = 1024;
 
+/// Most creates sent together in one transaction (`multi`): the server logs (and fsyncs) a
+/// transaction as one entry, where separate creates cost one request each.
+const MAX_CREATES_PER_MULTI: usize = 256;
+
+/// Most item data in one transaction: far below the server's 1 MiB request limit
+/// (`jute.maxbuffer`); a larger item is sent alone.
+const MAX_MULTI_BYTES: usize = 256 * 1024;
+
 /// The default bound on the nodes one consumer holds at once (taken, not yet acknowledged).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 
@@ -634,6 +642,22 @@ impl<T: Send + 'static> DistributedQueue<T> {
     }
 }
 
+/// The next jobs to send together, oldest first: at most `limit` of them, up to
+/// [`MAX_CREATES_PER_MULTI`] and [`MAX_MULTI_BYTES`] of data (at least one job).
+fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize) -> Vec<PutJob> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while let Some(job) = waiting.front() {
+        let full = batch.len() >= limit.min(MAX_CREATES_PER_MULTI) || bytes + job.data.len() > MAX_MULTI_BYTES;
+        if !batch.is_empty() && full {
+            break;
+        }
+        bytes += job.data.len();
+        batch.extend(waiting.pop_front());
+    }
+    batch
+}
+
 async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
         Some(until) => tokio::time::sleep_until(until).await,
@@ -641,8 +665,28 @@ async fn sleep_until(until: Option<tokio::time::Instant>) {
     }
 }
 
-type CreateReply<'a> =
-    Pin<Box<dyn Future<Output = std::result::Result<(zk::Stat, zk::CreateSequence), zk::Error>> + Send + 'a>>;
+type CreateReply<'a> = Pin<Box<dyn Future<Output = std::result::Result<(), zk::Error>> + Send + 'a>>;
+
+/// Sends `jobs`' creates: one create for a single job, else one transaction (all made or none).
+fn send_creates<'a>(
+    zk: &'a zk::Client,
+    item_path: &'a str,
+    jobs: &[PutJob],
+    options: &zk::CreateOptions<'_>,
+) -> CreateReply<'a> {
+    if let [job] = jobs {
+        let reply = zk.create(item_path, &job.data, options);
+        return Box::pin(async move { reply.await.map(|_| ()) });
+    }
+    let mut writer = zk.new_multi_writer();
+    for job in jobs {
+        if let Err(e) = writer.add_create(item_path, &job.data, options) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+    }
+    let reply = writer.commit();
+    Box::pin(async move { reply.await.map(|_| ()).map_err(zk::Error::from) })
+}
 
 /// The task that creates a queue's item nodes: creates are pipelined on the session (sent as they
 /// come, up to [`MAX_PIPELINED_PUTS`] unanswered), in the order they were put.
@@ -700,32 +744,37 @@ impl PutPipeline {
                 }
             };
             let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
-            let mut in_flight: VecDeque<(PutJob, CreateReply<'_>)> = VecDeque::new();
+            // Each entry: the jobs sent together (one create, or one transaction of creates).
+            let mut in_flight: VecDeque<(Vec<PutJob>, CreateReply<'_>)> = VecDeque::new();
+            let mut unanswered = 0;
             let mut failure: Option<zk::Error> = None;
             let mut failed: Vec<PutJob> = Vec::new();
             loop {
                 if failure.is_none() {
-                    while in_flight.len() < MAX_PIPELINED_PUTS {
-                        let Some(job) = waiting.pop_front() else { break };
-                        let reply = Box::pin(zk.create(&item_path, &job.data, &options));
-                        in_flight.push_back((job, reply));
+                    while unanswered < MAX_PIPELINED_PUTS && !waiting.is_empty() {
+                        let batch = take_batch(&mut waiting, MAX_PIPELINED_PUTS - unanswered);
+                        let reply = send_creates(&zk, &item_path, &batch, &options);
+                        unanswered += batch.len();
+                        in_flight.push_back((batch, reply));
                     }
                 }
                 if in_flight.is_empty() {
                     break;
                 }
-                let room = open && failure.is_none() && in_flight.len() < MAX_PIPELINED_PUTS;
+                let room = open && failure.is_none() && unanswered < MAX_PIPELINED_PUTS;
                 tokio::select! {
                     biased;
                     reply = async { in_flight.front_mut().map(|(_, r)| r) .expect("checked").as_mut().await } => {
-                        let Some((job, _)) = in_flight.pop_front() else { break };
+                        let Some((batch, _)) = in_flight.pop_front() else { break };
+                        unanswered -= batch.len();
                         match reply {
-                            Ok(_) => self.finish(job, Ok(())),
+                            Ok(()) => batch.into_iter().for_each(|job| self.finish(job, Ok(()))),
                             // Sent again after the first failure: in order, and once the cause is
-                            // dealt with (the queue path made, a connection).
+                            // dealt with (the queue path made, a connection). A transaction made
+                            // none of its nodes, so all of its jobs go again.
                             Err(e) => {
                                 failure.get_or_insert(e);
-                                failed.push(job);
+                                failed.extend(batch);
                             }
                         }
                     }

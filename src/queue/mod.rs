@@ -62,10 +62,15 @@
 //!
 //! # Speed
 //!
-//! Each queue pipelines its creates on its session (up to 1024 unanswered, sent in put order);
-//! a consumer takes up to `max_in_flight` nodes per round with pipelined requests: without a lock
-//! path one round of reads then one of deletes, with one a single round of lock creates and reads
-//! — where Curator makes two or three round trips per item and lists the queue again for each.
+//! Each queue pipelines its creates on its session (up to 1024 unanswered, sent in put order),
+//! the puts waiting together sent as one transaction of up to 256 creates (one log entry and
+//! fsync on the server for all of them; a transaction makes all its nodes or none, so put order
+//! and "put once or, rarely, twice" hold as for single creates). A consumer takes up to
+//! `max_in_flight` nodes per round with pipelined requests: without a lock path one round of reads
+//! then one transaction deleting them all (when another consumer took one of them first, the
+//! transaction removes none and each is deleted on its own), with one a single round of lock
+//! creates and reads — where Curator makes two or three round trips per item and lists the queue
+//! again for each.
 
 mod consumer;
 mod distributed;
