@@ -2,7 +2,8 @@
 //! read-write lock, the semaphores, the multi-lock, leader election (`LeaderLatch`,
 //! `LeaderSelector`), the barriers ([`DistributedBarrier`], [`DistributedDoubleBarrier`]), the cache
 //! (`CuratorCache`), the shared values, the atomic counters and the nodes kept present
-//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`), the queue ([`SimpleDistributedQueue`]) and, with the `discovery` feature,
+//! (`PersistentNode`, `PersistentTtlNode`, `GroupMember`), the queues ([`SimpleDistributedQueue`], and [`DistributedQueue`] whose consumer is an
+//! iterator of [`QueueItem`]s to acknowledge) and, with the `discovery` feature,
 //! service discovery (`ServiceDiscovery`, `ServiceCache`, `ServiceProvider`) — for programs that are not async (like
 //! `reqwest::blocking`).
 //!
@@ -67,6 +68,7 @@ mod claims;
 mod client;
 #[cfg(feature = "discovery")]
 mod discovery;
+mod distributed_queue;
 mod hold_states;
 mod idempotency;
 mod leader_latch;
@@ -96,6 +98,7 @@ pub use client::CuratorClient;
 #[cfg(feature = "discovery")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discovery")))]
 pub use discovery::{ServiceCache, ServiceCacheChanges, ServiceDiscovery, ServiceProvider};
+pub use distributed_queue::{DistributedQueue, QueueItem, QueueItems};
 pub use hold_states::HoldStateChanges;
 pub use idempotency::{Begin, IdempotencyClaim, IdempotencyKeys};
 pub use leader_latch::{LeaderLatch, LeadershipChanges};

@@ -396,9 +396,9 @@ impl CommitBuilder {
             return Err(Error::Closed { path });
         }
         // Nothing is sent yet: waiting for a connection is retried under the policy (the commit
-        // itself is sent once, or twice when it found the namespace node missing).
+        // itself is sent once, or again each time it found the namespace node missing).
         let mut retrying = client.retrying(&path, deadline);
-        let mut namespace_made = false;
+        let mut namespace_rounds = 0;
         loop {
             let (zk, _) = client.connected_retrying(&mut retrying).await?;
             // Sent after its deadline, a commit would report an error and could still be applied.
@@ -421,9 +421,9 @@ impl CommitBuilder {
                 // The namespace node is made lazily, as for a create: a failed transaction
                 // applied nothing, so it is sent once more after making it.
                 Err(zk::MultiWriteError::OperationFailed { source: zk::Error::NoNode, .. })
-                    if !namespace_made && client.ensure_namespace(deadline).await? =>
+                    if namespace_rounds < NAMESPACE_ROUNDS && client.ensure_namespace(deadline).await? =>
                 {
-                    namespace_made = true;
+                    namespace_rounds += 1;
                 }
                 Err(zk::MultiWriteError::OperationFailed { index, source }) => {
                     return Err(transaction.failed_at(index, &source))
@@ -433,6 +433,12 @@ impl CommitBuilder {
         }
     }
 }
+
+/// How many times a create or a transaction makes the namespace node again and is sent once more.
+/// More than once: the server's container reaper deletes by path, so a namespace node made again
+/// just after it emptied can be deleted by a reap decided before (seen with a short
+/// `znode.container.checkIntervalMs`).
+const NAMESPACE_ROUNDS: usize = 5;
 
 request_future!(CommitBuilder, Vec<OpResult>, timeout: timeout);
 
@@ -659,7 +665,7 @@ impl CreateBuilder {
         let data = data.as_slice();
         let path = self.path.as_str();
         let mut parent_rounds = 0;
-        let mut namespace_made = false;
+        let mut namespace_rounds = 0;
         // A sequential create is sent once per connection; waiting for one is retried under the
         // policy.
         let mut waiting = client.retrying(path, deadline);
@@ -687,8 +693,12 @@ impl CreateBuilder {
             };
             match result {
                 // The namespace node is made lazily, by the first create that misses it.
-                Err(e) if e.is(ErrorCode::NoNode) && self.parents == Parents::None && !namespace_made => {
-                    namespace_made = true;
+                Err(e)
+                    if e.is(ErrorCode::NoNode)
+                        && self.parents == Parents::None
+                        && namespace_rounds < NAMESPACE_ROUNDS =>
+                {
+                    namespace_rounds += 1;
                     if !client.ensure_namespace(deadline).await? {
                         return Err(e);
                     }

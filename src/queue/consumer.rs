@@ -19,6 +19,7 @@ use crate::metrics::RecipeLabels;
 
 use super::distributed::{Shared, ITEM_PREFIX};
 use super::format;
+use super::order::requeue_prefix;
 
 /// Most nodes one consumer takes in one round of pipelined requests.
 const MAX_BATCH: usize = 256;
@@ -41,19 +42,12 @@ enum Delivery<T: 'static> {
 /// left for the next consumer, without one they are put back at the tail.
 pub struct QueueStream<T: 'static> {
     items: mpsc::UnboundedReceiver<Delivery<T>>,
-    task: tokio::task::JoinHandle<()>,
     labels: RecipeLabels,
 }
 
 impl<T: 'static> std::fmt::Debug for QueueStream<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueStream").field("buffered", &self.items.len()).finish()
-    }
-}
-
-impl<T: 'static> Drop for QueueStream<T> {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -180,7 +174,7 @@ impl<T: 'static> Drop for Item<T> {
         } else if !self.handed {
             // Taken (its node deleted) but never yielded: put back at the tail, not lost.
             let data = format::encode([self.node.shared.serializer.serialize(&self.value).as_slice()]);
-            if self.node.shared.enqueue(data, None, 0).is_err() {
+            if self.node.shared.enqueue(requeue_prefix(&self.node.name), data, None, 0).is_err() {
                 warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
             }
         }
@@ -267,7 +261,7 @@ impl<T: 'static> Item<T> {
         let Some(lock) = &node.lock else {
             self.done = true;
             let data = format::encode([node.shared.serializer.serialize(&self.value).as_slice()]);
-            return node.shared.enqueue(data, None, 0);
+            return node.shared.enqueue(requeue_prefix(&node.name), data, None, 0);
         };
         if node.settled.load(Ordering::Acquire) {
             return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
@@ -289,7 +283,7 @@ async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option
     let shared = &node.shared;
     let item_path = shared.item_path(&node.name);
     let mut retrying = shared.client.retrying(&item_path, None);
-    let tail = paths::join(&shared.fixed, ITEM_PREFIX);
+    let tail = paths::join(&shared.fixed, requeue_prefix(&node.name));
     let acls = shared.client.raw_acls_for(&tail);
     let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
     loop {
@@ -342,11 +336,15 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
         watch_next: false,
         contended: false,
         seen_queue: false,
+        wake_at: None,
         tx,
         shared: shared.clone(),
     };
-    let task = shared.client.runtime().spawn(taker.run());
-    QueueStream { items, task, labels: shared.labels.clone() }
+    // Not aborted when the stream is dropped: the task sees the channel closed at its next wait
+    // and stops there, so a round in flight finishes and what it took is released or put back
+    // (an abort mid-round would leave a lock node made, or a node deleted, that no item knows).
+    drop(shared.client.runtime().spawn(taker.run()));
+    QueueStream { items, labels: shared.labels.clone() }
 }
 
 /// The task taking items for one consumer.
@@ -364,6 +362,8 @@ struct Taker<T: 'static> {
     contended: bool,
     /// The queue path was seen: once it is gone, that is reported.
     seen_queue: bool,
+    /// When the first item node not due yet is due (a delay queue): a wait ends then.
+    wake_at: Option<tokio::time::Instant>,
 }
 
 impl<T: 'static> Taker<T> {
@@ -402,8 +402,10 @@ impl<T: Send + 'static> Taker<T> {
             };
             let permits = self.permits.clone();
             let first = tokio::select! {
-                permit = permits.acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
+                // A dropped stream or a closed queue first: no round after either.
+                biased;
                 () = stop => return,
+                permit = permits.acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
             };
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
@@ -469,8 +471,16 @@ impl<T: Send + 'static> Taker<T> {
                     () = self.tx.closed() => {}
                 }
             };
+            let wake_at = self.wake_at.take();
+            let due = async {
+                match wake_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = changed => {}
+                () = due => {}
                 () = stop => return,
             }
         }
@@ -512,14 +522,17 @@ impl<T: Send + 'static> Taker<T> {
                 .filter(|c| c.starts_with(ITEM_PREFIX) && !held.contains_key(c) && !self.reported.contains(c))
                 .collect()
         };
+        // Curator's order (the kind's: by name, so by sequence or priority; by delay, only the due
+        // ones; by sequence with ids), and at most `refresh_after` nodes from one listing.
+        let waiting = shared.order.arrange(&mut names, std::time::SystemTime::now());
+        self.wake_at = waiting.map(|w| tokio::time::Instant::now() + w);
         if names.is_empty() {
             return Ok(self.wait_on(watcher));
         }
-        // Curator's order: by name, so by sequence. A consumer that lost nodes to others last
+        // A consumer that lost nodes to others last
         // round starts a little further in, so competing consumers do not all ask for the same
         // oldest nodes (order across consumers is not kept anyway).
-        names.sort_unstable();
-        let want = permits.len();
+        let want = permits.len().min(shared.refresh_after);
         if self.contended && names.len() > want {
             use rand::Rng as _;
             let offset = rand::thread_rng().gen_range(0..=(names.len() - want).min(3 * want));

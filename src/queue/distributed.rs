@@ -18,6 +18,7 @@ use crate::CuratorClient;
 
 use super::consumer::{self, NodeHold, QueueStream};
 use super::format::{self, BytesSerializer, QueueSerializer, NODE_OVERHEAD, PER_ITEM_OVERHEAD};
+use super::order::NodeOrder;
 
 /// Curator's item node prefix: every item node is `<queue>/queue-<10-digit sequence>`.
 pub(crate) const ITEM_PREFIX: &str = "queue-";
@@ -42,6 +43,8 @@ pub const DEFAULT_FINAL_FLUSH: Duration = Duration::from_secs(5);
 
 /// One node to create: its data, and who waits for the outcome (none: a background put).
 pub(super) struct PutJob {
+    /// The node's name before the sequence ZooKeeper adds (`queue-` and the kind's part).
+    pub(super) name: String,
     pub(super) data: Vec<u8>,
     pub(super) done: Option<oneshot::Sender<Result<()>>>,
     /// The items the node holds that count as offered (0 for an item put back).
@@ -72,6 +75,11 @@ pub(crate) struct Shared<T: 'static> {
     pub(super) holds: Mutex<HashMap<String, Weak<NodeHold<T>>>>,
     /// The `recipe="distributed_queue"` metrics labels: items offered and taken.
     pub(super) labels: RecipeLabels,
+    /// The kind's order of the item nodes (and which are due).
+    pub(super) order: NodeOrder,
+    /// Most item nodes a consumer takes from one listing before it lists again (Curator's
+    /// `minItemsBeforeRefresh`, at least 1).
+    pub(super) refresh_after: usize,
 }
 
 impl<T: 'static> Shared<T> {
@@ -80,13 +88,19 @@ impl<T: 'static> Shared<T> {
         paths::join(&self.path, name)
     }
 
-    /// Queues `data` as a new item node at the tail (the pipeline creates it); `done` hears the
-    /// outcome.
+    /// Queues `data` as a new item node `name<sequence>` (the pipeline creates it); `done` hears
+    /// the outcome.
     /// `offered`: how many of its items are new (counted in the metrics once the node is made);
     /// 0 for items put back by a consumer.
-    pub(super) fn enqueue(&self, data: Vec<u8>, done: Option<oneshot::Sender<Result<()>>>, offered: u64) -> Result<()> {
+    pub(super) fn enqueue(
+        &self,
+        name: &str,
+        data: Vec<u8>,
+        done: Option<oneshot::Sender<Result<()>>>,
+        offered: u64,
+    ) -> Result<()> {
         self.pending.send_modify(|n| *n += 1);
-        if self.puts.send(PutJob { data, done, offered }).is_err() {
+        if self.puts.send(PutJob { name: name.to_string(), data, done, offered }).is_err() {
             self.pending.send_modify(|n| *n = n.saturating_sub(1));
             return Err(Error::Closed { path: self.path.clone() });
         }
@@ -196,6 +210,11 @@ impl<T: Send + 'static> QueueBuilder<T> {
     /// [`Error::InvalidPath`] for a bad queue or lock path (or one nested in the other);
     /// [`Error::InvalidArgument`] for `max_items` or `max_in_flight` zero.
     pub fn build(self) -> Result<DistributedQueue<T>> {
+        self.build_ordered(NodeOrder::Name, usize::MAX)
+    }
+
+    /// The queue, its consumers taking nodes in `order`, at most `refresh_after` from one listing.
+    pub(super) fn build_ordered(self, order: NodeOrder, refresh_after: usize) -> Result<DistributedQueue<T>> {
         paths::validate_path(&self.path)?;
         if self.path == "/" {
             return Err(Error::InvalidPath { path: self.path, reason: "a queue cannot be the root" });
@@ -251,6 +270,8 @@ impl<T: Send + 'static> QueueBuilder<T> {
                 closed: watch::channel(false).0,
                 holds: Mutex::new(HashMap::new()),
                 labels,
+                order,
+                refresh_after: refresh_after.max(1),
             }),
         })
     }
@@ -328,7 +349,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn put(&self, item: T) -> Result<()> {
-        self.put_items(std::slice::from_ref(&item), None).await.map(|_| ())
+        self.put_items(std::slice::from_ref(&item), None, ITEM_PREFIX).await.map(|_| ())
     }
 
     /// [`put`](Self::put), waiting for room at most until `timeout`: `Ok(false)` when the queue
@@ -351,7 +372,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// ```
     pub async fn put_timeout(&self, item: T, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(Instant::now());
-        self.put_items(std::slice::from_ref(&item), Some(deadline)).await
+        self.put_items(std::slice::from_ref(&item), Some(deadline), ITEM_PREFIX).await
     }
 
     /// Puts several items in one node (Curator's `putMulti`): a consumer gets them together, in
@@ -370,7 +391,7 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// # Ok(()) }
     /// ```
     pub async fn put_multi(&self, items: Vec<T>) -> Result<()> {
-        self.put_items(&items, None).await.map(|_| ())
+        self.put_items(&items, None, ITEM_PREFIX).await.map(|_| ())
     }
 
     /// [`put_multi`](Self::put_multi), waiting for room at most until `timeout` (`Ok(false)`:
@@ -390,10 +411,11 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// ```
     pub async fn put_multi_timeout(&self, items: Vec<T>, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(Instant::now());
-        self.put_items(&items, Some(deadline)).await
+        self.put_items(&items, Some(deadline), ITEM_PREFIX).await
     }
 
-    async fn put_items(&self, items: &[T], deadline: Option<Instant>) -> Result<bool> {
+    /// Puts `items` in one node `name<sequence>` (`name`: `queue-` and the kind's part).
+    pub(super) async fn put_items(&self, items: &[T], deadline: Option<Instant>, name: &str) -> Result<bool> {
         let shared = &self.shared;
         if *shared.closed.borrow() {
             return Err(Error::Closed { path: shared.path.clone() });
@@ -403,8 +425,8 @@ impl<T: Send + 'static> DistributedQueue<T> {
         }
         let serialized: Vec<Vec<u8>> = items.iter().map(|i| shared.serializer.serialize(i)).collect();
         let len = serialized.iter().map(|s| s.len().saturating_add(PER_ITEM_OVERHEAD)).sum::<usize>() + NODE_OVERHEAD;
-        // The item node's own name (`queue-` and ten digits) counts with the queue path.
-        shared.client.check_data_size("item", &paths::join(&shared.path, "queue-0000000000"), len)?;
+        // The item node's own name (and the ten digits of its sequence) counts with the queue path.
+        shared.client.check_data_size("item", &paths::join(&shared.path, &format!("{name}0000000000")), len)?;
         let started = Instant::now();
         if !self.wait_for_room(deadline).await? {
             return Ok(false);
@@ -412,11 +434,11 @@ impl<T: Send + 'static> DistributedQueue<T> {
         let data = format::encode(serialized.iter().map(Vec::as_slice));
         let offered = serialized.len() as u64;
         if shared.background {
-            shared.enqueue(data, None, offered)?;
+            shared.enqueue(name, data, None, offered)?;
             return Ok(true);
         }
         let (done, outcome) = oneshot::channel();
-        shared.enqueue(data, Some(done), offered)?;
+        shared.enqueue(name, data, Some(done), offered)?;
         let outcome = async { outcome.await.unwrap_or_else(|_| Err(Error::Closed { path: shared.path.clone() })) };
         match deadline {
             None => outcome.await.map(|_| true),
@@ -643,16 +665,19 @@ impl<T: Send + 'static> DistributedQueue<T> {
 }
 
 /// The next jobs to send together, oldest first: at most `limit` of them, up to
-/// [`MAX_CREATES_PER_MULTI`] and [`MAX_MULTI_BYTES`] of data (at least one job).
-fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize) -> Vec<PutJob> {
+/// [`MAX_CREATES_PER_MULTI`] and [`MAX_MULTI_BYTES`] of data and paths (`item_path_len`: the
+/// queue's `<path>/queue-`), at least one job.
+fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize, item_path_len: usize) -> Vec<PutJob> {
     let mut batch = Vec::new();
     let mut bytes = 0;
     while let Some(job) = waiting.front() {
-        let full = batch.len() >= limit.min(MAX_CREATES_PER_MULTI) || bytes + job.data.len() > MAX_MULTI_BYTES;
+        // The kind's part of the name (after `queue-`) and the ACL's few bytes count as well.
+        let size = job.data.len() + item_path_len + job.name.len() + 64;
+        let full = batch.len() >= limit.min(MAX_CREATES_PER_MULTI) || bytes + size > MAX_MULTI_BYTES;
         if !batch.is_empty() && full {
             break;
         }
-        bytes += job.data.len();
+        bytes += size;
         batch.extend(waiting.pop_front());
     }
     batch
@@ -667,25 +692,53 @@ async fn sleep_until(until: Option<tokio::time::Instant>) {
 
 type CreateReply<'a> = Pin<Box<dyn Future<Output = std::result::Result<(), zk::Error>> + Send + 'a>>;
 
-/// Sends `jobs`' creates: one create for a single job, else one transaction (all made or none).
-fn send_creates<'a>(
+/// Sends `jobs`' creates, each under its own name (`queue-` and the kind's part): one create for
+/// a single job, else one transaction (all made or none).
+async fn send_creates<'a>(
     zk: &'a zk::Client,
+    fixed: &str,
     item_path: &'a str,
     jobs: &[PutJob],
-    options: &zk::CreateOptions<'_>,
+    options: &'a zk::CreateOptions<'a>,
 ) -> CreateReply<'a> {
     if let [job] = jobs {
-        let reply = zk.create(item_path, &job.data, options);
-        return Box::pin(async move { reply.await.map(|_| ()) });
+        if job.name == ITEM_PREFIX {
+            let reply = zk.create(item_path, &job.data, options);
+            return Box::pin(async move { reply.await.map(|_| ()) });
+        }
+        return send_now(zk, paths::join(fixed, &job.name), job.data.clone(), options).await;
     }
     let mut writer = zk.new_multi_writer();
     for job in jobs {
-        if let Err(e) = writer.add_create(item_path, &job.data, options) {
+        // The writer copies the path: a kind's own name needs no owner past this call.
+        let added = if job.name == ITEM_PREFIX {
+            writer.add_create(item_path, &job.data, options)
+        } else {
+            writer.add_create(&paths::join(fixed, &job.name), &job.data, options)
+        };
+        if let Err(e) = added {
             return Box::pin(std::future::ready(Err(e)));
         }
     }
+    // Sent now (the commit's request goes out before its reply is awaited).
     let reply = writer.commit();
     Box::pin(async move { reply.await.map(|_| ()).map_err(zk::Error::from) })
+}
+
+/// A create of a node under a kind's own name (`path` owned by the reply), sent now: in put
+/// order with the other creates.
+async fn send_now<'a>(
+    zk: &'a zk::Client,
+    path: String,
+    data: Vec<u8>,
+    options: &'a zk::CreateOptions<'a>,
+) -> CreateReply<'a> {
+    let mut reply: CreateReply<'a> = Box::pin(async move { zk.create(&path, &data, options).await.map(|_| ()) });
+    // The first poll sends the request.
+    match std::future::poll_fn(|cx| std::task::Poll::Ready(reply.as_mut().poll(cx))).await {
+        std::task::Poll::Ready(done) => Box::pin(std::future::ready(done)),
+        std::task::Poll::Pending => reply,
+    }
 }
 
 /// The task that creates a queue's item nodes: creates are pipelined on the session (sent as they
@@ -752,8 +805,8 @@ impl PutPipeline {
             loop {
                 if failure.is_none() {
                     while unanswered < MAX_PIPELINED_PUTS && !waiting.is_empty() {
-                        let batch = take_batch(&mut waiting, MAX_PIPELINED_PUTS - unanswered);
-                        let reply = send_creates(&zk, &item_path, &batch, &options);
+                        let batch = take_batch(&mut waiting, MAX_PIPELINED_PUTS - unanswered, item_path.len());
+                        let reply = send_creates(&zk, &self.fixed, &item_path, &batch, &options).await;
                         unanswered += batch.len();
                         in_flight.push_back((batch, reply));
                     }

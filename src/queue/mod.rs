@@ -3,6 +3,14 @@
 //! * [`DistributedQueue`] (Curator's `DistributedQueue` and `QueueBuilder`): items put by
 //!   producers, consumed as a stream with acknowledgement, at most once or — with a lock path — at
 //!   least once;
+//! * [`DistributedPriorityQueue`] (Curator's `DistributedPriorityQueue`,
+//!   [`build_priority`](QueueBuilder::build_priority)): items put with an `i32` priority, taken
+//!   lowest number first;
+//! * [`DistributedDelayQueue`] (Curator's `DistributedDelayQueue`,
+//!   [`build_delay`](QueueBuilder::build_delay)): items put with a time, never taken before it
+//!   (by the consumer's clock);
+//! * [`DistributedIdQueue`] (Curator's `DistributedIdQueue`, [`build_id`](QueueBuilder::build_id)):
+//!   items put with an id, taken in put order, [removable](DistributedIdQueue::remove) by id;
 //! * [`SimpleDistributedQueue`] (Curator's `SimpleDistributedQueue`): a FIFO of byte items with
 //!   `offer`, `take`, `poll_timeout` (Curator's `poll(timeout, unit)`), `try_take` (`poll()`),
 //!   `peek`, `element`, `remove`.
@@ -32,7 +40,11 @@
 //! * `Q/queue-<sequence>`: one PERSISTENT_SEQUENTIAL node per put, its data Curator's item format
 //!   (version `0x00010001`, then per item `0x01`, a big-endian length and the bytes, then
 //!   `0x02`): one item, or several for [`put_multi`](DistributedQueue::put_multi).
-//! * `L/queue-<sequence>` (with a lock path `L`): the EPHEMERAL lock node of the consumer
+//! * The kinds put their part between `queue-` and the sequence, as Curator does:
+//!   `queue-<sign><8 hex digits><sequence>` for a priority (sign `1` for 0 or more, `0` for a
+//!   negative one: names sort as the priorities), `queue-|<epoch ms in hex>|<sequence>` for a delay,
+//!   `queue-|<id>|<sequence>` for an id.
+//! * `L/<item node name>` (with a lock path `L`): the EPHEMERAL lock node of the consumer
 //!   processing that item node, its data the client's default data (as Curator's).
 //!
 //! # Delivery
@@ -73,11 +85,18 @@
 //! again for each.
 
 mod consumer;
+mod delay;
 mod distributed;
 mod format;
+mod id;
+mod order;
+mod priority;
 mod simple;
 
 pub use consumer::{Item, QueueStream};
+pub use delay::DistributedDelayQueue;
 pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAULT_MAX_IN_FLIGHT};
 pub use format::{BytesSerializer, QueueSerializer};
+pub use id::DistributedIdQueue;
+pub use priority::DistributedPriorityQueue;
 pub use simple::{SimpleDistributedQueue, ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX};

@@ -89,6 +89,18 @@
 //                                  wall-clock epoch microseconds)
 //   qclose NAME                 -> CLOSED
 //
+// DistributedPriorityQueue / DistributedDelayQueue / DistributedIdQueue<byte[]>
+// (tests/testsuite/queue/{priority,delay,id}.rs; queueKindCommand below), items as UTF-8; a
+// consumer's items are read with `qgot NAME` (as qconsume's):
+//   pqput PATH PRIORITY ITEM     -> PUT   (a producer-only priority queue, put in the foreground)
+//   pqconsume NAME PATH LOCK MIN -> STARTED   (buildPriorityQueue(MIN); LOCK a lock path or "-")
+//   dqput PATH EPOCH_MS ITEM     -> PUT   (a producer-only delay queue: put(item, EPOCH_MS))
+//   dqconsume NAME PATH LOCK     -> STARTED
+//   iqput PATH ID ITEM           -> PUT   (a producer-only id queue: put(item, ID))
+//   iqremove PATH ID             -> REMOVED n   (remove(ID) on the producer-only id queue)
+//   iqconsume NAME PATH LOCK     -> STARTED
+//   kqclose NAME                 -> CLOSED   (closes a pq/dq/iq consumer)
+//
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
@@ -546,6 +558,10 @@ public class CuratorPeer {
                 if (simpleQueued != null) {
                     return simpleQueued;
                 }
+                String kindQueued = queueKindCommand(cmd);
+                if (kindQueued != null) {
+                    return kindQueued;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
         }
@@ -709,6 +725,114 @@ public class CuratorPeer {
                 arity(cmd, 4);
                 client.usingNamespace(cmd[1]).create().forPath(cmd[2], unhex(cmd[3]));
                 return "ZWROTE";
+            }
+            default:
+                return null;
+        }
+    }
+
+    // ---- DistributedPriorityQueue / DistributedDelayQueue / DistributedIdQueue --------------------
+
+    private final Map<String, java.io.Closeable> kindQueues = new HashMap<>();
+
+    /** A consumer recording each item as item:start_us:end_us in a new log named NAME. */
+    private org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]> recordingConsumer(String name) {
+        final List<String> log = java.util.Collections.synchronizedList(new ArrayList<String>());
+        consumed.put(name, log);
+        return new org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]>() {
+            public void consumeMessage(byte[] message) {
+                long start = epochMicros();
+                log.add(new String(message, StandardCharsets.UTF_8) + ":" + start + ":" + epochMicros());
+            }
+
+            public void stateChanged(CuratorFramework c, org.apache.curator.framework.state.ConnectionState s) {}
+        };
+    }
+
+    private org.apache.curator.framework.recipes.queue.QueueBuilder<byte[]> kindBuilder(
+            org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]> consumer, String path, String lock) {
+        org.apache.curator.framework.recipes.queue.QueueBuilder<byte[]> builder =
+                org.apache.curator.framework.recipes.queue.QueueBuilder.builder(client, consumer, QUEUE_BYTES, path)
+                        .putInBackground(false);
+        return lock.equals("-") ? builder : builder.lockPath(lock);
+    }
+
+    /** A started producer-only queue of kind KIND at PATH, made by MAKE once and kept. */
+    @SuppressWarnings("unchecked")
+    private <Q extends org.apache.curator.framework.recipes.queue.QueueBase<byte[]>> Q kindProducer(
+            String kind, String path, java.util.function.Function<org.apache.curator.framework.recipes.queue.QueueBuilder<byte[]>, Q> make)
+            throws Exception {
+        String key = kind + " producer " + path;
+        Q q = (Q) kindQueues.get(key);
+        if (q == null) {
+            q = make.apply(kindBuilder(null, path, "-"));
+            q.start();
+            kindQueues.put(key, q);
+        }
+        return q;
+    }
+
+    /** The answer to a priority, delay or id queue command, or null when cmd is not one. */
+    private String queueKindCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "pqput": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.queue.DistributedPriorityQueue<byte[]> q =
+                        kindProducer("pq", cmd[1], b -> b.buildPriorityQueue(0));
+                q.put(cmd[3].getBytes(StandardCharsets.UTF_8), Integer.parseInt(cmd[2]));
+                return "PUT";
+            }
+            case "pqconsume": {
+                arity(cmd, 5);
+                org.apache.curator.framework.recipes.queue.DistributedPriorityQueue<byte[]> q =
+                        kindBuilder(recordingConsumer(cmd[1]), cmd[2], cmd[3]).buildPriorityQueue(Integer.parseInt(cmd[4]));
+                q.start();
+                kindQueues.put(cmd[1], q);
+                return "STARTED";
+            }
+            case "dqput": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.queue.DistributedDelayQueue<byte[]> q =
+                        kindProducer("dq", cmd[1], b -> b.buildDelayQueue());
+                q.put(cmd[3].getBytes(StandardCharsets.UTF_8), Long.parseLong(cmd[2]));
+                return "PUT";
+            }
+            case "dqconsume": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.queue.DistributedDelayQueue<byte[]> q =
+                        kindBuilder(recordingConsumer(cmd[1]), cmd[2], cmd[3]).buildDelayQueue();
+                q.start();
+                kindQueues.put(cmd[1], q);
+                return "STARTED";
+            }
+            case "iqput": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.queue.DistributedIdQueue<byte[]> q =
+                        kindProducer("iq", cmd[1], b -> b.buildIdQueue());
+                q.put(cmd[3].getBytes(StandardCharsets.UTF_8), cmd[2]);
+                return "PUT";
+            }
+            case "iqremove": {
+                arity(cmd, 3);
+                org.apache.curator.framework.recipes.queue.DistributedIdQueue<byte[]> q =
+                        kindProducer("iq", cmd[1], b -> b.buildIdQueue());
+                return "REMOVED " + q.remove(cmd[2]);
+            }
+            case "iqconsume": {
+                arity(cmd, 4);
+                org.apache.curator.framework.recipes.queue.DistributedIdQueue<byte[]> q =
+                        kindBuilder(recordingConsumer(cmd[1]), cmd[2], cmd[3]).buildIdQueue();
+                q.start();
+                kindQueues.put(cmd[1], q);
+                return "STARTED";
+            }
+            case "kqclose": {
+                arity(cmd, 2);
+                java.io.Closeable q = kindQueues.remove(cmd[1]);
+                if (q != null) {
+                    q.close();
+                }
+                return "CLOSED";
             }
             default:
                 return null;

@@ -573,7 +573,7 @@ fn a_blocking_call_inside_a_runtime_is_a_typed_error() {
 
     let in_task = zk.rt.block_on({
         let mutex = mutex.clone();
-        async move { tokio::spawn(async move { mutex.acquire() }).await.unwrap() }
+        async move { crate::support::spawn(async move { mutex.acquire() }).await.unwrap() }
     });
     assert_runtime_refused(in_task, "acquire in a task");
     let in_spawn_blocking = zk.rt.block_on({
@@ -584,7 +584,7 @@ fn a_blocking_call_inside_a_runtime_is_a_typed_error() {
 
     // A guard dropped inside a runtime's task is released too.
     let guard = mutex.lock().unwrap();
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(guard) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(guard) }).await.unwrap() });
     let left = zk.eventually_no_children(&path, Duration::from_secs(5));
     assert!(left.is_empty(), "a guard dropped in a task is released: {left:?}");
 
@@ -966,7 +966,7 @@ fn election_calls_inside_a_runtime_are_typed_errors() {
     assert_runtime_refused(read, "participants in block_on");
     assert_runtime_refused(changes, "LeadershipChanges::recv in block_on");
     assert!(latch.has_leadership(), "a refused close closes nothing");
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(latch) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(latch) }).await.unwrap() });
     let left = zk.eventually_no_children(&path, Duration::from_secs(5));
     assert!(left.is_empty(), "a latch dropped in a task left its node: {left:?}");
 
@@ -993,7 +993,7 @@ fn election_calls_inside_a_runtime_are_typed_errors() {
     assert!(selector.has_leadership(), "a refused close closes nothing");
     assert_runtime_refused(zk.rt.block_on(async { selector.close() }), "selector close in block_on");
     let selector = Arc::into_inner(selector).expect("the only handle");
-    zk.rt.block_on(async move { tokio::spawn(async move { drop(selector) }).await.unwrap() });
+    zk.rt.block_on(async move { crate::support::spawn(async move { drop(selector) }).await.unwrap() });
     let left = zk.eventually_no_children(&sel_path, Duration::from_secs(5));
     assert!(left.is_empty(), "a selector dropped in a task left its node: {left:?}");
 }
@@ -1318,4 +1318,96 @@ fn blocking_work_claims_complete_every_item_exactly_once_from_plain_threads() {
     done.dedup();
     assert_eq!((before, done.len()), (60, 60), "every item once");
     assert!(loader.unclaimed().unwrap().is_empty());
+}
+
+/// The blocking `DistributedQueue` with a lock path, from plain threads: every item put is taken
+/// and acknowledged exactly once by competing consumer threads, and no item or lock node is left.
+#[test]
+fn a_blocking_queue_hands_each_item_to_one_consumer_thread_and_leaves_no_node() {
+    let zk = Zk::start();
+    let path = support::unique_path("blocking-queue");
+    let (queue_path, lock_path) = (format!("{path}/queue"), format!("{path}/locks"));
+    let producer = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
+    for i in 0..40 {
+        producer.put(format!("job-{i:02}").into_bytes()).unwrap();
+    }
+    assert!(producer.flush_puts_timeout(Duration::from_secs(30)).unwrap(), "puts flushed");
+    assert_eq!(producer.len().unwrap(), 40);
+    let done = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let queue = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut items = queue.consume().unwrap();
+                // Ends when the queue stayed empty for a while (the others took the rest).
+                while let Ok(Some(item)) = items.next_timeout(Duration::from_secs(2)) {
+                    let item = item.expect("no report");
+                    done.lock().push(String::from_utf8(item.value().clone()).unwrap());
+                    item.ack().expect("ack");
+                }
+                queue.close().unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut done = done.lock().clone();
+    done.sort();
+    let expected: Vec<_> = (0..40).map(|i| format!("job-{i:02}")).collect();
+    assert_eq!(done, expected, "each item exactly once");
+    assert!(zk.children(&queue_path).is_empty(), "no item node left");
+    assert!(zk.eventually_no_children(&lock_path, Duration::from_secs(5)).is_empty(), "no lock node left");
+}
+
+/// A blocking queue item dropped unacknowledged on a thread that never saw a runtime goes to the
+/// next consumer; a requeued one comes back at the tail; calls inside a runtime are typed errors
+/// (the iterator ends, an item whose ack was refused is released); dropping everything on a
+/// plain thread leaves no lock node.
+#[test]
+fn a_blocking_queue_item_dropped_anywhere_goes_to_the_next_consumer() {
+    let zk = Zk::start();
+    let path = support::unique_path("blocking-queue-drop");
+    let (queue_path, lock_path) = (format!("{path}/queue"), format!("{path}/locks"));
+    let queue = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
+    queue.put(b"a".to_vec()).unwrap();
+    queue.put(b"b".to_vec()).unwrap();
+    let first = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
+    let mut items = first.consume().unwrap();
+    let a = items.next_timeout(Duration::from_secs(30)).unwrap().unwrap().unwrap();
+    assert_eq!(a.value(), b"a");
+    // Dropped on a plain thread: released to the next consumer.
+    thread::spawn(move || drop(a)).join().unwrap();
+    let b = items.next_timeout(Duration::from_secs(30)).unwrap().unwrap().unwrap();
+    assert_eq!(b.value(), b"b");
+    b.requeue().unwrap();
+    drop(items);
+    // The dropped item's lock node goes in the background: until it has, the next consumer would
+    // skip that item as held and take the requeued one first.
+    assert!(zk.eventually_no_children(&lock_path, Duration::from_secs(5)).is_empty(), "the dropped item released");
+
+    let second = blocking::DistributedQueue::with_lock_path(&zk.client(), &queue_path, &lock_path).unwrap();
+    let mut items = second.consume().unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let item = items.next_timeout(Duration::from_secs(30)).unwrap().unwrap().unwrap();
+        got.push(String::from_utf8(item.value().clone()).unwrap());
+        if got.len() == 2 {
+            // An ack refused inside a runtime releases the item (as a drop would).
+            let refused = zk.rt.block_on(async move { item.ack() });
+            assert_runtime_refused(refused, "ack in block_on");
+        } else {
+            item.ack().unwrap();
+        }
+    }
+    assert_eq!(got, ["a", "b"], "the dropped item again, then the requeued one at the tail");
+    let in_runtime = zk.rt.block_on(async { (queue.put(b"c".to_vec()), items.next()) });
+    assert_runtime_refused(in_runtime.0, "put in block_on");
+    assert!(in_runtime.1.is_none(), "the iterator ends inside a runtime");
+    // Everything dropped on a thread without a runtime: no panic, the lock nodes go (the refused
+    // ack's item was released) and the unacknowledged item stays queued.
+    thread::spawn(move || drop((items, second, first, queue))).join().unwrap();
+    assert!(zk.eventually_no_children(&lock_path, Duration::from_secs(5)).is_empty(), "no lock node left");
+    assert_eq!(zk.children(&queue_path).len(), 1, "the unacknowledged item stays queued");
 }

@@ -336,7 +336,7 @@ async fn alternate_many_times_no_overlap() {
 
     let started = Instant::now();
     let mutex = InterProcessMutex::new(&client, &path).unwrap();
-    let rust = tokio::spawn(rust_critical(mutex, zk.clone(), N, counter.clone()));
+    let rust = crate::support::spawn(rust_critical(mutex, zk.clone(), N, counter.clone()));
     let curator_overlaps = peer.critical(&path, N, &counter).await;
     let (rust_overlaps, seen) = rust.await.unwrap();
     let took = started.elapsed();
@@ -383,7 +383,7 @@ async fn participants_agree() {
         } else {
             // One node per waiting task, as Curator's threads (the local queue would share one).
             let mutex = InterProcessMutex::new(&client, &path).unwrap().with_node_per_task();
-            waiters.push(Waiter::Rust(tokio::spawn(async move { mutex.lock().await.unwrap() })));
+            waiters.push(Waiter::Rust(crate::support::spawn(async move { mutex.lock().await.unwrap() })));
         }
         let child = new_child(&connect, &path, &mut known).await;
         queue.push(full(&child));
@@ -465,7 +465,7 @@ async fn node_names_and_data_match_curator() {
     let curator_node = peer.acquire(&path, Duration::from_secs(5)).await.unwrap();
     let mutex = InterProcessMutex::new(&client, &path).unwrap();
     let waiter = mutex.clone();
-    let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    let waiting = crate::support::spawn(async move { waiter.lock().await.unwrap() });
     let mut known = vec![support::node_name(&curator_node).to_string()];
     let rust_name = new_child(&connect, &path, &mut known).await;
 
@@ -540,7 +540,7 @@ async fn read_write_lock_excludes_both_ways() {
     assert!(curator_read.contains("__READ__"), "{curator_read}");
     peer.release("r").await;
     let writer_node = peer.await_acquired("w", LONG).await.expect("Curator writer after both readers");
-    let rust_writer = tokio::spawn({
+    let rust_writer = crate::support::spawn({
         let rw = rw.clone();
         async move { rw.write_lock().lock().await.unwrap() }
     });
@@ -669,7 +669,7 @@ async fn semaphore_leases_are_shared_with_curator() {
     assert_eq!(peer.sem_acquire("s", SHORT).await, None, "Curator took a third of 2 leases");
 
     // Curator returns its lease: a waiting Rust acquirer gets it.
-    let waiter = tokio::spawn({
+    let waiter = crate::support::spawn({
         let semaphore = semaphore.clone();
         async move { semaphore.acquire().await.unwrap() }
     });
@@ -730,7 +730,7 @@ async fn semaphore_holders_of_both_libraries_never_exceed_the_limit() {
     let mut tasks = Vec::new();
     for (client, semaphore, zk) in holders {
         let markers = markers.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let (mut most, mut mixed) = (0, 0);
             for _ in 0..ROUNDS {
                 let lease = semaphore.acquire_timeout(Duration::from_secs(30)).await.unwrap().expect("a lease in 30 s");

@@ -142,10 +142,10 @@ async fn echo_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<Vec<u8
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the echo upstream");
     let address = listener.local_addr().expect("its address").to_string();
     let (heard_tx, heard) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let heard_tx = heard_tx.clone();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let mut buffer = vec![0u8; 4096];
                 while let Ok(n) = stream.read(&mut buffer).await {
                     if n == 0 || stream.write_all(&buffer[..n]).await.is_err() {
@@ -194,7 +194,7 @@ async fn proxy_latency_delays_each_direction_and_never_reorders_bytes() {
     let count = 300u32;
     let writer = {
         let (_, mut write) = stream.into_split();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             for i in 0..count {
                 write.write_all(&i.to_be_bytes()).await.unwrap();
                 if i % 10 == 0 {

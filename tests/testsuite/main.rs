@@ -37,4 +37,5 @@ mod queue;
 mod recipe_programs;
 mod security;
 mod siblings;
+mod suite_build;
 mod time_limits;

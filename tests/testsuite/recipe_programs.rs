@@ -80,3 +80,9 @@ async fn idempotent_endpoint_executes_each_key_once() {
 async fn work_claims_completes_every_item_once_despite_a_killed_worker() {
     run_program("work_claims", &["--workers", "4", "--items", "300", "--batch", "25"], Duration::from_secs(180)).await;
 }
+
+#[tokio::test]
+async fn queue_workers_process_every_item_once_despite_a_killed_consumer() {
+    run_program("queue_workers", &["--producers", "2", "--consumers", "3", "--items", "400"], Duration::from_secs(180))
+        .await;
+}

@@ -86,7 +86,7 @@ async fn concurrent_increments_from_several_clients_reach_the_exact_total() {
         let counter = DistributedAtomicLong::new(client, &path)
             .unwrap()
             .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut posts = Vec::new();
             while posts.len() < EACH {
                 let r = counter.increment().await.expect("increment");
@@ -153,7 +153,7 @@ async fn increments_promoted_to_a_lock_after_their_optimistic_try_loses_still_re
                     .retry_policy(RetryNTimes::new(10, Duration::from_millis(1))),
             )
             .unwrap();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let (mut done, mut promoted) = (0, 0);
             while done < EACH {
                 let r = counter.increment().await.expect("increment");
@@ -233,7 +233,7 @@ async fn a_lost_race_is_retried_at_once_from_the_value_its_refused_set_brought_b
         let counter = DistributedAtomicLong::new(client, &path)
             .unwrap()
             .with_retry_policy(RetryNTimes::new(1000, Duration::from_secs(3600)));
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let (mut done, mut retried) = (0, 0);
             while done < EACH {
                 let r = counter.increment().await.expect("increment");
@@ -268,7 +268,7 @@ async fn tasks_of_one_client_take_turns_and_never_lose_a_race_to_each_other() {
         let counter = DistributedAtomicLong::new(&clients[0], &path)
             .unwrap()
             .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)));
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut tries = Vec::new();
             for _ in 0..EACH {
                 let r = counter.increment().await.expect("increment");

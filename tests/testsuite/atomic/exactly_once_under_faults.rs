@@ -160,7 +160,7 @@ async fn every_increment_reported_successful_counts_exactly_once_through_cuts_bl
             .unwrap()
             .with_retry_policy(RetryNTimes::new(1000, Duration::from_millis(1)))
             .timeout(CALL_TIMEOUT);
-        tasks.push(tokio::spawn(incrementer(who, counter, stop.clone())));
+        tasks.push(crate::support::spawn(incrementer(who, counter, stop.clone())));
     }
 
     let curator = async { peer.cmd(&format!("increment {path} {CURATOR_INCREMENTS}")).await };

@@ -52,7 +52,7 @@ async fn increments_dropped_at_every_await_leave_no_turn_stuck_and_count_at_most
     // A second task of the same client keeps the turn queue busy (and its hand-offs in use).
     let steady = {
         let counter = counter.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let mut ok = 0u64;
             for _ in 0..150 {
                 let r = counter.increment().await.expect("a steady increment");

@@ -59,7 +59,7 @@ async fn a_versioned_set_whose_reply_was_lost_is_never_reported_as_not_applied()
 
     // The set reaches the server; its reply does not reach us.
     proxy.set_mode(ProxyMode::DropReplies);
-    let attempt = tokio::spawn({
+    let attempt = crate::support::spawn({
         let count = count.clone();
         async move { count.try_set(2, &expected).await }
     });

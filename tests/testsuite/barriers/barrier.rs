@@ -18,7 +18,7 @@ async fn waiters_pass_only_once_the_barrier_is_removed() {
     setter.set_barrier().await.unwrap();
     setter.set_barrier().await.unwrap();
     assert!(waiter.is_set().await.unwrap());
-    let waiting = tokio::spawn(async move { waiter.wait_on_barrier().await });
+    let waiting = crate::support::spawn(async move { waiter.wait_on_barrier().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "a waiter passed a barrier that is set");
     setter.remove_barrier().await.unwrap();
@@ -46,7 +46,7 @@ async fn a_waiter_whose_session_is_lost_keeps_waiting_and_passes_after_the_remov
     let setter = DistributedBarrier::new(&clients[0], &path).unwrap();
     setter.set_barrier().await.unwrap();
     let waiter = DistributedBarrier::new(&clients[1], &path).unwrap();
-    let waiting = tokio::spawn(async move { waiter.wait_on_barrier().await });
+    let waiting = crate::support::spawn(async move { waiter.wait_on_barrier().await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let old = clients[1].session_id();
     zk_curator::testing::expire_session(&server.connect_string(), &clients[1]).await.unwrap();

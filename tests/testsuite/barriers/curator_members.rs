@@ -47,7 +47,7 @@ async fn mixed_round(
     let mut r2 = DistributedDoubleBarrier::new(&clients[1], &path, 4).unwrap();
 
     assert_eq!(peer.cmd(&format!("dbenter {c1} {path} 4 {CURATOR_WAIT_MS}")).await, "SPAWNED");
-    let r1_in = tokio::spawn(async move { r1.enter().await.map(|_| r1) });
+    let r1_in = crate::support::spawn(async move { r1.enter().await.map(|_| r1) });
     assert_eq!(peer.cmd(&format!("dbenter {c2} {path} 4 {CURATOR_WAIT_MS}")).await, "SPAWNED");
     support::eventually(HANG, "three members are there", || async {
         support::children(connect, &path).await.len() == 3
@@ -73,7 +73,7 @@ async fn mixed_round(
     staying.dedup();
     let now = support::children_become(&support::observer(connect).await, &path, &with_ready(&staying), HANG).await;
     assert_eq!(now, with_ready(&staying), "the Curator members not holding the lowest node deleted theirs");
-    let first_out = tokio::spawn(async move { first.leave().await });
+    let first_out = crate::support::spawn(async move { first.leave().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(peer.cmd(&format!("dbawait {c1} 0")).await, "PENDING", "Curator left before the last member did");
     assert_eq!(peer.cmd(&format!("dbawait {c2} 0")).await, "PENDING", "Curator left before the last member did");
@@ -121,7 +121,7 @@ async fn a_barrier_set_by_curator_is_removed_by_ours_and_the_other_way_round() {
     assert!(ours.is_set().await.unwrap());
     assert_eq!(peer.cmd(&format!("barrierwait w1 {path} {CURATOR_WAIT_MS}")).await, "SPAWNED");
     let waiter = ours.clone();
-    let waiting = tokio::spawn(async move { waiter.wait_on_barrier().await });
+    let waiting = crate::support::spawn(async move { waiter.wait_on_barrier().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(peer.cmd("dbawait w1 0").await, "PENDING");
     assert!(!waiting.is_finished());
@@ -133,7 +133,7 @@ async fn a_barrier_set_by_curator_is_removed_by_ours_and_the_other_way_round() {
     ours.set_barrier().await.unwrap();
     assert_eq!(peer.cmd(&format!("barrierwait w2 {path} {CURATOR_WAIT_MS}")).await, "SPAWNED");
     let waiter = ours.clone();
-    let waiting = tokio::spawn(async move { waiter.wait_on_barrier().await });
+    let waiting = crate::support::spawn(async move { waiter.wait_on_barrier().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(peer.cmd("dbawait w2 0").await, "PENDING");
     assert_eq!(peer.cmd(&format!("barrierremove {path}")).await, "REMOVED");

@@ -19,7 +19,7 @@ async fn an_abandoned_rounds_open_ready_does_not_let_two_entrants_of_three_in() 
     let mut members: Vec<_> = clients.iter().map(|c| DistributedDoubleBarrier::new(c, &path, 3).unwrap()).collect();
     let mut entering = Vec::new();
     for mut m in members.drain(..) {
-        entering.push(tokio::spawn(async move { m.enter().await.map(|_| m) }));
+        entering.push(crate::support::spawn(async move { m.enter().await.map(|_| m) }));
     }
     for (i, task) in entering.into_iter().enumerate() {
         // Entered, then dropped without leaving: the round is abandoned with `ready` open.
@@ -59,7 +59,8 @@ async fn a_member_counted_in_a_round_enters_even_when_the_others_left_before_it_
     let via_proxy = support::client_with(&proxy.connect_string(), Duration::from_secs(20)).await;
     let path = support::unique_path("double-counted");
     let mut slow = DistributedDoubleBarrier::new(&via_proxy, &path, 3).unwrap();
-    let slow_in = tokio::spawn(async move { slow.enter_timeout(Duration::from_secs(20)).await.map(|e| (e, slow)) });
+    let slow_in =
+        crate::support::spawn(async move { slow.enter_timeout(Duration::from_secs(20)).await.map(|e| (e, slow)) });
     let observer = support::observer(&connect).await;
     support::eventually(HANG, "the slow member's node is there", || async {
         support::children(&connect, &path).await.len() == 1

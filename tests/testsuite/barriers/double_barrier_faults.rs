@@ -32,11 +32,11 @@ async fn a_member_whose_session_is_lost_gets_a_typed_error_and_the_others_go_on_
     let mut c = DistributedDoubleBarrier::new(&clients[2], &path, 3).unwrap();
 
     // While entering: a's session ends; its enter fails, its node is gone, b still waits.
-    let a_in = tokio::spawn(async move {
+    let a_in = crate::support::spawn(async move {
         let r = a.enter().await;
         (a, r)
     });
-    let b_in = tokio::spawn(async move { b.enter().await.map(|_| b) });
+    let b_in = crate::support::spawn(async move { b.enter().await.map(|_| b) });
     support::eventually(HANG, "a and b have made their nodes", || async {
         support::children(&connect, &path).await.len() == 2
     })
@@ -48,7 +48,7 @@ async fn a_member_whose_session_is_lost_gets_a_typed_error_and_the_others_go_on_
     assert!(a.member_node().is_none());
     support::session_replaced(&clients[0], old).await;
     // c arrives: with a gone, two nodes of three: nobody passes.
-    let c_in = tokio::spawn(async move { c.enter().await.map(|_| c) });
+    let c_in = crate::support::spawn(async move { c.enter().await.map(|_| c) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!b_in.is_finished() && !c_in.is_finished(), "entered with a member short");
     // a enters again on its new session: the round is complete.
@@ -60,7 +60,7 @@ async fn a_member_whose_session_is_lost_gets_a_typed_error_and_the_others_go_on_
     let old = clients[1].session_id();
     zk_curator::testing::expire_session(&connect, &clients[1]).await.unwrap();
     support::session_replaced(&clients[1], old).await;
-    let c_out = tokio::spawn(async move { c.leave().await });
+    let c_out = crate::support::spawn(async move { c.leave().await });
     a.leave().await.unwrap();
     support::join("c leaves", HANG, c_out).await.unwrap();
     assert_session_lost(b.leave().await, &path, "b's leave after its session ended");
@@ -79,7 +79,7 @@ async fn a_member_whose_session_was_given_up_is_told_so_by_leave_before_the_new_
     let path = support::unique_path("double-given-up");
     let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
-    let b_in = tokio::spawn(async move { b.enter().await.map(|_| b) });
+    let b_in = crate::support::spawn(async move { b.enter().await.map(|_| b) });
     a.enter().await.unwrap();
     let mut b = support::join("b enters", HANG, b_in).await.unwrap();
 
@@ -92,9 +92,9 @@ async fn a_member_whose_session_was_given_up_is_told_so_by_leave_before_the_new_
     .await;
     let old = cut_off.session_id();
     // The other member leaves meanwhile: it stops waiting for a once the server drops a's node.
-    let b_out = tokio::spawn(async move { b.leave().await });
+    let b_out = crate::support::spawn(async move { b.leave().await });
     // a leaves while LOST; the link comes back while its call runs, so a new session can connect.
-    let a_out = tokio::spawn(async move { a.leave().await });
+    let a_out = crate::support::spawn(async move { a.leave().await });
     proxy.set_mode(ProxyMode::Pass);
     assert_session_lost(support::join("a leaves", HANG, a_out).await, &path, "a's leave on a given-up session");
     support::join("b leaves", HANG, b_out).await.unwrap();
@@ -113,7 +113,7 @@ async fn a_member_waiting_to_enter_is_told_its_session_was_given_up_before_the_n
         support::client_with_timeouts(&proxy.connect_string(), Duration::from_secs(2), Duration::from_secs(1)).await;
     let path = support::unique_path("double-given-up-enter");
     let mut a = DistributedDoubleBarrier::new(&cut_off, &path, 2).unwrap();
-    let a_in = tokio::spawn(async move {
+    let a_in = crate::support::spawn(async move {
         let r = a.enter().await;
         (a, r)
     });
@@ -158,7 +158,7 @@ async fn a_member_dropped_while_entered_leaves_no_node_and_does_not_hold_the_nex
     let path = support::unique_path("double-drop");
     let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let a = support::join("a enters", HANG, a_in).await.unwrap();
     drop(a);
@@ -169,10 +169,10 @@ async fn a_member_dropped_while_entered_leaves_no_node_and_does_not_hold_the_nex
     let mut c = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     assert!(!c.enter_timeout(Duration::from_millis(500)).await.unwrap(), "entered alone through an abandoned round");
     let mut d = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
-    let c_in = tokio::spawn(async move { c.enter().await.map(|_| c) });
+    let c_in = crate::support::spawn(async move { c.enter().await.map(|_| c) });
     d.enter().await.unwrap();
     let mut c = support::join("c enters", HANG, c_in).await.unwrap();
-    let c_out = tokio::spawn(async move { c.leave().await });
+    let c_out = crate::support::spawn(async move { c.leave().await });
     d.leave().await.unwrap();
     support::join("c leaves", HANG, c_out).await.unwrap();
     let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
@@ -188,7 +188,7 @@ async fn timed_enter_and_leave_return_within_their_timeout_with_the_server_pause
     let path = support::unique_path("double-deadline");
     let mut a = DistributedDoubleBarrier::new(&client, &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&other, &path, 2).unwrap();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let mut a = support::join("a enters", HANG, a_in).await.unwrap();
     // b stays in: a's timed leave gives up in time, and has left.

@@ -17,7 +17,7 @@ async fn three_entered(clients: &[zk_curator::CuratorClient], path: &str) -> Vec
         .iter()
         .map(|client| {
             let mut member = DistributedDoubleBarrier::new(client, path, 3).unwrap();
-            tokio::spawn(async move { member.enter().await.map(|_| member) })
+            crate::support::spawn(async move { member.enter().await.map(|_| member) })
         })
         .collect();
     let mut members = Vec::new();
@@ -39,8 +39,8 @@ async fn a_leaving_member_holding_the_lowest_node_keeps_it_until_the_others_have
     let (lowest_node, middle_node) =
         (lowest.member_node().unwrap().to_string(), middle.member_node().unwrap().to_string());
 
-    let middle_out = tokio::spawn(async move { middle.leave().await });
-    let lowest_out = tokio::spawn(async move { lowest.leave().await });
+    let middle_out = crate::support::spawn(async move { middle.leave().await });
+    let lowest_out = crate::support::spawn(async move { lowest.leave().await });
     support::eventually(HANG, "the middle member's node is gone", || async {
         !support::exists(&zk, &middle_node).await
     })
@@ -66,8 +66,8 @@ async fn a_member_holding_the_lowest_node_that_gives_up_leaving_deletes_it_when_
         (members.next().unwrap(), members.next().unwrap(), members.next().unwrap());
     let lowest_node = lowest.member_node().unwrap().to_string();
 
-    let middle_out = tokio::spawn(async move { middle.leave().await });
-    let lowest_out = tokio::spawn(async move { lowest.leave_timeout(Duration::from_secs(2)).await });
+    let middle_out = crate::support::spawn(async move { middle.leave().await });
+    let lowest_out = crate::support::spawn(async move { lowest.leave_timeout(Duration::from_secs(2)).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(support::exists(&zk, &lowest_node).await, "the lowest node went while a member had not left");
     let gave_up = support::join("the lowest member gives up", HANG, lowest_out).await.unwrap();

@@ -18,7 +18,7 @@ const HANG: Duration = Duration::from_secs(60);
 async fn all_entered(members: Vec<DistributedDoubleBarrier>) -> Vec<DistributedDoubleBarrier> {
     let entering: Vec<_> = members
         .into_iter()
-        .map(|mut member| tokio::spawn(async move { member.enter().await.map(|_| member) }))
+        .map(|mut member| crate::support::spawn(async move { member.enter().await.map(|_| member) }))
         .collect();
     let mut entered = Vec::new();
     for (i, task) in entering.into_iter().enumerate() {
@@ -38,8 +38,9 @@ async fn when_the_lowest_member_gives_up_leaving_at_any_point_the_others_leave_a
     for round in 0..ROUNDS {
         let mut entered = all_entered(members).await.into_iter();
         let mut lowest = entered.next().unwrap();
-        let others: Vec<_> =
-            entered.map(|mut member| tokio::spawn(async move { member.leave().await.map(|_| member) })).collect();
+        let others: Vec<_> = entered
+            .map(|mut member| crate::support::spawn(async move { member.leave().await.map(|_| member) }))
+            .collect();
         // The lowest member's leave dropped after 0..5 ms (even rounds) or timed out (odd ones).
         if round % 2 == 0 {
             let _ = tokio::time::timeout(Duration::from_millis(round / 2), lowest.leave()).await;
@@ -75,7 +76,7 @@ async fn in_a_namespace_without_containers_rounds_on_one_path_whose_ancestors_ar
         let entered = all_entered(members).await;
         let leaving: Vec<_> = entered
             .into_iter()
-            .map(|mut member| tokio::spawn(async move { member.leave().await.map(|_| member) }))
+            .map(|mut member| crate::support::spawn(async move { member.leave().await.map(|_| member) }))
             .collect();
         members = Vec::new();
         for (i, task) in leaving.into_iter().enumerate() {
@@ -104,11 +105,11 @@ async fn when_the_lowest_members_session_ends_while_it_waits_to_leave_everyone_l
     let obs = support::observer(&connect).await;
     let owner = support::stat(&obs, lowest.member_node().unwrap()).await.unwrap().ephemeral_owner;
     let lowest_client = clients.iter().find(|c| c.session_id() == owner).unwrap().clone();
-    let lowest_out = tokio::spawn(async move {
+    let lowest_out = crate::support::spawn(async move {
         let r = lowest.leave().await;
         (lowest, r)
     });
-    let middle_out = tokio::spawn(async move { middle.leave().await.map(|_| middle) });
+    let middle_out = crate::support::spawn(async move { middle.leave().await.map(|_| middle) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let old = lowest_client.session_id();
     zk_curator::testing::expire_session(&connect, &lowest_client).await.unwrap();
@@ -124,7 +125,8 @@ async fn when_the_lowest_members_session_ends_while_it_waits_to_leave_everyone_l
 
     // The next round on the path, the lowest member on its new session.
     let entered = all_entered(vec![lowest, middle, last]).await;
-    let leaving: Vec<_> = entered.into_iter().map(|mut m| tokio::spawn(async move { m.leave().await })).collect();
+    let leaving: Vec<_> =
+        entered.into_iter().map(|mut m| crate::support::spawn(async move { m.leave().await })).collect();
     for (i, task) in leaving.into_iter().enumerate() {
         support::join(&format!("next round: member {i} leaves"), HANG, task).await.unwrap();
     }
@@ -144,7 +146,7 @@ async fn the_lowest_member_waiting_to_leave_is_told_its_session_ended_without_wa
     let obs = support::observer(&connect).await;
     let owner = support::stat(&obs, lowest.member_node().unwrap()).await.unwrap().ephemeral_owner;
     let lowest_client = clients.iter().find(|c| c.session_id() == owner).unwrap().clone();
-    let lowest_out = tokio::spawn(async move { lowest.leave().await });
+    let lowest_out = crate::support::spawn(async move { lowest.leave().await });
     // Lets the lowest member start waiting for the other one (which has not called leave).
     tokio::time::sleep(Duration::from_millis(300)).await;
     zk_curator::testing::expire_session(&connect, &lowest_client).await.unwrap();
@@ -152,7 +154,9 @@ async fn the_lowest_member_waiting_to_leave_is_told_its_session_ended_without_wa
     let result = support::join("the lowest member's leave returns", HANG, lowest_out).await;
     let e = result.expect_err("leave on an expired session");
     assert_eq!(e.kind(), zk_curator::ErrorKind::SessionLost, "the lowest member's leave: {e}");
-    support::join("the other member leaves", HANG, tokio::spawn(async move { other.leave().await })).await.unwrap();
+    support::join("the other member leaves", HANG, crate::support::spawn(async move { other.leave().await }))
+        .await
+        .unwrap();
     let left = support::eventually_no_children(&connect, &path, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -24,7 +24,7 @@ async fn four_members_enter_and_leave_together_for_twenty_rounds_on_one_path() {
     for (i, client) in clients.iter().enumerate() {
         let (client, path) = (client.clone(), path.clone());
         let (entering, leaving) = (entering.clone(), leaving.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut barrier = DistributedDoubleBarrier::new(&client, &path, MEMBERS).unwrap();
             for round in 0..ROUNDS {
                 // Vary who arrives and who leaves last from round to round.
@@ -60,16 +60,16 @@ async fn an_entrant_is_neither_let_in_by_the_previous_rounds_ready_nor_woken_in_
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
     let mut c = DistributedDoubleBarrier::new(&clients[2], &path, 2).unwrap();
     let mut d = DistributedDoubleBarrier::new(&clients[3], &path, 2).unwrap();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let mut a = support::join("a enters", HANG, a_in).await.unwrap();
 
     // a leaves first: round 1 is closed, its `ready` stays until b has left too.
-    let a_out = tokio::spawn(async move { a.leave().await.map(|_| a) });
+    let a_out = crate::support::spawn(async move { a.leave().await.map(|_| a) });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!a_out.is_finished(), "a left before b did");
     // c arrives for round 2 while round 1's `ready` is still there.
-    let c_in = tokio::spawn(async move { c.enter().await.map(|_| c) });
+    let c_in = crate::support::spawn(async move { c.enter().await.map(|_| c) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!c_in.is_finished(), "c entered round 2 alone, through round 1's ready");
     // b's departure wakes c up (its node, then `ready`, go away): still alone in round 2.
@@ -79,7 +79,7 @@ async fn an_entrant_is_neither_let_in_by_the_previous_rounds_ready_nor_woken_in_
     assert!(!c_in.is_finished(), "the previous round's departures let c into round 2 alone");
     d.enter().await.unwrap();
     let mut c = support::join("c enters", HANG, c_in).await.unwrap();
-    let c_out = tokio::spawn(async move { c.leave().await });
+    let c_out = crate::support::spawn(async move { c.leave().await });
     d.leave().await.unwrap();
     support::join("c leaves", HANG, c_out).await.unwrap();
     let left = support::eventually_no_children(&server.connect_string(), &path, Duration::from_secs(10)).await;
@@ -94,7 +94,7 @@ async fn a_waiting_member_woken_by_a_reconnection_keeps_waiting_for_the_others()
     let path = support::unique_path("double-reconnect");
     let mut a = DistributedDoubleBarrier::new(&via_proxy, &path, 2).unwrap();
     let session = via_proxy.session_id();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Connection cuts and reconnections (same session) wake the waiter up, several times.
     for cut in 0..3 {
@@ -115,7 +115,7 @@ async fn a_waiting_member_woken_by_a_reconnection_keeps_waiting_for_the_others()
     let mut b = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     b.enter().await.unwrap();
     let mut a = support::join("a enters", HANG, a_in).await.unwrap();
-    let a_out = tokio::spawn(async move { a.leave().await });
+    let a_out = crate::support::spawn(async move { a.leave().await });
     b.leave().await.unwrap();
     support::join("a leaves", HANG, a_out).await.unwrap();
 }
@@ -127,11 +127,11 @@ async fn a_leaving_member_does_not_wait_for_a_node_made_after_its_round_closed()
     let path = support::unique_path("double-after-close");
     let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let mut a = support::join("a enters", HANG, a_in).await.unwrap();
     // a leaves first and closes the round; it waits for b.
-    let a_out = tokio::spawn(async move { a.leave().await });
+    let a_out = crate::support::spawn(async move { a.leave().await });
     let zk = support::observer(&connect).await;
     support::eventually(HANG, "a has closed the round", || async {
         support::stat(&zk, &format!("{path}/ready")).await.is_some_and(|s| s.version > 0)
@@ -159,7 +159,7 @@ async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_clos
     assert!(zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().is_none());
     let mut a = DistributedDoubleBarrier::new(&clients[0], &path, 2).unwrap();
     let mut b = DistributedDoubleBarrier::new(&clients[1], &path, 2).unwrap();
-    let a_in = tokio::spawn(async move { a.enter().await.map(|_| a) });
+    let a_in = crate::support::spawn(async move { a.enter().await.map(|_| a) });
     b.enter().await.unwrap();
     let a = support::join("a enters", HANG, a_in).await.unwrap();
     let seen = zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
@@ -173,7 +173,7 @@ async fn inspect_barrier_lists_the_members_and_whether_the_round_is_open_or_clos
     // The member holding the higher-named node leaves first: its node goes at once (the lowest
     // one stays until the others are gone).
     let (mut first, mut last) = if a.member_node() > b.member_node() { (a, b) } else { (b, a) };
-    let first_out = tokio::spawn(async move { first.leave().await });
+    let first_out = crate::support::spawn(async move { first.leave().await });
     support::eventually(HANG, "the round is closed", || async {
         let seen = zk_curator::inspect::inspect_barrier(&clients[0], &path).await.unwrap().unwrap();
         seen.ready == Some(zk_curator::inspect::BarrierReady::Closed) && seen.members.len() == 1

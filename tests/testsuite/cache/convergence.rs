@@ -68,7 +68,7 @@ where
     assert!(cache.wait_initialized_timeout(CONVERGE_WITHIN).await.unwrap());
     let mut states = cache.states();
     let mut recorder = cache.states();
-    let seen = tokio::spawn(async move {
+    let seen = crate::support::spawn(async move {
         let mut seen = Vec::new();
         while recorder.changed().await.is_ok() {
             let state = *recorder.borrow_and_update();
@@ -83,7 +83,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let rng_seed = seed("CACHE_CONVERGE_SEED");
     let writers: Vec<_> = (0..2)
-        .map(|i| tokio::spawn(write_at_random(writer.clone(), root.clone(), rng_seed + i, stop.clone())))
+        .map(|i| crate::support::spawn(write_at_random(writer.clone(), root.clone(), rng_seed + i, stop.clone())))
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     fault().await;

@@ -21,7 +21,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_cache_closes() {
     let cache = CuratorCache::builder(c, &root).mode(CacheMode::Node).start().unwrap();
     assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
-    let waiter = tokio::spawn(async move {
+    let waiter = crate::support::spawn(async move {
         let woke = latest.wait_for(|e| e.as_ref().is_some_and(|e| e.data() != b"v1")).await.map(|_| ());
         (woke, latest)
     });
@@ -49,7 +49,7 @@ async fn a_waiter_on_the_latest_value_wakes_when_the_client_closes() {
     let cache = CuratorCache::builder(c, &root).mode(CacheMode::Node).start().unwrap();
     assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let mut latest = cache.latest();
-    let waiter = tokio::spawn(async move { latest.changed().await });
+    let waiter = crate::support::spawn(async move { latest.changed().await });
     c.close().await;
     let woke = tokio::time::timeout(HANG, waiter)
         .await

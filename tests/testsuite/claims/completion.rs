@@ -31,7 +31,7 @@ async fn every_item_is_completed_exactly_once_by_several_workers_even_when_one_s
     for (n, client) in clients.iter().enumerate().skip(1) {
         let work = claims(client, &path, &format!("worker-{n}"));
         let done = done.clone();
-        workers.push(tokio::spawn(async move {
+        workers.push(crate::support::spawn(async move {
             loop {
                 let batch = work.claim(15).await.expect("claim");
                 if batch.is_empty() {
@@ -186,7 +186,7 @@ async fn a_complete_sent_before_the_holder_hears_of_the_reclaim_is_refused_by_th
     let completing = {
         let stuck = stuck.clone();
         let item = held[0].item().to_string();
-        tokio::spawn(async move { stuck.complete(&item).await })
+        crate::support::spawn(async move { stuck.complete(&item).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
@@ -237,7 +237,7 @@ async fn a_stuck_complete_whose_claim_was_reclaimed(name: &str) -> StuckComplete
     assert_eq!(stuck.claim(1).await.unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.set_mode(ProxyMode::Blackhole);
-    let completing = tokio::spawn(async move { stuck.complete("job").await });
+    let completing = crate::support::spawn(async move { stuck.complete("job").await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(other.reclaim_older_than(Duration::from_millis(100)).await.unwrap().len(), 1);
     StuckComplete { server, proxy, path, other, completing }
@@ -385,7 +385,7 @@ async fn a_complete_called_while_cut_off_never_deletes_an_item_added_again_and_h
     );
     let completing = {
         let holder = holder.clone();
-        tokio::spawn(async move { holder.complete("job").await })
+        crate::support::spawn(async move { holder.complete("job").await })
     };
     assert!(
         support::poll_until(HANG, || async {

@@ -249,7 +249,7 @@ impl Watched {
         let mut open = (claim.state() == ClaimState::Held).then_some(handed_out);
         let (done, mut done_rx) = oneshot::channel::<()>();
         let watched = claim.clone();
-        let spans = tokio::spawn(async move {
+        let spans = crate::support::spawn(async move {
             let claim = watched;
             let record = |start: Instant, ended: SpanEnd| {
                 ledger.lock().spans.push(HeldSpan {
@@ -537,13 +537,15 @@ async fn every_item_is_completed_exactly_once_and_never_held_twice_through_cuts_
 
     let ledger = SharedLedger::default();
     let (stop_feeding, drained) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let feeder = tokio::spawn(feed(loader.clone(), stop_feeding.clone()));
+    let feeder = crate::support::spawn(feed(loader.clone(), stop_feeding.clone()));
     let works: Vec<WorkClaims> =
         clients.iter().enumerate().map(|(who, client)| claims(client, &path, &format!("worker-{who}"))).collect();
     let workers: Vec<_> = works
         .iter()
         .enumerate()
-        .map(|(who, work)| tokio::spawn(worker(who, work.clone(), ledger.clone(), rng.r#gen(), drained.clone())))
+        .map(|(who, work)| {
+            crate::support::spawn(worker(who, work.clone(), ledger.clone(), rng.r#gen(), drained.clone()))
+        })
         .collect();
 
     let expired = drive(&mut rng, &connect, &proxies, &clients, &works).await;

@@ -153,7 +153,7 @@ async fn a_complete_that_applied_before_its_session_ended_is_never_reported_as_r
     // The complete reaches the server and applies; its reply never comes back. Then the session
     // ends (closed from outside) before the client could hear anything.
     proxy.set_mode(ProxyMode::DropReplies);
-    let completing = tokio::spawn({
+    let completing = crate::support::spawn({
         let (work, item) = (work.clone(), claim.item().to_string());
         async move { work.complete(&item).await }
     });

@@ -48,7 +48,7 @@ async fn repeated_timed_waits_for_work_add_no_watches_and_a_new_item_wakes_the_w
 
     let waiter = {
         let work = work.clone();
-        tokio::spawn(async move { work.wait_for_work(HANG).await })
+        crate::support::spawn(async move { work.wait_for_work(HANG).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     feeder.add("job", b"").await.unwrap();
@@ -59,7 +59,7 @@ async fn repeated_timed_waits_for_work_add_no_watches_and_a_new_item_wakes_the_w
     assert!(!work.wait_for_work(Duration::from_millis(50)).await.unwrap(), "the only item is claimed");
     let waiter = {
         let work = work.clone();
-        tokio::spawn(async move { work.wait_for_work(HANG).await })
+        crate::support::spawn(async move { work.wait_for_work(HANG).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     feeder.release(held[0].item()).await.unwrap();

@@ -570,7 +570,7 @@ async fn usage_errors_unrunnable_commands_and_signals_while_waiting() {
     // Connecting gives up after 15 s: checked at the end.
     let unreachable = {
         let (path, marker) = (path.clone(), marker_arg.to_string());
-        tokio::spawn(async move { run("127.0.0.1:1", &path, &[], &["touch", &marker]).await })
+        crate::support::spawn(async move { run("127.0.0.1:1", &path, &[], &["touch", &marker]).await })
     };
     for (elect_path, options, says) in [
         ("no-slash", vec![], "\"no-slash\""),

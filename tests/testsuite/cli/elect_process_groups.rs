@@ -108,7 +108,9 @@ async fn a_group_ignoring_sigterm_is_killed_whole_before_the_next_term() {
     let first = pids(&pidfile);
     let node = support::sorted_children(&obs, &path).await.pop().expect("the latch node");
     obs.delete(&format!("{path}/{node}"), None).await.expect("delete the latch node");
-    support::eventually(HANG, "a second term", || async { pids(&pidfile).len() >= 4 }).await;
+    // The term is written after the pids: wait for it too.
+    let term_lines = || std::fs::read_to_string(&terms).unwrap_or_default().lines().count();
+    support::eventually(HANG, "a second term", || async { pids(&pidfile).len() >= 4 && term_lines() >= 2 }).await;
     for pid in &first {
         assert!(!alive(*pid), "process {pid} of the first term runs next to the second");
     }

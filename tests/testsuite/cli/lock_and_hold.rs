@@ -703,7 +703,7 @@ mod lock_command {
 
         // b is interrupted while it releases.
         let b_pid = b.id().expect("b runs") as i32;
-        let interrupter = tokio::spawn(async move {
+        let interrupter = crate::support::spawn(async move {
             loop {
                 // SAFETY: kill(2) on a child of this test; ESRCH once it is gone ends the loop.
                 if unsafe { libc::kill(b_pid, libc::SIGINT) } != 0 {

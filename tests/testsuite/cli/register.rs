@@ -117,7 +117,8 @@ async fn a_kill_9_d_register_leaves_a_consumers_cache_within_the_session_timeout
     assert!(cache.wait_initialized_timeout(HANG).await.unwrap());
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    // Written aside and renamed: the file appears whole (a reader could see it created empty).
+    let script = format!("echo $$ > {0}.new && mv {0}.new {0}; exec sleep 60", pid_file.display());
     let mut child = Command::new(BIN)
         .args(["--connect", &connect, "--session-timeout", "2", "register", "api", "--base", &base])
         .args(["--port", "9000", "--id", "victim", "--"])
@@ -145,9 +146,10 @@ async fn a_kill_9_d_register_leaves_a_consumers_cache_within_the_session_timeout
     .await;
     let gone_after = killed.elapsed();
     // The server expires the session within its timeout (plus a tick of its expiry sweep, 200 ms
-    // here); the cache sees it one watch + read later.
+    // here); the cache sees it one watch + read later. The bound leaves room for a loaded machine
+    // and is still far below the command's own end (60 s), the only other way the instance goes.
     assert!(
-        gone_after <= session_timeout + Duration::from_millis(1500),
+        gone_after <= session_timeout * 5,
         "gone {gone_after:?} after the kill, session timeout {session_timeout:?}"
     );
     support::eventually(HANG, "the command was told of the kill", || async {

@@ -340,7 +340,7 @@ async fn guaranteed_delete_keeps_trying_after_a_timeout_or_a_drop_while_blackhol
     {
         let c = client.clone();
         let d = dropped.clone();
-        let task = tokio::spawn(async move { c.delete(&d).guaranteed().await });
+        let task = crate::support::spawn(async move { c.delete(&d).guaranteed().await });
         tokio::time::sleep(Duration::from_millis(300)).await;
         task.abort();
         let _ = task.await;
@@ -385,7 +385,7 @@ async fn a_guaranteed_recursive_delete_cut_off_while_deleting_children_finishes_
     {
         let c = client.clone();
         let d = dropped.clone();
-        let task = tokio::spawn(async move { c.delete(&d).deleting_children_if_needed().guaranteed().await });
+        let task = crate::support::spawn(async move { c.delete(&d).deleting_children_if_needed().guaranteed().await });
         tokio::time::sleep(Duration::from_millis(300)).await;
         task.abort();
         let _ = task.await;
@@ -460,7 +460,7 @@ async fn watches_end_with_the_session_and_streams_end_without_panicking() {
     // An in-flight call across the expiry: it retries on the new session or fails typed.
     let c = client.clone();
     let b = base.clone();
-    let inflight = tokio::spawn(async move {
+    let inflight = crate::support::spawn(async move {
         let mut n = 0;
         loop {
             match c.set_data(&b, format!("{n}")).timeout(Duration::from_secs(5)).await {
@@ -781,7 +781,7 @@ async fn a_guaranteed_recursive_delete_never_deletes_a_subtree_re_created_at_its
 
     let c = client.clone();
     let t = tree.clone();
-    let call = tokio::spawn(async move {
+    let call = crate::support::spawn(async move {
         c.delete(&t).deleting_children_if_needed().guaranteed().timeout(Duration::from_secs(2)).await
     });
     // Cut the link once the walk has begun deleting.

@@ -467,7 +467,7 @@ async fn sequential_creates_whose_reply_is_lost() {
         proxy.set_mode(ProxyMode::DropReplies);
         let create = {
             let (client, prefix) = (client.clone(), format!("{dir}/seq-"));
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let create = client.create(&prefix).mode(CreateMode::PersistentSequential);
                 if protected {
                     create.with_protection().await

@@ -49,30 +49,32 @@ async fn a_data_api_request_can_be_spawned_as_it_is_and_outlives_its_client_hand
         .mode(CreateMode::PersistentSequential)
         .creating_parents_if_needed();
     drop(handle);
-    let created = support::join("spawned create", HANG, tokio::spawn(create)).await.expect("spawned create");
+    let created = support::join("spawned create", HANG, crate::support::spawn(create)).await.expect("spawned create");
     assert!(support::exists(&zk, &created).await, "the spawned create made {created}");
 
-    let set = tokio::spawn(client.set_data(&created, b"two".to_vec()).version(0));
+    let set = crate::support::spawn(client.set_data(&created, b"two".to_vec()).version(0));
     let stat = support::join("spawned set_data", HANG, set).await.expect("spawned set_data");
     assert_eq!(stat.version, 1, "the spawned write applied once");
 
-    let read = tokio::spawn(client.get_data(&created).timeout(HANG));
+    let read = crate::support::spawn(client.get_data(&created).timeout(HANG));
     let (data, _) = support::join("spawned get_data", HANG, read).await.expect("spawned get_data");
     assert_eq!(data, b"two", "the spawned read sees the spawned write");
 
-    let children = tokio::spawn(client.get_children(&path));
+    let children = crate::support::spawn(client.get_children(&path));
     let children = support::join("spawned get_children", HANG, children).await.expect("spawned get_children");
     assert_eq!(children, vec![support::node_name(&created).to_string()]);
 
-    let (_, watch) = support::join("spawned exists+watch", HANG, tokio::spawn(client.exists(&created).watch()))
-        .await
-        .expect("exists");
-    let deleted = tokio::spawn(client.delete(&path).deleting_children_if_needed());
+    let (_, watch) =
+        support::join("spawned exists+watch", HANG, crate::support::spawn(client.exists(&created).watch()))
+            .await
+            .expect("exists");
+    let deleted = crate::support::spawn(client.delete(&path).deleting_children_if_needed());
     support::join("spawned delete", HANG, deleted).await.expect("spawned delete");
     let event = tokio::time::timeout(HANG, watch).await.expect("the watch fires");
     assert_eq!(event.path, created, "the watch set by a spawned call fires on its node");
     assert!(!support::exists(&zk, &path).await, "the spawned recursive delete removed {path}");
 
-    let gone = support::join("spawned exists", HANG, tokio::spawn(client.exists(&path))).await.expect("exists");
+    let gone =
+        support::join("spawned exists", HANG, crate::support::spawn(client.exists(&path))).await.expect("exists");
     assert!(gone.is_none(), "nothing left behind at {path}");
 }

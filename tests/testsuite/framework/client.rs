@@ -470,7 +470,7 @@ async fn retry_loop() {
     let op_client = client.clone();
     let op_path = path.clone();
     let start = Instant::now();
-    let op = tokio::spawn(async move {
+    let op = crate::support::spawn(async move {
         let p = op_path.as_str();
         let options = persistent();
         let options = &options;
@@ -581,7 +581,7 @@ async fn protected_create_after_cut_connection() {
     let spawn_create = |client: &CuratorClient| {
         let client = client.clone();
         let parent = parent.clone();
-        tokio::spawn(async move { protected(&client, &parent, b"").await })
+        crate::support::spawn(async move { protected(&client, &parent, b"").await })
     };
 
     // (a) The create reaches the server, which applies it, but the reply is lost: freeze the server,
@@ -676,7 +676,7 @@ async fn protected_create_after_cut_connection() {
     let task = {
         let client = client.clone();
         let clean = clean.clone();
-        tokio::spawn(async move { protected(&client, &clean, b"").await })
+        crate::support::spawn(async move { protected(&client, &clean, b"").await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     task.abort();
@@ -695,7 +695,7 @@ async fn protected_create_after_cut_connection() {
         let task = {
             let client = client.clone();
             let clean = clean.clone();
-            tokio::spawn(async move { protected(&client, &clean, b"").await })
+            crate::support::spawn(async move { protected(&client, &clean, b"").await })
         };
         tokio::time::sleep(Duration::from_micros(delay_us)).await;
         proxy.set_mode(ProxyMode::Cut);
@@ -815,7 +815,7 @@ async fn close() {
     assert_eq!(client.pending_background_deletes(), 1);
     let closing = {
         let client = client.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let start = Instant::now();
             client.close().await;
             start.elapsed()
@@ -960,7 +960,7 @@ async fn sequential_create_is_not_duplicated_by_a_retry() {
     proxy.set_mode(ProxyMode::DropReplies);
     let creating = {
         let (client, parent) = (client.clone(), parent.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             client
                 .create(&format!("{parent}/job-"))
                 .data(b"once")

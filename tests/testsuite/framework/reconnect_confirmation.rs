@@ -36,11 +36,11 @@ impl HandshakeOnlyProxy {
         let handshake_only = Arc::new(AtomicBool::new(false));
         let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let (only, conns) = (handshake_only.clone(), connections.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let only = only.load(Ordering::SeqCst);
                 let upstream = upstream.clone();
-                let task = tokio::spawn(async move {
+                let task = crate::support::spawn(async move {
                     let Ok(server) = TcpStream::connect(&upstream).await else { return };
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
@@ -111,7 +111,7 @@ async fn reconnects_that_only_get_a_connect_response_do_not_end_the_suspension()
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = {
         let seen = seen.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             while let Some(state) = connection.next().await {
                 seen.lock().unwrap().push(state);
                 if state == ConnectionState::Lost {

@@ -36,7 +36,7 @@ async fn a_client_started_while_zookeeper_is_down_locks_once_it_is_up() {
         Err(e) => assert_eq!(e.kind(), ErrorKind::Retryable, "{e}"),
         Ok(Some(_)) => panic!("a lock without a server"),
     }
-    let pending = tokio::spawn({
+    let pending = crate::support::spawn({
         let mutex = mutex.clone();
         async move { mutex.lock().await }
     });

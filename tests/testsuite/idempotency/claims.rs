@@ -22,7 +22,7 @@ async fn exactly_one_of_many_concurrent_duplicates_is_started_and_all_later_ones
             let keys =
                 zk_curator::idempotency::IdempotencyKeys::new(client, base.base(), base.retention()).expect("keys");
             let barrier = barrier.clone();
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::support::spawn(async move {
                 barrier.wait().await;
                 keys.begin("order-1").await.expect("begin")
             }));
@@ -94,7 +94,7 @@ async fn a_duplicate_waiting_for_the_in_progress_request_gets_its_result() {
     let a = keys(&clients[0], "idem-wait");
     let b = zk_curator::idempotency::IdempotencyKeys::new(&clients[1], a.base(), a.retention()).expect("keys");
     let claim = started(a.begin("req").await.expect("begin"), "a");
-    let waiter = tokio::spawn(async move { b.wait_done_timeout("req", Duration::from_secs(20)).await });
+    let waiter = crate::support::spawn(async move { b.wait_done_timeout("req", Duration::from_secs(20)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     claim.complete(b"42".to_vec()).await.expect("complete");
     let got = join("wait_done", Duration::from_secs(30), waiter).await.expect("wait_done");

@@ -32,7 +32,7 @@ async fn a_claim_whose_create_reply_was_lost_is_started_once_and_stays_claimed()
             println!("round {round}: latency {}", support::latency::describe(&set));
         }
         proxy.set_mode(ProxyMode::DropReplies);
-        let attempt = tokio::spawn({
+        let attempt = crate::support::spawn({
             let (keys, key) = (ours.clone(), key.clone());
             async move { keys.begin(&key).await }
         });
@@ -96,7 +96,7 @@ async fn a_claim_whose_create_reply_was_lost_over_a_long_cut_is_never_freed_by_i
     started(ours.begin("warm-up").await.expect("begin"), "warm-up").complete(b"w".to_vec()).await.expect("complete");
     let path = ours.key_path("req").expect("key");
     proxy.set_mode(ProxyMode::DropReplies);
-    let attempt = tokio::spawn({
+    let attempt = crate::support::spawn({
         let keys = ours.clone();
         async move { keys.begin("req").await }
     });

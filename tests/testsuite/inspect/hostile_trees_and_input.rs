@@ -183,7 +183,7 @@ async fn churn_never_errors_nor_shows_an_impossible_state() {
     for i in 0..4 {
         let client = support::client(&connect).await;
         let (stop, mutex, rw, sem) = (stop.clone(), mutex.clone(), rw.clone(), sem.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let m = InterProcessMutex::new(&client, &mutex).unwrap();
             let lock = InterProcessReadWriteLock::new(&client, &rw).unwrap();
             let s = InterProcessSemaphoreV2::new(&client, &sem, 1).unwrap();

@@ -45,7 +45,7 @@ fn background<F: Future + Send + 'static>(fut: F) -> JoinHandle<()>
 where
     F::Output: Send,
 {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let _kept = fut.await;
         std::future::pending::<()>().await
     })
@@ -351,7 +351,7 @@ async fn nodes_vanishing_mid_walk_are_skipped() {
         assert_eq!(first.locks.len(), 50, "every lock is seen before the releases");
         // Release everything — guards, waiters, sessions — and delete nodes by hand, all while
         // inspecting again and again.
-        let releasing = tokio::spawn(async move {
+        let releasing = crate::support::spawn(async move {
             for (i, (guard, lease)) in guards.into_iter().zip(leases).enumerate() {
                 if i % 7 == 0 {
                     tokio::task::yield_now().await;
@@ -368,7 +368,7 @@ async fn nodes_vanishing_mid_walk_are_skipped() {
         let deleting = {
             let obs = support::observer(&connect).await;
             let base = format!("{base}/r{round}");
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 for name in support::sorted_children(&obs, &base).await {
                     for node in support::sorted_children(&obs, &format!("{base}/{name}")).await {
                         let _ = obs.delete(&format!("{base}/{name}/{node}"), None).await;

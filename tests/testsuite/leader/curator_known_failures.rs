@@ -259,7 +259,7 @@ impl Records {
             .iter()
             .map(|latch| {
                 let (latch, log, stop) = (latch.clone(), log.clone(), stop.clone());
-                tokio::spawn(async move {
+                crate::support::spawn(async move {
                     while !stop.load(Ordering::SeqCst) {
                         match latch.await_leadership_timeout(Duration::from_millis(200)).await {
                             Ok(true) => {}
@@ -730,7 +730,7 @@ async fn flapping_connection_creates_no_node_storm() {
     let seen = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
     let watcher = {
         let (seen, path, connect) = (seen.clone(), path.clone(), connect.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let obs = support::observer(&connect).await;
             loop {
                 let Ok((children, w)) = obs.list_and_watch_children(&path).await else { return };
@@ -760,14 +760,16 @@ async fn flapping_connection_creates_no_node_storm() {
     // Stable again: one participant leads (no livelock) — a, on its original node, unless the
     // flaps cost it its session (a reconnect can keep landing in a cut; printed below).
     let leader = exactly_one_leader(&latches, "one participant leads once the links are stable").await;
-    let sessions_lost = usize::from(a.session_id() != sessions.0) + usize::from(b.session_id() != sessions.1);
     if a.session_id() == sessions.0 {
         assert_eq!(leader, "a", "a kept its session, so it still leads");
     }
-    let creates = creates_under(&obs, &path).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     watcher.abort();
+    // In this order: every name the watcher saw was created before the count, and every create
+    // the count includes after a lost session comes after that loss is visible here.
     let distinct = seen.lock().unwrap().len();
+    let creates = creates_under(&obs, &path).await;
+    let sessions_lost = usize::from(a.session_id() != sessions.0) + usize::from(b.session_id() != sessions.1);
     println!("CURATOR-644: {creates} latch nodes created in all ({distinct} distinct names seen), {sessions_lost} sessions lost");
     // Bound: one node per participant, plus one per session lost (a node is created again only
     // after Lost). The cuts are far shorter than 0.85 × 4 s, so no session should be lost; if the
@@ -833,7 +835,7 @@ async fn deleted_leader_node_fails_over_without_two_leaders() {
         let hold = old.hold().unwrap();
         let lost = {
             let old = old.clone();
-            tokio::spawn(async move { old.lost().await })
+            crate::support::spawn(async move { old.lost().await })
         };
         tokio::task::yield_now().await;
         deletes.push((old.id().to_string(), hold.fencing_token().value()));
@@ -881,7 +883,7 @@ fn curator_participants(
     stop: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<LeadInterval>>>,
 ) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         use tokio::io::AsyncBufReadExt;
         let mut runs = 0;
         while !stop.load(Ordering::SeqCst) {

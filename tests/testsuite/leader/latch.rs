@@ -50,7 +50,7 @@ impl Checker {
         let stop = Arc::new(AtomicBool::new(false));
         let task = {
             let (max, stop) = (max.clone(), stop.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let (mut since, mut longest) = (None, Duration::ZERO);
                 while !stop.load(Ordering::SeqCst) {
                     let now = latches.iter().filter(|l| l.has_leadership()).count();

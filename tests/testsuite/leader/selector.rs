@@ -626,7 +626,7 @@ async fn a_cancelled_close_then_drop_frees_the_node_only_after_the_work_stopped(
     let busy = Arc::new(AtomicUsize::new(0));
     for _ in 0..2 {
         let busy = busy.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             busy.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(300));
         });

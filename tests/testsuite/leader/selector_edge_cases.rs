@@ -153,7 +153,7 @@ async fn concurrent_closes_both_wait() {
     let a = Arc::new(blocking(&client, &path, "a", &works, Duration::from_millis(400)));
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { works.started() == 1 }).await;
-    let one = tokio::spawn({
+    let one = crate::support::spawn({
         let a = a.clone();
         async move { a.close().await }
     });
@@ -218,7 +218,7 @@ fn sample_reports_after_loss(
     works: Arc<Works>,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<(usize, usize)> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let (mut violations, mut lost_samples) = (0, 0);
         while !stop.load(Ordering::SeqCst) {
             if let Some(hold) = works.last_hold() {
@@ -495,7 +495,7 @@ async fn expired_while_closing() {
     let a = Arc::new(blocking(&client, &path, "a", &works, Duration::from_millis(300)));
     a.start().unwrap();
     support::eventually(WITHIN, "a leads", || async { works.started() == 1 }).await;
-    let closing = tokio::spawn({
+    let closing = crate::support::spawn({
         let a = a.clone();
         async move { a.close().await }
     });
@@ -1242,7 +1242,7 @@ async fn a_work_function_that_panics_when_called() {
     a.start().unwrap();
     let led_again = support::poll_until(WITHIN, || async { works.started() == 1 && a.has_leadership() }).await;
     let nodes = support::sorted_children(&obs, &path).await;
-    let closed = tokio::spawn(async move { tokio::time::timeout(WITHIN, a.close()).await });
+    let closed = crate::support::spawn(async move { tokio::time::timeout(WITHIN, a.close()).await });
     let closed = closed.await;
     assert!(led_again, "the selector went on after the panic (nodes: {nodes:?})");
     assert!(matches!(closed, Ok(Ok(Ok(())))), "close after the panic: {closed:?}");

@@ -55,7 +55,7 @@ fn spawn_lock<D: zk_curator::locks::driver::LockDriver>(
     lock: impl std::future::Future<Output = zk_curator::Result<MutexGuard<D>>> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     let (client, who) = (client.clone(), who.into());
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let guard = lock.await.unwrap_or_else(|e| panic!("{who}: lock: {e}"));
         let at = Instant::now();
         let (state, session) = (guard.hold_state(), guard.hold().session());
@@ -167,7 +167,7 @@ async fn revocable_hold_handed_on_outside_the_runtime_sees_its_node_deleted() {
     assert_eq!(second.guard.node_path(), node, "B is handed A's node (a local hand-off)");
     // B watches for the loss before it happens.
     let hold = second.guard.hold().clone();
-    let watching = tokio::spawn(async move { hold.lost().await });
+    let watching = crate::support::spawn(async move { hold.lost().await });
     settle().await;
     let operator = support::observer(&connect).await;
     operator.delete(second.guard.node_path(), None).await.unwrap();
@@ -211,7 +211,7 @@ async fn downgrade_keeps_the_next_local_writer_out_while_the_reader_holds() {
     // the grant: a writer granted while the reader holds shows as an overlap.
     let releaser = {
         let log = log.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             for _ in 0..2 {
                 let w = recv(&mut rx, "the other local writers").await;
                 let end = Instant::now();
@@ -266,7 +266,7 @@ async fn node_deleted_by_an_operator_is_not_handed_on() {
     let remote_mutex = InterProcessMutex::new(&remote, &path).unwrap();
     let remote_task = {
         let (remote_mutex, log) = (remote_mutex.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = remote_mutex.lock().await.expect("remote lock");
             let holding = log.start("remote", token(&guard));
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -367,7 +367,7 @@ async fn release_right_after_an_operator_delete_stays_exclusive_with_a_remote_co
         {
             // B logs its hold from the grant until it observes Lost (or 200 ms, then releases).
             let (mutex, log) = (mutex.clone(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let guard = mutex.lock().await.expect("B");
                 let start = Instant::now();
                 let lost = tokio::time::timeout(Duration::from_millis(200), guard.lost()).await.is_ok();
@@ -386,7 +386,7 @@ async fn release_right_after_an_operator_delete_stays_exclusive_with_a_remote_co
         let first = recv(&mut rx, "A").await;
         let remote_task = {
             let (remote_mutex, log) = (InterProcessMutex::new(&remote, &path).unwrap(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let guard = remote_mutex.lock().await.expect("remote lock");
                 let holding = log.start("remote", token(&guard));
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -430,7 +430,7 @@ async fn session_expiry_with_local_waiters() {
     let remote_mutex = InterProcessMutex::new(&remote, &path).unwrap();
     let remote_task = {
         let (remote_mutex, log) = (remote_mutex.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = remote_mutex.lock().await.expect("remote lock");
             let holding = log.start("remote", token(&guard));
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -673,7 +673,7 @@ async fn cancellation_storm_leaves_nothing_and_stays_exclusive() {
         let client = if i == 7 { other.clone() } else { local.clone() };
         let mutex = InterProcessMutex::new(&client, &path).unwrap();
         let (log, stop, holds) = (log.clone(), stop.clone(), holds.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(i));
             let who = format!("t{i}");
             while !stop.load(Ordering::SeqCst) {
@@ -878,7 +878,7 @@ async fn revocation_closes_the_turn_before_the_local_batch() {
     let order = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
     let remote_task = {
         let (remote_mutex, order) = (remote_mutex.clone(), order.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = remote_mutex.lock().await.expect("remote lock");
             order.lock().push("remote".into());
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -967,7 +967,7 @@ async fn later_local_readers_do_not_starve_a_remote_writer() {
     let log = HoldLog::default();
     let writer_task = {
         let (remote_rw, log) = (remote_rw.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = remote_rw.write_lock().lock().await.unwrap();
             let holding = log.start("remote writer", guard.fencing_token().as_u128());
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1032,7 +1032,7 @@ async fn curator_style_and_guards_on_one_instance_stay_exclusive() {
     for i in 0..7u64 {
         let m = if i == 6 { other_mutex.clone() } else { mutex.clone() };
         let log = log.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(i));
             for _ in 0..12 {
                 let hold = Duration::from_millis(rng.gen_range(0..8));
@@ -1080,7 +1080,7 @@ async fn local_turns_and_real_curator_stay_exclusive() {
         let mutex = InterProcessMutex::new(&client, &path).unwrap();
         for t in 0..4 {
             let (mutex, log, stop) = (mutex.clone(), log.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::support::spawn(async move {
                 let mut n = 0;
                 while !stop.load(Ordering::SeqCst) {
                     let g = mutex.lock().await.expect("lock");
@@ -1242,7 +1242,7 @@ async fn lone_try_lock_for_on_a_silent_link_leaves_nothing() {
     // The create may or may not reach the server before the link goes silent.
     let timeout = Duration::from_millis(700);
     let start = Instant::now();
-    let attempt = tokio::spawn({
+    let attempt = crate::support::spawn({
         let mutex = mutex.clone();
         async move { mutex.try_lock_for(timeout).await.map(|g| g.is_some()) }
     });
@@ -1282,7 +1282,7 @@ async fn repeated_cuts_during_local_hand_offs_stay_exclusive() {
         let client = if i == 5 { remote.clone() } else { local.clone() };
         let mutex = InterProcessMutex::new(&client, &path).unwrap();
         let (log, stop, bad, holds) = (log.clone(), stop.clone(), bad_grants.clone(), holds.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(i));
             let who = format!("t{i}");
             while !stop.load(Ordering::SeqCst) {
@@ -1398,7 +1398,7 @@ async fn downgrade_with_writers_queued_before(node_per_task: bool) {
     let log = HoldLog::default();
     let remote_task = {
         let (remote_rw, log) = (remote_rw.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = remote_rw.write_lock().lock().await.unwrap();
             let holding = log.start("remote writer", token(&guard));
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1430,7 +1430,7 @@ async fn downgrade_with_writers_queued_before(node_per_task: bool) {
     first.guard.release().await.unwrap();
     let releaser = {
         let log = log.clone();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             for _ in 0..2 {
                 let w = recv(&mut rx, "the other local writers").await;
                 log.push(Interval {

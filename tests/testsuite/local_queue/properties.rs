@@ -262,7 +262,7 @@ async fn exclusion_across_local_and_remote_holders() {
     let mut queued = Vec::new();
     for t in 0..TASKS {
         let (mutex, witness, started) = (mutexes[0].clone(), witness.clone(), started.clone());
-        queued.push(tokio::spawn(async move {
+        queued.push(crate::support::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             let guard = lock(&mutex, &format!("queued task {t}")).await;
             let inside = witness.enter(&format!("queued task {t}"));
@@ -292,7 +292,7 @@ async fn exclusion_across_local_and_remote_holders() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
         let (obs, path, stop, sessions) = (obs.clone(), path.clone(), stop.clone(), sessions.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let mut most = vec![(0usize, Vec::new()); sessions.len()];
             while !stop.load(Ordering::SeqCst) {
                 for (i, session) in sessions.iter().enumerate() {
@@ -310,7 +310,7 @@ async fn exclusion_across_local_and_remote_holders() {
     for (c, mutex) in mutexes.iter().enumerate() {
         for t in 0..TASKS {
             let (mutex, witness, obs, counter) = (mutex.clone(), witness.clone(), obs.clone(), counter.clone());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::support::spawn(async move {
                 let mut overlaps = 0;
                 for r in 0..ROUNDS {
                     let who = format!("client {c} task {t} round {r}");
@@ -397,7 +397,7 @@ async fn fairness_scenario(per_task: bool, remote_holder: bool) {
 
     let spawn_waiter = |arrival: Arrival| {
         let (mutex, witness, order, started) = (mutex.clone(), witness.clone(), order.clone(), started.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             let who = format!("{arrival:?}");
             let guard = lock(&mutex, &who).await;
@@ -497,7 +497,7 @@ async fn fencing_tokens_increase_across_local_hand_offs() {
         let mutex = InterProcessMutex::new(&clients[c], &path).unwrap();
         for t in 0..waiters {
             let (mutex, witness, grants) = (mutex.clone(), witness.clone(), grants.clone());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::support::spawn(async move {
                 for r in 0..2 {
                     let who = format!("client {c} task {t} round {r}");
                     let guard = lock(&mutex, &who).await;
@@ -565,7 +565,7 @@ async fn the_token_zxid_is_the_nodes_czxid() {
     let path = support::unique_path("lq-czxid");
     let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
     let first = lock(&mutex, "first").await;
-    let second = tokio::spawn({
+    let second = crate::support::spawn({
         let mutex = mutex.clone();
         async move { lock(&mutex, "second").await }
     });
@@ -604,7 +604,7 @@ async fn guarded_write_after_local_release_is_refused() {
     let started = Arc::new(AtomicUsize::new(0));
     let spawn_waiter = |name: &'static str| {
         let (mutex, started) = (mutex.clone(), started.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             lock(&mutex, name).await
         })
@@ -690,7 +690,7 @@ async fn cancellation_storm_leaves_nothing_behind() {
     let remote_task = {
         let (remote, witness) = (remote.clone(), witness.clone());
         let pauses: Vec<u64> = (0..15).map(|_| rng.gen_range(0..30)).collect();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             for (r, pause) in pauses.into_iter().enumerate() {
                 let who = format!("remote round {r}");
                 let guard = lock(&remote, &who).await;
@@ -709,7 +709,7 @@ async fn cancellation_storm_leaves_nothing_behind() {
         let drop_it = rng.gen_bool(0.3);
         let kind = rng.gen_range(0..5);
         let who = format!("local {i} kind {kind}");
-        let task = tokio::spawn(async move {
+        let task = crate::support::spawn(async move {
             tokio::time::sleep(delay).await;
             match kind {
                 0 => {
@@ -743,7 +743,7 @@ async fn cancellation_storm_leaves_nothing_behind() {
         if kind == 2 {
             let abort = task.abort_handle();
             let after = delay + cancel_after;
-            aborters.push(tokio::spawn(async move {
+            aborters.push(crate::support::spawn(async move {
                 tokio::time::sleep(after).await;
                 abort.abort();
             }));
@@ -798,7 +798,7 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
     let waiters: Vec<_> = (0..10)
         .map(|_| {
             let mutex = local.clone();
-            tokio::spawn(async move { mutex.lock().await.map(drop) })
+            crate::support::spawn(async move { mutex.lock().await.map(drop) })
         })
         .collect();
     support::eventually(HANG, "our turn's node is queued", || async {
@@ -817,7 +817,9 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
     let timed: Vec<_> = (0..10)
         .map(|_| {
             let mutex = local.clone();
-            tokio::spawn(async move { mutex.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none() })
+            crate::support::spawn(
+                async move { mutex.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none() },
+            )
         })
         .collect();
     assert!(join_all("timed waiter", timed).await.into_iter().all(|none| none), "a timed waiter got the lock");
@@ -831,7 +833,7 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
         let waiters: Vec<_> = (0..5)
             .map(|_| {
                 let mutex = local.clone();
-                tokio::spawn(async move { mutex.lock().await.map(drop) })
+                crate::support::spawn(async move { mutex.lock().await.map(drop) })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..6))).await;
@@ -843,7 +845,10 @@ async fn cancelling_every_waiter_deletes_the_turns_node() {
         nodes_of(&obs, &path, session).await.is_empty()
     })
     .await;
-    assert_eq!(support::sorted_children(&obs, &path).await, [holder_node], "only the holder's node is left");
+    // A create still in flight when the last look found none lands afterwards; its attempt
+    // deletes it once the reply comes: wait for that too.
+    let left = support::children_become(&obs, &path, std::slice::from_ref(&holder_node), Duration::from_secs(5)).await;
+    assert_eq!(left, [holder_node], "only the holder's node is left");
 
     holder.release().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(5), local.lock()).await.expect("fresh lock() hangs").unwrap();
@@ -887,7 +892,7 @@ async fn expiry_scenario(same_turn: bool) {
     // same_turn: a local blocker holds, so the holder and the waiters gather in one turn.
     let blocker = if same_turn { Some(lock(&mutex, "blocker").await) } else { None };
     let holder_started = Arc::new(AtomicUsize::new(0));
-    let holder = tokio::spawn({
+    let holder = crate::support::spawn({
         let (mutex, holder_started) = (mutex.clone(), holder_started.clone());
         async move {
             holder_started.fetch_add(1, Ordering::SeqCst);
@@ -908,7 +913,7 @@ async fn expiry_scenario(same_turn: bool) {
     for w in 0..WAITERS {
         let (mutex, client, witness, bad, sessions, started) =
             (mutex.clone(), client.clone(), witness.clone(), bad_grants.clone(), sessions.clone(), started.clone());
-        waiters.push(tokio::spawn(async move {
+        waiters.push(crate::support::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             let who = format!("waiter {w}");
             let guard = lock(&mutex, &who).await;
@@ -925,7 +930,7 @@ async fn expiry_scenario(same_turn: bool) {
             guard.release().await.unwrap();
         }));
     }
-    let remote = tokio::spawn({
+    let remote = crate::support::spawn({
         let (other, witness) = (other.clone(), witness.clone());
         async move {
             let guard = lock(&other, "other client").await;
@@ -1007,7 +1012,7 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
     let mut readers = Vec::new();
     for r in 0..READERS {
         let (lock, witness, holding, mut go) = (ours.clone(), witness.clone(), holding.clone(), go.clone());
-        readers.push(tokio::spawn(async move {
+        readers.push(crate::support::spawn(async move {
             let guard = tokio::time::timeout(HANG, lock.read_lock().lock()).await.expect("reader hangs").unwrap();
             let inside = witness.enter_shared(&format!("reader {r}"));
             holding.fetch_add(1, Ordering::SeqCst);
@@ -1023,7 +1028,7 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
         nodes_of(&obs, &path, session).await.into_iter().filter(|n| n.contains("__READ__")).collect();
     assert!(!read_nodes.is_empty() && read_nodes.len() <= 2, "20 local readers hold through {read_nodes:?}");
 
-    let writer = tokio::spawn({
+    let writer = crate::support::spawn({
         let (lock, witness, order) = (theirs.clone(), witness.clone(), order.clone());
         async move {
             let guard = tokio::time::timeout(HANG, lock.write_lock().lock()).await.expect("writer hangs").unwrap();
@@ -1042,7 +1047,7 @@ async fn local_readers_share_a_node_and_a_queued_writer_goes_first() {
     let late: Vec<_> = (0..LATE)
         .map(|r| {
             let (lock, witness, order, started) = (ours.clone(), witness.clone(), order.clone(), late_started.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 started.fetch_add(1, Ordering::SeqCst);
                 let guard =
                     tokio::time::timeout(HANG, lock.read_lock().lock()).await.expect("late reader hangs").unwrap();
@@ -1103,7 +1108,9 @@ async fn node_per_task_keeps_curators_shape() {
     let waiters: Vec<_> = (0..N)
         .map(|i| {
             let mutex = mutex.clone();
-            tokio::spawn(async move { lock(&mutex, &format!("per-task waiter {i}")).await.release().await.unwrap() })
+            crate::support::spawn(async move {
+                lock(&mutex, &format!("per-task waiter {i}")).await.release().await.unwrap()
+            })
         })
         .collect();
     support::eventually(HANG, "one node per waiting task", || async {
@@ -1121,7 +1128,7 @@ async fn node_per_task_keeps_curators_shape() {
     let readers: Vec<_> = (0..N)
         .map(|_| {
             let rw = rw.clone();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 tokio::time::timeout(HANG, rw.read_lock().lock()).await.unwrap().unwrap().release().await.unwrap()
             })
         })
@@ -1163,7 +1170,7 @@ async fn strict_deadline_and_local_try_lock() {
     })
     .await;
     // A timed attempt queued behind a local waiter whose turn waits: also strict.
-    let waiting = tokio::spawn({
+    let waiting = crate::support::spawn({
         let local = local.clone();
         async move { lock(&local, "local waiter").await.release().await.unwrap() }
     });
@@ -1221,7 +1228,7 @@ async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
     // starts that turn (W1 first, the others handed the node locally). Another client's writer
     // holds first, so the blocker's node is in line too.
     let remote = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
-    let blocker = tokio::spawn({
+    let blocker = crate::support::spawn({
         let ours = ours.clone();
         async move { tokio::time::timeout(HANG, ours.write_lock().lock()).await.expect("blocker hangs").unwrap() }
     });
@@ -1232,7 +1239,7 @@ async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
     remote.release().await.unwrap();
     let blocker = support::join("blocker", HANG, blocker).await;
     let started = Arc::new(AtomicUsize::new(0));
-    let first = tokio::spawn({
+    let first = crate::support::spawn({
         let (ours, started) = (ours.clone(), started.clone());
         async move {
             started.fetch_add(1, Ordering::SeqCst);
@@ -1243,7 +1250,7 @@ async fn downgrade_is_not_overtaken_by_local_writers_of_its_turn() {
     let others: Vec<_> = (2..=WRITERS)
         .map(|w| {
             let (ours, started, witness) = (ours.clone(), started.clone(), witness.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 started.fetch_add(1, Ordering::SeqCst);
                 let guard = tokio::time::timeout(HANG, ours.write_lock().lock()).await.expect("writer hangs").unwrap();
                 let inside = witness.enter(&format!("W{w}"));
@@ -1286,7 +1293,12 @@ async fn try_lock_right_after_a_cancelled_waiter_gets_the_free_lock() {
         {
             let pending = mutex.lock();
             tokio::pin!(pending);
-            assert!(futures::poll!(pending.as_mut()).is_pending());
+            let first = futures::poll!(pending.as_mut());
+            assert!(
+                first.is_pending(),
+                "round {round}: lock() was ready at its first poll: {:?}",
+                first.map(|r| r.map(drop))
+            );
         }
         // The cancelled waiter's node may still be on its way out (as with one node per task), so
         // "busy" for a moment is allowed; for good is not.
@@ -1324,14 +1336,14 @@ async fn closing_the_client_ends_the_local_queue() {
     let session = clients[0].session_id();
     let mutex = InterProcessMutex::new(&clients[0], &path).unwrap();
     let blocker = lock(&InterProcessMutex::new(&clients[1], &path).unwrap(), "blocker").await;
-    let holder = tokio::spawn({
+    let holder = crate::support::spawn({
         let mutex = mutex.clone();
         async move { mutex.lock().await }
     });
     let waiters: Vec<_> = (0..10)
         .map(|_| {
             let mutex = mutex.clone();
-            tokio::spawn(async move { mutex.lock().await.map(drop) })
+            crate::support::spawn(async move { mutex.lock().await.map(drop) })
         })
         .collect();
     support::eventually(HANG, "our turn's node is queued", || async {
@@ -1367,7 +1379,7 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let started = Arc::new(AtomicUsize::new(0));
-    let first = tokio::spawn({
+    let first = crate::support::spawn({
         let (mutex, started) = (mutex.clone(), started.clone());
         async move {
             started.fetch_add(1, Ordering::SeqCst);
@@ -1378,7 +1390,7 @@ where
     let others = (1..n)
         .map(|i| {
             let (mutex, started, then) = (mutex.clone(), started.clone(), then.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 started.fetch_add(1, Ordering::SeqCst);
                 let guard = lock(&mutex, &format!("task {i} of the turn")).await;
                 then(i, guard).await
@@ -1486,7 +1498,7 @@ async fn waiters_of_a_blackholed_holders_turn_wait_for_its_loss_and_heal() {
     // Two more in the next turn.
     for i in 10..12 {
         let (mutex, then) = (mutex.clone(), then.clone());
-        waiters.push(tokio::spawn(async move {
+        waiters.push(crate::support::spawn(async move {
             let guard = lock(&mutex, &format!("task {i} of the next turn")).await;
             then(i, guard).await
         }));
@@ -1546,7 +1558,7 @@ async fn a_revoked_node_is_not_handed_on_locally() {
         }
     };
     let (holder, waiters) = one_turn(&obs, &mutex, clients[0].session_id(), blocker, 6, then).await;
-    let contender = tokio::spawn({
+    let contender = crate::support::spawn({
         let (remote, order, witness) = (remote.clone(), order.clone(), witness.clone());
         async move {
             let guard = lock(&remote, "remote contender").await;
@@ -1591,7 +1603,7 @@ async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
     let w1 = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.unwrap().unwrap();
     let spawn_reader = |name: String| {
         let (ours, witness, order, started) = (ours.clone(), witness.clone(), order.clone(), started.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             started.fetch_add(1, Ordering::SeqCst);
             let guard = tokio::time::timeout(HANG, ours.read_lock().lock()).await.expect("reader hangs").unwrap();
             let inside = witness.enter_shared(&name);
@@ -1607,7 +1619,7 @@ async fn late_readers_do_not_join_a_waiting_turn_ahead_of_a_queued_writer() {
         !nodes_of(&obs, &path, session).await.is_empty()
     })
     .await;
-    let w2 = tokio::spawn({
+    let w2 = crate::support::spawn({
         let (theirs, witness, order) = (theirs.clone(), witness.clone(), order.clone());
         async move {
             let guard = tokio::time::timeout(HANG, theirs.write_lock().lock()).await.expect("W2 hangs").unwrap();
@@ -1670,7 +1682,7 @@ async fn read_write_cancellation_storm() {
     let remote_task = {
         let (remote, witness) = (remote.clone(), witness.clone());
         let plan: Vec<(bool, u64)> = (0..15).map(|_| (rng.gen_bool(0.5), rng.gen_range(0..30))).collect();
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             for (r, (read, pause)) in plan.into_iter().enumerate() {
                 let who = format!("remote round {r}");
                 if read {
@@ -1727,7 +1739,7 @@ async fn read_write_cancellation_storm() {
                 }
             }};
         }
-        let task = tokio::spawn(async move {
+        let task = crate::support::spawn(async move {
             tokio::time::sleep(delay).await;
             if read {
                 run!(lock.read_lock())
@@ -1738,7 +1750,7 @@ async fn read_write_cancellation_storm() {
         if kind == 2 {
             let abort = task.abort_handle();
             let after = delay + cancel_after;
-            aborters.push(tokio::spawn(async move {
+            aborters.push(crate::support::spawn(async move {
                 tokio::time::sleep(after).await;
                 abort.abort();
             }));
@@ -1799,7 +1811,7 @@ async fn a_turn_node_deleted_with_its_predecessor_is_not_granted() {
         .map(|w| {
             let (mutex, obs, bad, started, target) =
                 (mutex.clone(), obs.clone(), bad.clone(), started.clone(), target.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 started.fetch_add(1, Ordering::SeqCst);
                 let guard = lock(&mutex, &format!("waiter {w}")).await;
                 let state = guard.hold_state();
@@ -1853,7 +1865,7 @@ async fn a_grant_to_a_dropped_waiter_is_handed_on() {
     // W1 queues (one poll), then W2 behind it.
     let mut w1 = Box::pin(mutex.lock());
     assert!(futures::poll!(w1.as_mut()).is_pending(), "W1 queues behind the holder");
-    let w2 = tokio::spawn({
+    let w2 = crate::support::spawn({
         let mutex = mutex.clone();
         async move { lock(&mutex, "W2").await.release().await.unwrap() }
     });
@@ -1898,7 +1910,7 @@ async fn a_guard_outliving_its_runtime_hands_the_lock_to_a_waiter_of_another_run
     });
     let guard = support::join("the guard on R2", HANG, on_r2).await;
     r2.shutdown_background();
-    let waiter = tokio::spawn({
+    let waiter = crate::support::spawn({
         let mutex = mutex.clone();
         async move { lock(&mutex, "the waiter of another runtime").await.release().await.unwrap() }
     });
@@ -1930,7 +1942,7 @@ async fn waiters_move_on_when_the_runtime_acquiring_their_turn_shuts_down() {
     // A remote contender queues behind it and holds until told.
     let (held_tx, held_rx) = tokio::sync::oneshot::channel();
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-    let remote_task = tokio::spawn(async move {
+    let remote_task = crate::support::spawn(async move {
         let guard = lock(&remote, "the remote contender").await;
         held_tx.send(()).unwrap();
         let _ = go_rx.await;
@@ -1943,7 +1955,7 @@ async fn waiters_move_on_when_the_runtime_acquiring_their_turn_shuts_down() {
         async move { lock(&mutex, "A, on R3").await.release().await.unwrap() }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let b = tokio::spawn({
+    let b = crate::support::spawn({
         let mutex = mutex.clone();
         async move { lock(&mutex, "B").await.release().await.unwrap() }
     });
@@ -1982,7 +1994,7 @@ async fn a_turn_is_not_stranded_on_a_current_thread_runtime_no_longer_driven() {
     let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
     let holder = lock(&mutex, "the local holder").await;
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-    let remote_task = tokio::spawn(async move {
+    let remote_task = crate::support::spawn(async move {
         let guard = lock(&remote, "the remote contender").await;
         let _ = go_rx.await;
         guard.release().await.unwrap();
@@ -2003,7 +2015,7 @@ async fn a_turn_is_not_stranded_on_a_current_thread_runtime_no_longer_driven() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let b = tokio::spawn({
+    let b = crate::support::spawn({
         let mutex = mutex.clone();
         async move {
             let guard = mutex.lock().await.unwrap();
@@ -2046,7 +2058,7 @@ async fn a_waiter_dropped_without_a_runtime_leaves_no_node() {
         let holder = if by_task { Some(lock(&mutex, "the local holder").await) } else { None };
         let (held_tx, held_rx) = tokio::sync::oneshot::channel();
         let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-        let remote_task = tokio::spawn(async move {
+        let remote_task = crate::support::spawn(async move {
             let guard = lock(&remote, "the remote contender").await;
             let _ = held_tx.send(());
             let _ = go_rx.await;
@@ -2063,7 +2075,7 @@ async fn a_waiter_dropped_without_a_runtime_leaves_no_node() {
         });
         if let Some(holder) = holder {
             let holder_node = support::node_name(holder.node_path()).to_string();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 holder.release().await.unwrap();
             });
@@ -2111,7 +2123,7 @@ async fn tokens_follow_hold_order_across_a_downgrade_local_readers_and_curator_s
     let mut tasks = Vec::new();
     for i in 0..3 {
         let (rw, log) = (rw.clone(), log.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let guard = tokio::time::timeout(HANG, rw.read_lock().lock()).await.unwrap().unwrap();
             let from = std::time::Instant::now();
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -2123,7 +2135,7 @@ async fn tokens_follow_hold_order_across_a_downgrade_local_readers_and_curator_s
     }
     for i in 0..3 {
         let (rw, log) = (rw.clone(), log.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let guard = tokio::time::timeout(HANG, rw.write_lock().lock()).await.unwrap().unwrap();
             let from = std::time::Instant::now();
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -2134,7 +2146,7 @@ async fn tokens_follow_hold_order_across_a_downgrade_local_readers_and_curator_s
     }
     {
         let log = log.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let guard = tokio::time::timeout(HANG, remote.write_lock().lock()).await.unwrap().unwrap();
             let from = std::time::Instant::now();
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -2208,18 +2220,18 @@ async fn a_timed_out_waiter_returns_after_its_turns_node_delete_is_handed_over()
     let remote = InterProcessMutex::new(&clients[1], &path).unwrap();
     let holder = lock(&mutex, "the local holder").await;
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-    let remote_task = tokio::spawn(async move {
+    let remote_task = crate::support::spawn(async move {
         let guard = lock(&remote, "the remote contender").await;
         let _ = go_rx.await;
         guard.release().await.unwrap();
     });
     support::eventually_queued(&obs, &path, 2, "the remote contender queues").await;
     let holder_node = support::node_name(holder.node_path()).to_string();
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         tokio::time::sleep(Duration::from_millis(200)).await;
         holder.release().await.unwrap();
     });
-    let seen = tokio::spawn({
+    let seen = crate::support::spawn({
         let (obs, path) = (obs.clone(), path.clone());
         async move {
             support::eventually(HANG, "the waiter's turn's node is in line", || async {

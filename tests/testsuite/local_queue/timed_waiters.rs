@@ -57,7 +57,7 @@ fn forever(mutex: &InterProcessMutex) -> Locking {
 /// finish it.
 async fn enqueue(mut locking: Locking) -> tokio::task::JoinHandle<Option<MutexGuard>> {
     assert!(futures::poll!(&mut locking).is_pending(), "the lock is held: the waiter waits");
-    tokio::spawn(locking)
+    crate::support::spawn(locking)
 }
 
 /// Timed waiters in one turn: each releases at once what it gets.
@@ -80,7 +80,7 @@ async fn race_round(mutex: &InterProcessMutex, how: Timed, offset_us: i64) -> us
     let x = {
         let mut locking = forever(mutex);
         assert!(futures::poll!(&mut locking).is_pending(), "X waits behind L");
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = locking.await.expect("X's hold");
             assert_eq!(guard.hold_state(), HoldState::Held);
             let _ = x_granted.send(guard.fencing_token().as_u128());
@@ -92,7 +92,7 @@ async fn race_round(mutex: &InterProcessMutex, how: Timed, offset_us: i64) -> us
     for _ in 0..TIMED {
         let mut locking = timed(mutex, how);
         assert!(futures::poll!(&mut locking).is_pending(), "B waits behind L");
-        bs.push(tokio::spawn(async move {
+        bs.push(crate::support::spawn(async move {
             let guard = locking.await?;
             assert_eq!(guard.hold_state(), HoldState::Held);
             let token = guard.fencing_token().as_u128();
@@ -314,7 +314,7 @@ async fn the_last_waiter_of_a_turn_being_acquired_keeps_its_deadline_on_a_silent
     let path = support::unique_path("lq-turn-blackhole");
     let mutex = InterProcessMutex::new(&local, &path).unwrap();
     let first = mutex.lock().await.expect("the local holder");
-    let blocker = tokio::spawn({
+    let blocker = crate::support::spawn({
         let mutex = InterProcessMutex::new(&remote, &path).unwrap();
         async move { mutex.lock().await.expect("the remote contender") }
     });
@@ -324,7 +324,7 @@ async fn the_last_waiter_of_a_turn_being_acquired_keeps_its_deadline_on_a_silent
     let start = Instant::now();
     let mut waiting = timed_for(&mutex, timeout);
     assert!(futures::poll!(&mut waiting).is_pending(), "B waits behind the local holder");
-    let b = tokio::spawn(waiting);
+    let b = crate::support::spawn(waiting);
     // The holder lets go: B's turn starts, and its node queues behind the remote contender.
     let first_node = first.node_path().rsplit('/').next().unwrap().to_string();
     first.release().await.unwrap();

@@ -47,7 +47,7 @@ async fn lock(mutex: &InterProcessMutex, what: &str) -> MutexGuard {
 /// A local waiter that locks, logs its hold, holds a little, releases.
 fn waiter(mutex: &InterProcessMutex, log: &HoldLog, who: String) -> JoinHandle<()> {
     let (mutex, log) = (mutex.clone(), log.clone());
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let guard = lock(&mutex, &who).await;
         let holding = log.start(who, guard.fencing_token().as_u128());
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -85,7 +85,7 @@ async fn cancelled_driver_never_strands_the_waiters_behind_it() {
         let blocker = if round % 2 == 0 { Some(lock(&remote, "remote blocker").await) } else { None };
         let driver = {
             let (local, log) = (local.clone(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let guard = local.lock().await.expect("driver lock");
                 let holding = log.start(format!("driver {round}"), guard.fencing_token().as_u128());
                 holding.end();
@@ -130,7 +130,7 @@ async fn timed_out_driver_and_racing_try_locks_strand_no_one() {
         let blocker = lock(&remote, "remote blocker").await;
         let timed = {
             let local = local.clone();
-            tokio::spawn(async move { local.try_lock_for(Duration::from_millis(300)).await })
+            crate::support::spawn(async move { local.try_lock_for(Duration::from_millis(300)).await })
         };
         tokio::task::yield_now().await;
         let mut others: Vec<_> = (0..3).map(|i| waiter(&local, &log, format!("r{round} w{i}"))).collect();
@@ -139,7 +139,7 @@ async fn timed_out_driver_and_racing_try_locks_strand_no_one() {
         // try_lock()s racing the queued lock()s, before and after the release.
         for i in 0..3 {
             let (local, log) = (local.clone(), log.clone());
-            others.push(tokio::spawn(async move {
+            others.push(crate::support::spawn(async move {
                 if let Some(guard) = local.try_lock().await.expect("try_lock") {
                     let holding = log.start(format!("r{round} try {i}"), guard.fencing_token().as_u128());
                     holding.end();
@@ -175,7 +175,7 @@ async fn driver_session_expiry_behind_a_remote_holder() {
         let tasks: Vec<_> = (0..4)
             .map(|i| {
                 let (local, log, client) = (local.clone(), log.clone(), client.clone());
-                tokio::spawn(async move {
+                crate::support::spawn(async move {
                     let attempt = tokio::time::timeout(HANG, local.lock()).await;
                     let Ok(Ok(guard)) = attempt else {
                         assert!(attempt.is_ok(), "r{round} w{i}: stranded after the driver's session expired");
@@ -224,7 +224,7 @@ async fn try_locks_racing_locks_on_a_free_lock() {
                 tasks.push(waiter(mutex, log, format!("r{round} lock {i}")));
             } else {
                 let (mutex, log) = (mutex.clone(), log.clone());
-                tasks.push(tokio::spawn(async move {
+                tasks.push(crate::support::spawn(async move {
                     let attempt = tokio::time::timeout(HANG, mutex.try_lock()).await.expect("try_lock hangs");
                     if let Some(guard) = attempt.expect("try_lock") {
                         let holding = log.start(format!("r{round} try {i}"), guard.fencing_token().as_u128());
@@ -273,7 +273,7 @@ async fn random_interleavings_strand_no_waiter() {
     for task in 0..16u64 {
         let mutex = mutexes[(task % 2) as usize].clone();
         let (log, faulting, epoch, done) = (log.clone(), faulting.clone(), epoch.clone(), done.clone());
-        handles.push(tokio::spawn(async move {
+        handles.push(crate::support::spawn(async move {
             let mut rng = StdRng::seed_from_u64(seed ^ task.wrapping_mul(0x9e37_79b9));
             for step in 0.. {
                 if step >= 10 && done.load(SeqCst) {
@@ -328,7 +328,7 @@ async fn random_interleavings_strand_no_waiter() {
     let chaos = {
         let (connect, clients, proxy) = (connect.clone(), clients.clone(), proxy.clone());
         let (faulting, epoch, done) = (faulting.clone(), epoch.clone(), done.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let mut rng = StdRng::seed_from_u64(seed.rotate_left(17));
             for round in 0..5 {
                 tokio::time::sleep(Duration::from_millis(rng.gen_range(200..600))).await;
@@ -419,7 +419,7 @@ async fn own_session_predecessor_handoff_and_expiry() {
         let (a_release_tx, a_release) = tokio::sync::oneshot::channel::<()>();
         let a = {
             let mutex = mutex.clone();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 mutex.acquire().await.expect("A acquire");
                 let _ = a_acquired_tx.send(());
                 let _ = a_release.await;
@@ -430,7 +430,7 @@ async fn own_session_predecessor_handoff_and_expiry() {
         let bs: Vec<_> = (0..WAITERS)
             .map(|_| {
                 let (mutex, client, zk, path) = (mutex.clone(), client.clone(), zk.clone(), path.clone());
-                tokio::spawn(async move {
+                crate::support::spawn(async move {
                     let got = tokio::time::timeout(HANG, mutex.acquire()).await.expect("B hangs");
                     got.clone()?;
                     // B holds: its node must be alive, of the client's current session.
@@ -489,7 +489,7 @@ async fn reader_turns_with_remote_writers_exclusion_and_no_starvation() {
     let mut reader_tasks = Vec::new();
     for r in 0..6 {
         let (readers, log, stop) = (readers.clone(), log.clone(), stop.clone());
-        reader_tasks.push(tokio::spawn(async move {
+        reader_tasks.push(crate::support::spawn(async move {
             let mut n = 0;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let guard =
@@ -505,7 +505,7 @@ async fn reader_turns_with_remote_writers_exclusion_and_no_starvation() {
     let mut writer_tasks = Vec::new();
     for w in 0..3 {
         let (writers, log) = (writers.clone(), log.clone());
-        writer_tasks.push(tokio::spawn(async move {
+        writer_tasks.push(crate::support::spawn(async move {
             for n in 0..5 {
                 let guard = tokio::time::timeout(HANG, writers.write_lock().lock())
                     .await

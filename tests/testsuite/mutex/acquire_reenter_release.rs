@@ -22,7 +22,7 @@ async fn smoke() {
     assert_eq!(support::children(&connect, &path).await.len(), 1);
     assert!(!mb.acquire_timeout(Duration::ZERO).await.unwrap());
     let mb2 = mb.clone();
-    let waiter = tokio::spawn(async move { mb2.lock().await.unwrap() });
+    let waiter = crate::support::spawn(async move { mb2.lock().await.unwrap() });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(support::children(&connect, &path).await.len(), 2);
     ma.release().await.unwrap();

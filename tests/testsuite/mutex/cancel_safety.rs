@@ -55,7 +55,7 @@ impl NodeLog {
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = events.clone();
         let prefix = format!("{path}/");
-        let task = tokio::spawn(async move {
+        let task = crate::support::spawn(async move {
             loop {
                 let event = watcher.changed().await;
                 match event.event_type {

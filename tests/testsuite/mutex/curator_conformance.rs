@@ -85,7 +85,7 @@ async fn reentrant_two_tasks() {
     let (at_depth_2_tx, at_depth_2) = oneshot::channel();
     let (unwind_tx, unwind) = oneshot::channel::<()>();
     let ma = m.clone();
-    let task_a = tokio::spawn(async move {
+    let task_a = crate::support::spawn(async move {
         ma.acquire().await.unwrap();
         assert!(ma.is_acquired_in_this_process());
         ma.acquire().await.unwrap();
@@ -103,7 +103,7 @@ async fn reentrant_two_tasks() {
     let a_node = at_depth_2.await.unwrap();
 
     let mb = m.clone();
-    let b_try = tokio::spawn(async move {
+    let b_try = crate::support::spawn(async move {
         let started = Instant::now();
         let got = mb.acquire_timeout(Duration::from_secs(1)).await.unwrap();
         assert!(!mb.is_owned_by_current_task());
@@ -124,7 +124,7 @@ async fn reentrant_two_tasks() {
     assert!(!m.is_acquired_in_this_process(), "after A unwound completely");
 
     let mb = m.clone();
-    let b_again = tokio::spawn(async move {
+    let b_again = crate::support::spawn(async move {
         let got = mb.acquire_timeout(Duration::from_secs(5)).await.unwrap();
         assert!(mb.is_acquired_in_this_process());
         mb.release().await.unwrap();
@@ -160,7 +160,7 @@ async fn reentrant_single_lock_many_tasks() {
     let mut tasks = Vec::new();
     for i in 0..10 {
         let (m, log, entered) = (m.clone(), log.clone(), entered.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             m.acquire().await.unwrap();
             let holding = log.start(format!("task {i}"), token(&m));
             // re-entry inside the critical section costs nothing and keeps exclusion
@@ -205,7 +205,7 @@ async fn two_clients() {
     let log = HoldLog::default();
 
     let spawn = |m: InterProcessMutex, who: &'static str, log: HoldLog| {
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(10)).await.unwrap(), "acquire within 10 s");
             let acquired = Instant::now();
             let holding = log.start(who, m.current_hold().expect("held").fencing_token().as_u128());
@@ -256,7 +256,7 @@ async fn killed_session_while_waiting() {
     let (b_got_tx, b_got) = oneshot::channel();
     let (b_release_tx, b_release) = oneshot::channel::<()>();
     let mb2 = mb.clone();
-    let waiter = tokio::spawn(async move {
+    let waiter = crate::support::spawn(async move {
         let got = mb2.acquire_timeout(Duration::from_secs(30)).await.unwrap();
         b_got_tx.send((got, Instant::now(), mb2.lock_node_path())).unwrap();
         b_release.await.unwrap();
@@ -319,7 +319,7 @@ async fn waiting_while_server_restarted() {
 
     holder.acquire().await.unwrap();
     let w = waiter.clone();
-    let waiting = tokio::spawn(async move {
+    let waiting = crate::support::spawn(async move {
         let got = w.acquire_timeout(Duration::from_secs(40)).await.unwrap();
         assert!(got, "the waiter never got the lock after the restart");
         let release = w.release().await;
@@ -372,7 +372,7 @@ async fn container_cleanup() {
     for i in 0..10 {
         let m = InterProcessMutex::new(&client, &path).unwrap();
         let log = log.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             assert!(m.acquire_timeout(Duration::from_secs(20)).await.unwrap());
             let holding = log.start(format!("instance {i}"), m.current_hold().expect("held").fencing_token().as_u128());
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -411,7 +411,7 @@ async fn container_reaped_between_acquires() {
     let mut tasks = Vec::new();
     for t in 0..6u64 {
         let m = InterProcessMutex::new(&client, &format!("{}/lock", support::unique_path("reaped"))).unwrap();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut failures = Vec::new();
             for i in 0..60u64 {
                 match m.acquire_timeout(Duration::from_secs(5)).await {
@@ -474,7 +474,7 @@ async fn participants() {
         let (got_tx, got) = oneshot::channel();
         let (go_tx, go) = oneshot::channel::<()>();
         let mi = mi.clone();
-        let task = tokio::spawn(async move {
+        let task = crate::support::spawn(async move {
             mi.acquire().await.unwrap();
             got_tx.send(mi.lock_node_path().unwrap()).unwrap();
             go.await.unwrap();
@@ -623,7 +623,7 @@ async fn release_semantics() {
     // release from another task than the holder
     m.acquire().await.unwrap();
     let m2 = m.clone();
-    let other = tokio::spawn(async move { m2.release().await });
+    let other = crate::support::spawn(async move { m2.release().await });
     assert_not_owner(
         support::join("releaser", Duration::from_secs(5), other).await,
         &path,
@@ -670,7 +670,12 @@ async fn release_semantics() {
     // guard moved to another task and released there
     let g = m.lock().await.unwrap();
     let node = g.node_path().to_string();
-    support::join("guard mover", Duration::from_secs(5), tokio::spawn(async move { g.release().await.unwrap() })).await;
+    support::join(
+        "guard mover",
+        Duration::from_secs(5),
+        crate::support::spawn(async move { g.release().await.unwrap() }),
+    )
+    .await;
     assert!(!support::exists(&obs, &node).await);
     assert!(!m.is_acquired_in_this_process());
 

@@ -216,7 +216,7 @@ async fn hammer(m: InterProcessMutex, who: String, log: HoldLog, seed: u64, atte
             2 => {
                 let (tx, rx) = oneshot::channel();
                 let m2 = m.clone();
-                let task = tokio::spawn(async move {
+                let task = crate::support::spawn(async move {
                     let guard = m2.lock().await.expect("lock in an aborted task");
                     let _ = tx.send(guard);
                 });
@@ -302,12 +302,18 @@ async fn random_cancellation_keeps_exclusion() {
     for h in 0..3u64 {
         let client = support::client(&connect).await;
         let m = InterProcessMutex::new(&client, &path).unwrap();
-        tasks.push(tokio::spawn(hammer(m, format!("hammer{h}"), log.clone(), seed.wrapping_add(h), 300)));
+        tasks.push(crate::support::spawn(hammer(m, format!("hammer{h}"), log.clone(), seed.wrapping_add(h), 300)));
     }
     for h in 0..2u64 {
         let client = support::client(&connect).await;
         let m = InterProcessMutex::new(&client, &path).unwrap();
-        tasks.push(tokio::spawn(steady_holder(m, format!("steady{h}"), log.clone(), seed.wrapping_add(10 + h), 100)));
+        tasks.push(crate::support::spawn(steady_holder(
+            m,
+            format!("steady{h}"),
+            log.clone(),
+            seed.wrapping_add(10 + h),
+            100,
+        )));
     }
     let mut stats = Stats::default();
     for (i, task) in tasks.into_iter().enumerate() {
@@ -361,14 +367,14 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
         ga.guarded_write(set_token(&resource, a_token)).await.expect("A's guarded write while it holds");
         let a_worker = {
             let (log, node) = (log.clone(), a_node.clone());
-            tokio::spawn(async move { work(&log, "A", &node, a_start, std::future::pending()).await })
+            crate::support::spawn(async move { work(&log, "A", &node, a_start, std::future::pending()).await })
         };
 
         let (acquired_tx, acquired_rx) = oneshot::channel();
         let (finish_tx, finish_rx) = oneshot::channel::<()>();
         let b_task = {
             let (mb, log, resource) = (mb.clone(), log.clone(), resource.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let gb = mb.lock().await.expect("B lock");
                 let b_start = Instant::now();
                 let b_token = gb.fencing_token();
@@ -468,7 +474,7 @@ async fn expired_holder_sees_lost_before_the_next_holder_acquires() {
 
 /// Spawns a waiter that takes the lock, works `hold_for`, releases.
 fn spawn_waiter(m: InterProcessMutex, who: String, log: HoldLog, hold_for: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let guard = m.lock().await.unwrap_or_else(|e| panic!("{who}: lock: {e}"));
         let start = Instant::now();
         let report = work(&log, &who, guard.hold(), start, tokio::time::sleep(hold_for)).await;
@@ -486,7 +492,7 @@ fn spawn_worker(
     count: Arc<AtomicUsize>,
     seed: u64,
 ) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut done = 0;
         while !stop.load(Ordering::SeqCst) {
@@ -538,7 +544,7 @@ async fn server_restart_within_session_timeout() {
         let (done_tx, done_rx) = oneshot::channel::<()>();
         let h_worker = {
             let (log, node) = (log.clone(), node.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 work(&log, &format!("H{round}"), &node, h_start, async {
                     let _ = done_rx.await;
                 })
@@ -654,7 +660,7 @@ async fn leader_loss_keeps_exclusion() {
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let h_worker = {
         let (log, node) = (log.clone(), node.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             work(&log, "H", &node, h_start, async {
                 let _ = done_rx.await;
             })
@@ -797,7 +803,7 @@ async fn killed_holder_process() {
         let (finish_tx, finish_rx) = oneshot::channel::<()>();
         let b_task = {
             let (mb, log) = (mb.clone(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let gb = mb.lock().await.expect("B lock");
                 let start = Instant::now();
                 let _ = acquired_tx.send((start, gb.fencing_token()));
@@ -889,7 +895,7 @@ async fn release_while_disconnected_is_not_forgotten() {
         let (acquired_tx, mut acquired_rx) = oneshot::channel();
         let b_task = {
             let (mb, log) = (mb.clone(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let gb = mb.lock().await.expect("B lock");
                 let start = Instant::now();
                 let _ = acquired_tx.send(start);
@@ -1004,7 +1010,7 @@ async fn expired_waiter_queues_again_with_one_node() {
         let sampling = Arc::new(AtomicBool::new(true));
         let sampler = {
             let (sampling, path, connect) = (sampling.clone(), path.clone(), connect.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let obs = support::observer(&connect).await;
                 let (mut samples, mut max) = (0usize, 0usize);
                 while sampling.load(Ordering::SeqCst) {
@@ -1021,7 +1027,7 @@ async fn expired_waiter_queues_again_with_one_node() {
         let (acquired_tx, acquired_rx) = oneshot::channel();
         let w_task = {
             let (mw, log, w) = (mw.clone(), log.clone(), w.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let gw =
                     mw.try_lock_for(Duration::from_secs(20)).await.expect("W lock").expect("W within its deadline");
                 let start = Instant::now();
@@ -1172,7 +1178,8 @@ async fn bad_input_gives_typed_errors() {
     m.acquire().await.unwrap();
     let m2 = m.clone();
     let other =
-        support::join("other task", Duration::from_secs(5), tokio::spawn(async move { m2.release().await })).await;
+        support::join("other task", Duration::from_secs(5), crate::support::spawn(async move { m2.release().await }))
+            .await;
     expect_kind(other, ErrorKind::NotOwner, "release from another task");
     assert!(m.is_owned_by_current_task());
     m.release().await.unwrap();

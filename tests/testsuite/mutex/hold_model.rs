@@ -39,7 +39,7 @@ async fn a_guard_is_an_exclusive_hold_that_moves_with_it() {
     let guard = m.lock().await.unwrap();
     let node = support::node_name(guard.node_path()).to_string();
     let (release_tx, release_rx) = oneshot::channel::<()>();
-    let worker = tokio::spawn(async move {
+    let worker = crate::support::spawn(async move {
         let _ = release_rx.await;
         guard.release().await
     });
@@ -187,7 +187,7 @@ async fn no_grant_from_a_dead_session() {
 
     let gb = mb.lock().await.unwrap();
     let a_session = a.session();
-    let waiter = tokio::spawn(async move {
+    let waiter = crate::support::spawn(async move {
         let guard = ma.lock().await.expect("A lock");
         // Read everything at the moment the guard is returned.
         let state = guard.hold_state();
@@ -404,7 +404,7 @@ async fn a_children_watch_verdict_waits_for_any_child_change() {
     let ga = ma.lock().await.unwrap();
     assert!(mb.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none(), "B waits (children watch)");
     let (acquired_tx, mut acquired_rx) = oneshot::channel();
-    let waiter = tokio::spawn(async move {
+    let waiter = crate::support::spawn(async move {
         let gb = mb.lock().await.expect("B lock");
         let _ = acquired_tx.send(gb.fencing_token());
         gb.release().await.unwrap();

@@ -92,7 +92,7 @@ async fn a_hold_of_an_ended_task_is_never_reachable_and_is_released_loudly_with_
 
     // One task returns early with `?` between acquire and release; one panics.
     let m = mutex.clone();
-    let early = tokio::spawn(async move {
+    let early = crate::support::spawn(async move {
         m.acquire().await?;
         Err::<(), Error>(Error::Closed { path: "an early `?`".into() })?;
         m.release().await
@@ -102,7 +102,7 @@ async fn a_hold_of_an_ended_task_is_never_reachable_and_is_released_loudly_with_
     assert_eq!(orphan.len(), 1, "the ended task's node is still there");
     // A later task queues behind the orphan (it does not re-enter it), and is aborted while waiting.
     let m = mutex.clone();
-    let waiting = tokio::spawn(async move {
+    let waiting = crate::support::spawn(async move {
         let acquired = m.acquire_timeout(Duration::from_millis(200)).await.unwrap();
         assert!(!acquired, "a later task re-entered the ended task's hold");
         m.acquire().await.unwrap();
@@ -115,7 +115,7 @@ async fn a_hold_of_an_ended_task_is_never_reachable_and_is_released_loudly_with_
     // Many later tasks on the same thread: none owns, re-enters or releases the orphaned hold.
     for i in 0..2_000 {
         let m = mutex.clone();
-        let verdict = tokio::spawn(async move {
+        let verdict = crate::support::spawn(async move {
             assert!(!m.is_owned_by_current_task(), "task {i} owns an ended task's hold");
             assert!(m.current_hold().is_none(), "task {i} sees an ended task's hold");
             match m.release().await {
@@ -126,7 +126,7 @@ async fn a_hold_of_an_ended_task_is_never_reachable_and_is_released_loudly_with_
         verdict.await.unwrap();
     }
     let m = mutex.clone();
-    let reentered = tokio::spawn(async move { m.acquire_timeout(Duration::from_millis(300)).await.unwrap() });
+    let reentered = crate::support::spawn(async move { m.acquire_timeout(Duration::from_millis(300)).await.unwrap() });
     assert!(!reentered.await.unwrap(), "a later task re-entered an ended task's hold");
     assert_eq!(support::sorted_children(&obs, &path).await, orphan, "the orphan is still held, nothing else");
     assert!(mutex.is_acquired_in_this_process());
@@ -134,13 +134,13 @@ async fn a_hold_of_an_ended_task_is_never_reachable_and_is_released_loudly_with_
     // A task that panics while holding: its hold is as unreachable, and released with the rest.
     let other = InterProcessMutex::new(&client, &format!("{path}-b")).unwrap();
     let o = other.clone();
-    let panicked = tokio::spawn(async move {
+    let panicked = crate::support::spawn(async move {
         o.acquire().await.unwrap();
         panic!("between acquire and release");
     });
     assert!(panicked.await.unwrap_err().is_panic());
     let o = other.clone();
-    let verdict = tokio::spawn(async move { o.release().await });
+    let verdict = crate::support::spawn(async move { o.release().await });
     assert!(matches!(verdict.await.unwrap(), Err(Error::NotOwner { .. })), "released a panicked task's hold");
     assert_eq!(support::sorted_children(&obs, &format!("{path}-b")).await.len(), 1);
 

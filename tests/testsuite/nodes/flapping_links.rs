@@ -26,7 +26,7 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let doubled = Arc::new(AtomicUsize::new(0));
         let (s, d) = (stop.clone(), doubled.clone());
-        let task = tokio::spawn(async move {
+        let task = crate::support::spawn(async move {
             let mut seen = Vec::new();
             while !s.load(Ordering::SeqCst) {
                 let children = support::sorted_children(&obs, &parent).await;

@@ -43,7 +43,7 @@ async fn a_session_given_up_while_the_server_still_holds_it_never_leaves_two_of_
         let sampler = {
             let (stop, doubled) = (stop.clone(), doubled.clone());
             let (obs, parent) = (support::observer(&connect).await, parent.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let mut seen = Vec::new();
                 while !stop.load(Ordering::SeqCst) {
                     let children = support::sorted_children(&obs, &parent).await;

@@ -47,7 +47,7 @@ async fn hammer(m: InterProcessNonFairMutex, who: String, log: HoldLog, seed: u6
             2 => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let m2 = m.clone();
-                let task = tokio::spawn(async move {
+                let task = crate::support::spawn(async move {
                     let _ = tx.send(m2.lock().await.expect("lock in an aborted task"));
                 });
                 tokio::time::sleep(wait).await;
@@ -99,7 +99,7 @@ async fn random_cancellation_keeps_exclusion_and_leaves_no_node() {
         let m = InterProcessNonFairMutex::new(&client, &path).unwrap();
         for t in 0..2u64 {
             let seed = seed.wrapping_add(c * 10 + t);
-            tasks.push(tokio::spawn(hammer(m.clone(), format!("c{c}t{t}"), log.clone(), seed, 150)));
+            tasks.push(crate::support::spawn(hammer(m.clone(), format!("c{c}t{t}"), log.clone(), seed, 150)));
         }
     }
     let (mut won, mut gave_up) = (0, 0);
@@ -141,11 +141,11 @@ async fn an_expired_holder_sees_lost_before_the_next_holder_acquires() {
         let ga = ma.lock().await.unwrap();
         let a_worker = {
             let (log, hold) = (log.clone(), ga.hold().clone());
-            tokio::spawn(async move { work(&log, "A", &hold, Instant::now(), std::future::pending()).await })
+            crate::support::spawn(async move { work(&log, "A", &hold, Instant::now(), std::future::pending()).await })
         };
         let b_task = {
             let (mb, log) = (mb.clone(), log.clone());
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let gb = mb.lock().await.expect("B lock");
                 let lost =
                     work(&log, "B", gb.hold(), Instant::now(), tokio::time::sleep(Duration::from_millis(50))).await;
@@ -186,13 +186,19 @@ async fn a_create_whose_reply_was_lost_is_resolved_by_its_owner_session() {
     let ma = InterProcessNonFairMutex::new(&a, &path).unwrap();
     let mb = InterProcessNonFairMutex::new(&b, &path).unwrap();
     let log = HoldLog::default();
-    // The lock path exists (a create under a missing parent makes nothing).
-    ma.lock().await.unwrap().release().await.unwrap();
+    // The lock path exists (a create under a missing parent makes nothing, and its NoNode reply
+    // would be dropped): a persistent sibling keeps the container from being reaped once free.
+    let held = ma.lock().await.unwrap();
+    let keep = format!("{path}/keep");
+    obs.create(&keep, b"", &zk_curator::raw::CreateMode::Persistent.with_acls(zk_curator::raw::Acls::anyone_all()))
+        .await
+        .unwrap();
+    held.release().await.unwrap();
 
     proxy.set_mode(ProxyMode::DropReplies);
     let acquiring = {
         let ma = ma.clone();
-        tokio::spawn(async move { ma.lock().await })
+        crate::support::spawn(async move { ma.lock().await })
     };
     support::eventually(Duration::from_secs(10), "A's create reached the server", || async {
         support::exists(&obs, &node).await
@@ -202,7 +208,7 @@ async fn a_create_whose_reply_was_lost_is_resolved_by_its_owner_session() {
     assert_eq!(owner, a.session_id(), "the node is A's");
     let b_task = {
         let (mb, log) = (mb.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let gb = mb.lock().await.expect("B lock");
             work(&log, "B", gb.hold(), Instant::now(), async {}).await;
             gb.release().await.expect("B release");
@@ -217,8 +223,9 @@ async fn a_create_whose_reply_was_lost_is_resolved_by_its_owner_session() {
     ga.release().await.unwrap();
     support::join("B", Duration::from_secs(10), b_task).await;
     log.assert_exclusive("lost create reply");
-    let left = support::children_become(&obs, &path, &[], Duration::from_secs(5)).await;
-    assert!(left.is_empty(), "stray nodes: {left:?}");
+    let left = support::children_become(&obs, &path, &["keep".to_string()], Duration::from_secs(5)).await;
+    assert_eq!(left, ["keep"], "stray nodes");
+    obs.delete(&keep, None).await.unwrap();
 }
 
 /// Every holder re-creates the same path: a release of a holder whose session ended — queued while

@@ -53,7 +53,7 @@ async fn curator_style_holds_are_reentrant_per_task_and_guards_are_not() {
     assert_eq!(m.current_hold().unwrap().fencing_token(), token, "the same hold");
     let other = {
         let m = m.clone();
-        tokio::spawn(async move { m.acquire_timeout(Duration::from_millis(200)).await.unwrap() })
+        crate::support::spawn(async move { m.acquire_timeout(Duration::from_millis(200)).await.unwrap() })
     };
     assert!(!support::join("another task", PROMPT * 10, other).await, "another task does not get it");
     m.release().await.unwrap();
@@ -86,7 +86,7 @@ async fn fencing_tokens_increase_from_holder_to_holder() {
         let m = InterProcessNonFairMutex::new(&client, &path).unwrap();
         for _ in 0..3 {
             let (m, order) = (m.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::support::spawn(async move {
                 for _ in 0..15 {
                     let guard = m.lock().await.unwrap();
                     // Recorded while held: the order of this list is the hold order.

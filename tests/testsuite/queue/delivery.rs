@@ -101,7 +101,7 @@ async fn a_full_queue_makes_a_put_wait_and_a_timed_put_give_up() {
     queue.put(b"2".to_vec()).await.unwrap();
     assert!(!queue.put_timeout(b"3".to_vec(), Duration::from_millis(200)).await.unwrap(), "put into a full queue");
     assert_eq!(queue.len().await.unwrap(), 2);
-    let waiting = tokio::spawn({
+    let waiting = crate::support::spawn({
         let queue = queue.clone();
         async move { queue.put(b"3".to_vec()).await }
     });
@@ -178,10 +178,8 @@ async fn consumers_started_before_the_queue_exists_report_nothing_and_take_what_
     let obs = support::observer(&server.connect_string()).await;
     let consumer = bytes_queue(&clients[0], &path, Some(&lock));
     let mut items = consumer.consume().unwrap();
-    support::eventually(WITHIN, "the consumer makes the queue path", || async {
-        support::exists(&obs, &path).await
-    })
-    .await;
+    support::eventually(WITHIN, "the consumer makes the queue path", || async { support::exists(&obs, &path).await })
+        .await;
     let producer = bytes_queue(&clients[1], &path, Some(&lock));
     producer.put(b"first".to_vec()).await.unwrap();
     // `next_item` fails the test on a report.

@@ -11,7 +11,7 @@ use crate::support;
 use crate::support::curator_peer::CuratorPeer;
 
 /// The items of a peer `GOT` answer, each with its processing interval (epoch microseconds).
-fn got(answer: &str) -> Vec<(String, u64, u64)> {
+pub(super) fn got(answer: &str) -> Vec<(String, u64, u64)> {
     let body = answer.strip_prefix("GOT").expect("a GOT answer").trim();
     body.split(';')
         .filter(|s| !s.is_empty())
@@ -24,7 +24,7 @@ fn got(answer: &str) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-async fn peer_got(peer: &mut CuratorPeer, name: &str, n: usize) -> Vec<(String, u64, u64)> {
+pub(super) async fn peer_got(peer: &mut CuratorPeer, name: &str, n: usize) -> Vec<(String, u64, u64)> {
     let deadline = tokio::time::Instant::now() + WITHIN;
     loop {
         let items = got(&peer.cmd(&format!("qgot {name}")).await);

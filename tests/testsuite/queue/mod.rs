@@ -1,9 +1,12 @@
 //! Distributed queues (`zk_curator::queue`, Curator's `DistributedQueue`), against a real
 //! ZooKeeper and, for interop, real Curator 5.4.
 
+mod delay;
 mod delivery;
 mod faults;
+mod id;
 mod interop;
+mod priority;
 mod simple;
 
 use std::time::Duration;
@@ -40,4 +43,18 @@ fn bytes_queue(client: &zk_curator::CuratorClient, path: &str, lock: Option<&str
         builder = builder.lock_path(lock);
     }
     builder.build().expect("build the queue")
+}
+
+/// Waits until the lock nodes under `lock` are gone (a dropped consumer releases its holds in the
+/// background), so that the next consumer sees every item free. Hang-guarded.
+async fn locks_released(connect: &str, lock: &str) {
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        let held = crate::support::children(connect, lock).await;
+        if held.is_empty() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "lock nodes still held after {WITHIN:?}: {held:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

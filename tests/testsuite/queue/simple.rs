@@ -76,7 +76,7 @@ async fn a_waiting_take_gets_an_item_offered_later() {
     let (_server, clients) = support::server_and_clients(2).await;
     let path = support::unique_path("sq-wait");
     let taker = SimpleDistributedQueue::new(&clients[0], &path).unwrap();
-    let waiting = tokio::spawn(async move { taker.take().await });
+    let waiting = crate::support::spawn(async move { taker.take().await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiting.is_finished(), "take returned from an empty queue");
     SimpleDistributedQueue::new(&clients[1], &path).unwrap().offer(item(7)).await.unwrap();
@@ -100,7 +100,7 @@ async fn concurrent_takers_on_many_sessions_take_each_item_once() {
         let queue = SimpleDistributedQueue::new(client, &path).unwrap();
         for _ in 0..2 {
             let (queue, tx) = (queue.clone(), tx.clone());
-            takers.push(tokio::spawn(async move {
+            takers.push(crate::support::spawn(async move {
                 while let Some(data) = queue.poll_timeout(Duration::from_secs(3)).await.unwrap() {
                     tx.send(number(&data)).unwrap();
                 }
@@ -203,7 +203,7 @@ async fn a_take_waiting_on_a_deleted_queue_path_recovers() {
     assert_eq!(taker.try_take().await.unwrap(), None, "the queue's node is made");
     let waiting = {
         let taker = taker.clone();
-        tokio::spawn(async move { taker.take().await })
+        crate::support::spawn(async move { taker.take().await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     clients[1].delete(&path).await.unwrap();

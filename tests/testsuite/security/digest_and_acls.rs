@@ -158,7 +158,7 @@ async fn nodes_made_by_recipes_carry_the_acl_providers_answer() {
     let second = semaphore.acquire().await.unwrap();
     let waiter = {
         let semaphore = semaphore.clone();
-        tokio::spawn(async move { semaphore.acquire().await })
+        crate::support::spawn(async move { semaphore.acquire().await })
     };
     let locks = format!("{ns}/jobs/throttle/locks");
     support::eventually_queued(&obs, &locks, 1, "a waiter in the internal lock").await;

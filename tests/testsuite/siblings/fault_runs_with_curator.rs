@@ -599,7 +599,7 @@ macro_rules! take {
                 let (tx, rx) = oneshot::channel();
                 let task = {
                     let half = half.clone();
-                    tokio::spawn(async move {
+                    crate::support::spawn(async move {
                         if let Ok(guard) = half.lock().await {
                             let _ = tx.send(guard);
                         }
@@ -717,7 +717,7 @@ async fn read_write_lock_fault_run() {
         };
         let who = if faulty { "cut".to_string() } else { format!("rust{i}") };
         let task = rw_contender(client, path.clone(), who, ctx.clone(), stop.clone(), seed.wrapping_add(i), 60, faulty);
-        contenders.push(tokio::spawn(task));
+        contenders.push(crate::support::spawn(task));
     }
 
     // Fault 1: a writer's session is expired by the server (blackholed); B, queued behind it,
@@ -736,7 +736,7 @@ async fn read_write_lock_fault_run() {
     let b_done = Arc::new(Notify::new());
     let v_task = {
         let (v, ctx, path, b_done) = (v.clone(), ctx.clone(), path.clone(), b_done.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let rw = InterProcessReadWriteLock::new(&v, &path).unwrap();
             let old = v.session();
             let acquired = rw.write_lock().acquire_timeout(Duration::from_secs(30)).await.expect("V's write lock");
@@ -778,7 +778,7 @@ async fn read_write_lock_fault_run() {
     let (b_finish_tx, b_finish_rx) = oneshot::channel::<()>();
     let b_task = {
         let (b, ctx, path, b_done) = (b.clone(), ctx.clone(), path.clone(), b_done.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let rw = InterProcessReadWriteLock::new(&b, &path).unwrap();
             let guard = tokio::time::timeout(Duration::from_secs(30), rw.write_lock().lock())
                 .await
@@ -912,7 +912,7 @@ async fn sem_contender(
                 let (tx, rx) = oneshot::channel();
                 let task = {
                     let semaphore = semaphore.clone();
-                    tokio::spawn(async move {
+                    crate::support::spawn(async move {
                         let lease = semaphore.acquire().await.expect("acquire in an aborted task");
                         let _ = tx.send(lease);
                     })
@@ -988,7 +988,7 @@ fn spawn_waiter(
     ctx: SemCtx,
     faulty: bool,
 ) -> tokio::task::JoinHandle<Instant> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let semaphore = InterProcessSemaphoreV2::new(&w, &path, LEASES).unwrap();
         let deadline = Instant::now() + Duration::from_secs(25);
         let lease = loop {
@@ -1049,7 +1049,7 @@ async fn semaphore_fault_run() {
         let (done_tx, done_rx) = oneshot::channel::<()>();
         pin_done.push(done_tx);
         let (ctx, path, pinned_tx) = (ctx.clone(), path.clone(), pinned_tx.clone());
-        pins.push(tokio::spawn(async move {
+        pins.push(crate::support::spawn(async move {
             let semaphore = InterProcessSemaphoreV2::new(&client, &path, LEASES).unwrap();
             let lease = tokio::time::timeout(Duration::from_secs(20), semaphore.acquire())
                 .await
@@ -1087,7 +1087,7 @@ async fn semaphore_fault_run() {
     for i in 0..3u64 {
         let client = support::client(&connect).await;
         let task = sem_contender(client, path.clone(), format!("rust{i}"), ctx.clone(), stop.clone(), seed + i, 60);
-        contenders.push(tokio::spawn(task));
+        contenders.push(crate::support::spawn(task));
     }
     // Waiter W2 queues on the internal mutex behind W1 and the load.
     let w2 = support::client(&connect).await;

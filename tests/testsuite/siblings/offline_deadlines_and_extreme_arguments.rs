@@ -86,7 +86,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
     let timeout = Duration::from_secs(8);
     let started = Instant::now();
     let sem = semaphore_a.clone();
-    let waiter = tokio::spawn(async move { sem.acquire_timeout(timeout).await });
+    let waiter = crate::support::spawn(async move { sem.acquire_timeout(timeout).await });
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node").await;
     let old = a.session_id();
     expire_session(&connect, &a).await.unwrap();
@@ -102,7 +102,7 @@ async fn a_timed_semaphore_waiter_restarts_within_its_deadline_and_cancels_clean
 
     // Cancelled while starting over: drop the acquire right after its session is replaced.
     let sem = semaphore_a.clone();
-    let waiter = tokio::spawn(async move { sem.acquire().await });
+    let waiter = crate::support::spawn(async move { sem.acquire().await });
     support::eventually_queued(&obs, &leases_path, 2, "A's lease node again").await;
     let old = a.session_id();
     expire_session(&connect, &a).await.unwrap();

@@ -42,7 +42,7 @@ async fn participants_of_each_kind() {
     let mut writers = Vec::new();
     for _ in 0..8 {
         let write = lock.write_lock().clone();
-        writers.push(tokio::spawn(async move { write.lock().await.unwrap().release().await.unwrap() }));
+        writers.push(crate::support::spawn(async move { write.lock().await.unwrap().release().await.unwrap() }));
     }
     let obs = support::observer(&connect).await;
     support::eventually_queued(&obs, &path, 28, "20 readers and 8 queued writers").await;
@@ -103,7 +103,8 @@ async fn downgrading_is_per_task_and_takes_the_writers_place() {
 
     lock.write_lock().acquire().await.unwrap();
     let other = lock.clone();
-    let other_task = tokio::spawn(async move { other.read_lock().acquire_timeout(Duration::from_secs(1)).await });
+    let other_task =
+        crate::support::spawn(async move { other.read_lock().acquire_timeout(Duration::from_secs(1)).await });
     assert!(!support::join("other task", Duration::from_secs(10), other_task).await.unwrap(), "item 17");
 
     assert!(lock.read_lock().acquire_timeout(Duration::from_secs(5)).await.unwrap(), "item 18: downgrade");
@@ -140,7 +141,7 @@ async fn a_queued_writer_stays_behind_a_downgrade() {
         }
         let queued = {
             let lock2 = lock2.clone();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let guard = lock2.write_lock().lock().await.unwrap();
                 let at = Instant::now();
                 guard.release().await.unwrap();
@@ -198,7 +199,7 @@ async fn tokens_increase_in_hold_order_across_a_downgrade() {
         };
         let queued = {
             let queued_lock = queued_lock.clone();
-            tokio::spawn(async move {
+            crate::support::spawn(async move {
                 let guard = queued_lock.write_lock().lock().await.unwrap();
                 let token = guard.fencing_token();
                 guard.release().await.unwrap();
@@ -250,7 +251,7 @@ async fn readers_share_writers_exclude() {
         let client = support::client(&connect).await;
         let lock = InterProcessReadWriteLock::new(&client, &path).unwrap();
         let log = log.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(c);
             let (mut reads, mut writes) = (0, 0);
             for i in 0..25 {
@@ -348,7 +349,7 @@ async fn killed_writer_session() {
 async fn revoke(asker: &zk_curator::CuratorClient, hold: &std::sync::Arc<zk_curator::locks::Hold>, what: &str) {
     let told = {
         let hold = hold.clone();
-        tokio::spawn(async move { hold.revocation_requested().await })
+        crate::support::spawn(async move { hold.revocation_requested().await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!told.is_finished(), "{what}: told before anyone asked");
@@ -503,7 +504,7 @@ async fn container_cleanup() {
     for i in 0..10 {
         let lock = InterProcessReadWriteLock::new(&client, &path).unwrap();
         let log = log.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             if i % 3 == 0 {
                 let guard = lock.write_lock().lock().await.unwrap();
                 let holding = log.start(format!("writer {i}"), guard.fencing_token().as_u128());
@@ -548,7 +549,7 @@ async fn server_restart_while_a_reader_waits() {
     let writing = log.start("writer", writer.fencing_token().as_u128());
     let reader = {
         let (reader_lock, log) = (reader_lock.clone(), log.clone());
-        tokio::spawn(async move {
+        crate::support::spawn(async move {
             let guard = reader_lock.read_lock().lock().await.unwrap();
             let reading = log.start_shared("reader", guard.fencing_token().as_u128());
             reading.end();

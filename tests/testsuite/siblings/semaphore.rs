@@ -50,7 +50,7 @@ async fn never_more_than_max_leases() {
         let client = support::client(&connect).await;
         let semaphore = InterProcessSemaphoreV2::new(&client, &path, 2).unwrap();
         let occupancy = occupancy.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::support::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(c);
             for _ in 0..10 {
                 let many = if rng.gen_bool(0.2) {
@@ -158,7 +158,7 @@ async fn max_leases_follow_a_shared_count() {
     let first = semaphore.acquire().await.unwrap();
     let second = {
         let semaphore = semaphore.clone();
-        tokio::spawn(async move { semaphore.acquire().await.unwrap() })
+        crate::support::spawn(async move { semaphore.acquire().await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!second.is_finished(), "a second lease with a count of 1");
@@ -221,7 +221,7 @@ async fn semaphore_mutex() {
     support::join(
         "release from another task",
         Duration::from_secs(5),
-        tokio::spawn(async move { releaser.release().await }),
+        crate::support::spawn(async move { releaser.release().await }),
     )
     .await
     .unwrap();
@@ -361,7 +361,7 @@ async fn multi_lock_waiting_on_its_second_part(
         Box::new(part_b.clone()),
     ])
     .unwrap();
-    let task = tokio::spawn(async move {
+    let task = crate::support::spawn(async move {
         let result = multi.acquire().await;
         let states = multi
             .holds_of(HolderId::current())
@@ -475,7 +475,7 @@ async fn several_leases_are_handed_out_only_when_each_is_held() {
     let leases_path = format!("{path}/leases");
     let blocker = InterProcessSemaphoreV2::new(&other, &path, 2).unwrap().acquire().await.unwrap();
     let semaphore = InterProcessSemaphoreV2::new(&proxied, &path, 2).unwrap();
-    let task = tokio::spawn(async move { semaphore.acquire_many(2).await });
+    let task = crate::support::spawn(async move { semaphore.acquire_many(2).await });
     support::eventually(Duration::from_secs(30), "the second lease waits", || async {
         support::sorted_children(&obs, &leases_path).await.len() == 3
     })
@@ -534,7 +534,7 @@ async fn a_multi_lock_looks_again_at_parts_it_found_held_before_it_waited() {
         Box::new(part_c.clone()),
     ])
     .unwrap();
-    let task = tokio::spawn(async move {
+    let task = crate::support::spawn(async move {
         let result = multi.acquire().await;
         let states: Vec<HoldState> = multi.holds_of(HolderId::current()).iter().map(|hold| hold.hold_state()).collect();
         let released = match result {
@@ -635,7 +635,7 @@ async fn connection_loss_leaves_no_orphan_on_a_live_session() {
         let waiter = match mode {
             ProxyMode::Cut => {
                 // Cut while it waits, holding the internal mutex, with its lease node queued.
-                let waiter = tokio::spawn(async move { semaphore.acquire().await });
+                let waiter = crate::support::spawn(async move { semaphore.acquire().await });
                 support::eventually_queued(&obs, &leases_path, 2, "the waiter's lease node").await;
                 proxy.set_mode(mode);
                 waiter
@@ -644,7 +644,7 @@ async fn connection_loss_leaves_no_orphan_on_a_live_session() {
                 // Replies dropped while it sends its creates: the nodes exist, the client never
                 // heard of them.
                 proxy.set_mode(mode);
-                tokio::spawn(async move { semaphore.acquire().await })
+                crate::support::spawn(async move { semaphore.acquire().await })
             }
         };
         tokio::time::sleep(Duration::from_millis(1500)).await;

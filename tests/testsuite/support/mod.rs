@@ -196,12 +196,22 @@ pub async fn eventually_no_children(connect: &str, path: &str, within: Duration)
 // waiting
 // ---------------------------------------------------------------------------------------------
 
+/// A condition's one check, boxed (see [`poll_until`]).
+type Check<'a> = std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+
 /// Polls `cond` until it is true (true) or `within` has passed (false).
-pub async fn poll_until<F, Fut>(within: Duration, mut cond: F) -> bool
+///
+/// The loop itself is compiled once ([`poll_until_boxed`]): hundreds of call sites each made a
+/// copy of it for the compiler to generate, as unboxed futures.
+pub async fn poll_until<'a, F, Fut>(within: Duration, mut cond: F) -> bool
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
+    F: FnMut() -> Fut + Send + 'a,
+    Fut: Future<Output = bool> + Send + 'a,
 {
+    poll_until_boxed(within, &mut move || Box::pin(cond()) as Check<'a>).await
+}
+
+async fn poll_until_boxed<'a>(within: Duration, cond: &mut (dyn FnMut() -> Check<'a> + Send + 'a)) -> bool {
     let deadline = Instant::now() + within;
     loop {
         if cond().await {
@@ -215,13 +225,14 @@ where
 }
 
 /// Polls `cond` until it is true; panics naming `what` after `within`. Returns how long it took.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, cond: F) -> Duration
+pub async fn eventually<'a, F, Fut>(within: Duration, what: &str, mut cond: F) -> Duration
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
+    F: FnMut() -> Fut + Send + 'a,
+    Fut: Future<Output = bool> + Send + 'a,
 {
     let start = Instant::now();
-    assert!(poll_until(within, cond).await, "not within {within:?}: {what}");
+    let met = poll_until_boxed(within, &mut move || Box::pin(cond()) as Check<'a>).await;
+    assert!(met, "not within {within:?}: {what}");
     start.elapsed()
 }
 
@@ -229,6 +240,13 @@ where
 /// naming `what`.
 pub async fn eventually_queued(zk: &zookeeper_client::Client, path: &str, count: usize, what: &str) {
     eventually(Duration::from_secs(5), what, || async { sorted_children(zk, path).await.len() == count }).await;
+}
+
+/// `tokio::spawn` with the task's future boxed. The suite spawns hundreds of different futures;
+/// each one spawned unboxed is a copy of tokio's task machinery for the compiler to generate (a
+/// fifth of the suite's code), where a boxed one shares the copy of its output type.
+pub fn spawn<T: Send + 'static>(future: impl Future<Output = T> + Send + 'static) -> tokio::task::JoinHandle<T> {
+    tokio::spawn(Box::pin(future) as std::pin::Pin<Box<dyn Future<Output = T> + Send>>)
 }
 
 /// Awaits a spawned task with a time limit, propagating its panic.
@@ -319,7 +337,7 @@ pub fn assert_lock_lost<T: std::fmt::Debug>(result: zk_curator::Result<T>, node:
 pub fn record_leadership(
     mut changes: zk_curator::leader::LeadershipStream,
 ) -> tokio::task::JoinHandle<Vec<zk_curator::leader::LeadershipState>> {
-    tokio::spawn(async move {
+    crate::support::spawn(async move {
         let mut seen = Vec::new();
         while let Some(state) = changes.next().await {
             seen.push(state);
@@ -367,7 +385,7 @@ pub async fn during_a_cut<T: Send + 'static>(
     call: impl Future<Output = T> + Send + 'static,
 ) -> T {
     cut_off(proxy, client).await;
-    let call = tokio::spawn(call);
+    let call = crate::support::spawn(call);
     tokio::time::sleep(CUT).await;
     assert!(!call.is_finished(), "the call ended during the cut");
     proxy.set_mode(zk_curator::testing::ProxyMode::Pass);
