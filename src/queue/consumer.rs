@@ -594,8 +594,9 @@ impl<T: Send + 'static> Taker<T> {
             }
         }
         // All of them in one transaction first (one log entry on the server instead of one write
-        // each); when another consumer took one of them (the transaction then removed none), each
-        // is deleted on its own.
+        // each). When another consumer took one of them the transaction removed none: each is
+        // deleted on its own, ours only when our delete removed it.
+        let mut unanswered = None;
         if readable.len() > 1 {
             let mut writer = zk.new_multi_writer();
             for (i, _) in &readable {
@@ -604,11 +605,10 @@ impl<T: Send + 'static> Taker<T> {
             match writer.commit().await {
                 Ok(_) => return Ok(readable.into_iter().map(|(i, data)| (names[i].clone(), data, None)).collect()),
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {}
-                // Unknown outcome: at most once, so these items may be lost.
-                Err(zk::MultiWriteError::RequestFailed { source }) => {
-                    warn!(nodes = readable.len(), error = %source, "a queue's batched delete went unanswered (at most once: its items may be lost)");
-                    return Err(Error::zk(&self.shared.path, source));
-                }
+                // Unknown outcome. Each is deleted on its own: a node still there proves the
+                // transaction removed none (all or none), so the deletes decide; if all are gone
+                // the transaction may have taken them, or others did: reported, never handed out.
+                Err(zk::MultiWriteError::RequestFailed { source }) => unanswered = Some(source),
             }
         }
         let deletes: Vec<_> = readable.iter().map(|(i, _)| zk.delete(&fixed[*i], None)).collect();
@@ -627,6 +627,10 @@ impl<T: Send + 'static> Taker<T> {
         }
         if taken.is_empty() {
             if let Some(e) = failure {
+                return Err(Error::zk(&self.shared.path, e));
+            }
+            if let Some(e) = unanswered {
+                warn!(path = %self.shared.path, nodes = names.len(), error = %e, "a queue's batched delete went unanswered and its nodes are gone (at most once: their items may be lost)");
                 return Err(Error::zk(&self.shared.path, e));
             }
         }

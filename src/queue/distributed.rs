@@ -330,13 +330,21 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// Puts `item` at the tail. Waits while the queue is full ([`QueueBuilder::max_items`]); in
     /// the background mode (the default) returns once the item is handed to the put pipeline.
     ///
-    /// A create whose reply was lost to a connection loss is sent again (as Curator's retry
-    /// does): the item is then put once or, rarely, twice — never lost.
+    /// Puts waiting together go to the server as one transaction of up to 256 creates (all made
+    /// or none). A put reported done is in the queue exactly once. A put whose create (or
+    /// transaction) was sent and then went unanswered — the connection or session lost before
+    /// the reply — is not sent again (a second create could put it twice; Curator's retry
+    /// does send it again): it fails with that retryable error, and its item is in the queue
+    /// once or not at all. A create the server refused (the queue path deleted: made again
+    /// first) or one never sent is sent again, in put order.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the queue path when the item's node would be over the
     /// client's max data size; [`Error::Closed`] once [`close`](Self::close) began; without the
-    /// background mode, the create's failure after the retry policy.
+    /// background mode, the create's failure after the retry policy, or a retryable
+    /// [`Error::ZooKeeper`] (connection loss, session expired) when the create was sent and its
+    /// outcome is unknown (put once or not at all, never twice). In the background mode these
+    /// come from [`flush_puts_timeout`](Self::flush_puts_timeout).
     ///
     /// # Cancel safety
     /// Once the wait for room is over the item is handed to the pipeline: a put dropped after
@@ -490,8 +498,9 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// `Ok(true)`, or `Ok(false)` when `timeout` passed first.
     ///
     /// # Errors
-    /// The first background put that failed (after the retry policy) since the last call: that
-    /// item was not put.
+    /// The first background put that failed since the last call: after the retry policy (that
+    /// item was not put), or — a retryable [`Error::ZooKeeper`] — sent and unanswered, its
+    /// outcome unknown (that item is in the queue once or not at all; see [`put`](Self::put)).
     ///
     /// # Cancel safety
     /// Cancel safe: the puts go on.
@@ -683,6 +692,12 @@ fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize, item_path_len: usize
     batch
 }
 
+/// True when a sent create's (or transaction's) outcome is unknown: no answer from the server,
+/// so it may have been applied.
+fn outcome_unknown(e: &zk::Error) -> bool {
+    matches!(Error::zk("", e.clone()).kind(), ErrorKind::Retryable | ErrorKind::SessionLost)
+}
+
 async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
         Some(until) => tokio::time::sleep_until(until).await,
@@ -822,9 +837,19 @@ impl PutPipeline {
                         unanswered -= batch.len();
                         match reply {
                             Ok(()) => batch.into_iter().for_each(|job| self.finish(job, Ok(()))),
-                            // Sent again after the first failure: in order, and once the cause is
-                            // dealt with (the queue path made, a connection). A transaction made
-                            // none of its nodes, so all of its jobs go again.
+                            // The reply was lost (connection, session): the nodes may have been
+                            // made (all of a transaction's, or none). Sent again they could be
+                            // there twice, so these puts fail with the error instead: put once
+                            // or not at all, never twice (the caller hears which puts are unknown).
+                            Err(e) if outcome_unknown(&e) => {
+                                let err = Error::zk(&self.path, e.clone());
+                                warn!(path = %self.path, nodes = batch.len(), error = %e, "a queue's create went unanswered: those puts fail (put once or not at all)");
+                                batch.into_iter().for_each(|job| self.finish(job, Err(err.clone())));
+                                failure.get_or_insert(e);
+                            }
+                            // Refused by the server (made nothing: a transaction all or none):
+                            // sent again after the first failure, in order, once the cause is
+                            // dealt with (the queue path made).
                             Err(e) => {
                                 failure.get_or_insert(e);
                                 failed.extend(batch);
