@@ -692,6 +692,19 @@ fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize, item_path_len: usize
     batch
 }
 
+/// Moves the puts already handed over into `waiting` (up to [`MAX_PIPELINED_PUTS`] waiting), so
+/// that they go together in one transaction; false once the queue's side is gone (no more puts).
+fn drain_ready(jobs: &mut mpsc::UnboundedReceiver<PutJob>, waiting: &mut VecDeque<PutJob>) -> bool {
+    while waiting.len() < MAX_PIPELINED_PUTS {
+        match jobs.try_recv() {
+            Ok(job) => waiting.push_back(job),
+            Err(mpsc::error::TryRecvError::Empty) => return true,
+            Err(mpsc::error::TryRecvError::Disconnected) => return false,
+        }
+    }
+    true
+}
+
 /// True when a sent create's (or transaction's) outcome is unknown: no answer from the server,
 /// so it may have been applied.
 fn outcome_unknown(e: &zk::Error) -> bool {
@@ -796,7 +809,10 @@ impl PutPipeline {
                     return;
                 }
                 match jobs.recv().await {
-                    Some(job) => waiting.push_back(job),
+                    Some(job) => {
+                        waiting.push_back(job);
+                        open = drain_ready(&mut jobs, &mut waiting);
+                    }
                     None => return,
                 }
             }
@@ -857,7 +873,10 @@ impl PutPipeline {
                         }
                     }
                     job = jobs.recv(), if room => match job {
-                        Some(job) => waiting.push_back(job),
+                        Some(job) => {
+                            waiting.push_back(job);
+                            open = drain_ready(&mut jobs, &mut waiting);
+                        }
                         None => open = false,
                     },
                 }
