@@ -217,7 +217,7 @@ async fn batched_puts_keep_put_order_and_competing_consumers_take_each_item_once
     let mut tasks = Vec::new();
     for (queue, mut items) in consumers {
         let got = got.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(support::spawn(async move {
             loop {
                 match tokio::time::timeout(Duration::from_millis(1500), items.next()).await {
                     Ok(Some(Ok(item))) => got.lock().push(String::from_utf8(item.value().clone()).unwrap()),
