@@ -57,7 +57,9 @@ pub(crate) async fn queue(
                 let now = since();
                 let item = match next {
                     Ok(item) => item,
-                    Err(_) => {
+                    Err(e) => {
+                        // Named on stderr: a count alone does not say what went wrong.
+                        eprintln!("queue bench: the consumer reported: {e}");
                         errors.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
@@ -79,7 +81,8 @@ pub(crate) async fn queue(
                 }
                 let errors = errors.clone();
                 tokio::spawn(async move {
-                    if item.ack().await.is_err() {
+                    if let Err(e) = item.ack().await {
+                        eprintln!("queue bench: an ack failed: {e}");
                         errors.fetch_add(1, Ordering::Relaxed);
                     }
                 });
@@ -103,7 +106,8 @@ pub(crate) async fn queue(
                     break;
                 }
                 put_at[k].store(since(), Ordering::Release);
-                if queue.put(format!("item-{k}").into_bytes()).await.is_err() {
+                if let Err(e) = queue.put(format!("item-{k}").into_bytes()).await {
+                    eprintln!("queue bench: a put failed: {e}");
                     errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -124,8 +128,16 @@ pub(crate) async fn queue(
     let e2e = t0.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await; // late duplicates
     for queue in &producer_queues {
-        if !queue.flush_puts_timeout(Duration::from_secs(10)).await.unwrap_or(false) {
-            errors.fetch_add(1, Ordering::Relaxed);
+        match queue.flush_puts_timeout(Duration::from_secs(10)).await {
+            Ok(true) => {}
+            Ok(false) => {
+                eprintln!("queue bench: puts still pending after 10 s");
+                errors.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                eprintln!("queue bench: a background put failed: {e}");
+                errors.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
     let mut latencies = Vec::with_capacity(n);

@@ -598,6 +598,24 @@ impl<T: Send + 'static> Taker<T> {
                 Err(e) => return Err(Error::zk(&self.shared.path, e)),
             }
         }
+        // All of them in one transaction first (one log entry on the server instead of one write
+        // each). When another consumer took one of them the transaction removed none: each is
+        // deleted on its own, ours only when our delete removed it.
+        let mut unanswered = None;
+        if readable.len() > 1 {
+            let mut writer = zk.new_multi_writer();
+            for (i, _) in &readable {
+                writer.add_delete(&fixed[*i], None).map_err(|e| Error::zk(&self.shared.path, e))?;
+            }
+            match writer.commit().await {
+                Ok(_) => return Ok(readable.into_iter().map(|(i, data)| (names[i].clone(), data, None)).collect()),
+                Err(zk::MultiWriteError::OperationFailed { .. }) => {}
+                // Unknown outcome. Each is deleted on its own: a node still there proves the
+                // transaction removed none (all or none), so the deletes decide; if all are gone
+                // the transaction may have taken them, or others did: reported, never handed out.
+                Err(zk::MultiWriteError::RequestFailed { source }) => unanswered = Some(source),
+            }
+        }
         let deletes: Vec<_> = readable.iter().map(|(i, _)| zk.delete(&fixed[*i], None)).collect();
         let mut taken = Vec::new();
         let mut failure = None;
@@ -614,6 +632,10 @@ impl<T: Send + 'static> Taker<T> {
         }
         if taken.is_empty() {
             if let Some(e) = failure {
+                return Err(Error::zk(&self.shared.path, e));
+            }
+            if let Some(e) = unanswered {
+                warn!(path = %self.shared.path, nodes = names.len(), error = %e, "a queue's batched delete went unanswered and its nodes are gone (at most once: their items may be lost)");
                 return Err(Error::zk(&self.shared.path, e));
             }
         }

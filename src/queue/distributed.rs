@@ -26,6 +26,14 @@ pub(crate) const ITEM_PREFIX: &str = "queue-";
 /// Most creates one producer has in flight on its session at once.
 const MAX_PIPELINED_PUTS: usize = 1024;
 
+/// Most creates sent together in one transaction (`multi`): the server logs (and fsyncs) a
+/// transaction as one entry, where separate creates cost one request each.
+const MAX_CREATES_PER_MULTI: usize = 256;
+
+/// Most item data in one transaction: far below the server's 1 MiB request limit
+/// (`jute.maxbuffer`); a larger item is sent alone.
+const MAX_MULTI_BYTES: usize = 256 * 1024;
+
 /// The default bound on the nodes one consumer holds at once (taken, not yet acknowledged).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 
@@ -322,13 +330,21 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// Puts `item` at the tail. Waits while the queue is full ([`QueueBuilder::max_items`]); in
     /// the background mode (the default) returns once the item is handed to the put pipeline.
     ///
-    /// A create whose reply was lost to a connection loss is sent again (as Curator's retry
-    /// does): the item is then put once or, rarely, twice — never lost.
+    /// Puts waiting together go to the server as one transaction of up to 256 creates (all made
+    /// or none). A put reported done is in the queue exactly once. A put whose create (or
+    /// transaction) was sent and then went unanswered — the connection or session lost before
+    /// the reply — is not sent again (a second create could put it twice; Curator's retry
+    /// does send it again): it fails with that retryable error, and its item is in the queue
+    /// once or not at all. A create the server refused (the queue path deleted: made again
+    /// first) or one never sent is sent again, in put order.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the queue path when the item's node would be over the
     /// client's max data size; [`Error::Closed`] once [`close`](Self::close) began; without the
-    /// background mode, the create's failure after the retry policy.
+    /// background mode, the create's failure after the retry policy, or a retryable
+    /// [`Error::ZooKeeper`] (connection loss, session expired) when the create was sent and its
+    /// outcome is unknown (put once or not at all, never twice). In the background mode these
+    /// come from [`flush_puts_timeout`](Self::flush_puts_timeout).
     ///
     /// # Cancel safety
     /// Once the wait for room is over the item is handed to the pipeline: a put dropped after
@@ -482,8 +498,9 @@ impl<T: Send + 'static> DistributedQueue<T> {
     /// `Ok(true)`, or `Ok(false)` when `timeout` passed first.
     ///
     /// # Errors
-    /// The first background put that failed (after the retry policy) since the last call: that
-    /// item was not put.
+    /// The first background put that failed since the last call: after the retry policy (that
+    /// item was not put), or — a retryable [`Error::ZooKeeper`] — sent and unanswered, its
+    /// outcome unknown (that item is in the queue once or not at all; see [`put`](Self::put)).
     ///
     /// # Cancel safety
     /// Cancel safe: the puts go on.
@@ -656,6 +673,44 @@ impl<T: Send + 'static> DistributedQueue<T> {
     }
 }
 
+/// The next jobs to send together, oldest first: at most `limit` of them, up to
+/// [`MAX_CREATES_PER_MULTI`] and [`MAX_MULTI_BYTES`] of data and paths (`item_path_len`: the
+/// queue's `<path>/queue-`), at least one job.
+fn take_batch(waiting: &mut VecDeque<PutJob>, limit: usize, item_path_len: usize) -> Vec<PutJob> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while let Some(job) = waiting.front() {
+        // The kind's part of the name (after `queue-`) and the ACL's few bytes count as well.
+        let size = job.data.len() + item_path_len + job.name.len() + 64;
+        let full = batch.len() >= limit.min(MAX_CREATES_PER_MULTI) || bytes + size > MAX_MULTI_BYTES;
+        if !batch.is_empty() && full {
+            break;
+        }
+        bytes += size;
+        batch.extend(waiting.pop_front());
+    }
+    batch
+}
+
+/// Moves the puts already handed over into `waiting` (up to [`MAX_PIPELINED_PUTS`] waiting), so
+/// that they go together in one transaction; false once the queue's side is gone (no more puts).
+fn drain_ready(jobs: &mut mpsc::UnboundedReceiver<PutJob>, waiting: &mut VecDeque<PutJob>) -> bool {
+    while waiting.len() < MAX_PIPELINED_PUTS {
+        match jobs.try_recv() {
+            Ok(job) => waiting.push_back(job),
+            Err(mpsc::error::TryRecvError::Empty) => return true,
+            Err(mpsc::error::TryRecvError::Disconnected) => return false,
+        }
+    }
+    true
+}
+
+/// True when a sent create's (or transaction's) outcome is unknown: no answer from the server,
+/// so it may have been applied.
+fn outcome_unknown(e: &zk::Error) -> bool {
+    matches!(Error::zk("", e.clone()).kind(), ErrorKind::Retryable | ErrorKind::SessionLost)
+}
+
 async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
         Some(until) => tokio::time::sleep_until(until).await,
@@ -663,8 +718,40 @@ async fn sleep_until(until: Option<tokio::time::Instant>) {
     }
 }
 
-type CreateReply<'a> =
-    Pin<Box<dyn Future<Output = std::result::Result<(zk::Stat, zk::CreateSequence), zk::Error>> + Send + 'a>>;
+type CreateReply<'a> = Pin<Box<dyn Future<Output = std::result::Result<(), zk::Error>> + Send + 'a>>;
+
+/// Sends `jobs`' creates, each under its own name (`queue-` and the kind's part): one create for
+/// a single job, else one transaction (all made or none).
+async fn send_creates<'a>(
+    zk: &'a zk::Client,
+    fixed: &str,
+    item_path: &'a str,
+    jobs: &[PutJob],
+    options: &'a zk::CreateOptions<'a>,
+) -> CreateReply<'a> {
+    if let [job] = jobs {
+        if job.name == ITEM_PREFIX {
+            let reply = zk.create(item_path, &job.data, options);
+            return Box::pin(async move { reply.await.map(|_| ()) });
+        }
+        return send_now(zk, paths::join(fixed, &job.name), job.data.clone(), options).await;
+    }
+    let mut writer = zk.new_multi_writer();
+    for job in jobs {
+        // The writer copies the path: a kind's own name needs no owner past this call.
+        let added = if job.name == ITEM_PREFIX {
+            writer.add_create(item_path, &job.data, options)
+        } else {
+            writer.add_create(&paths::join(fixed, &job.name), &job.data, options)
+        };
+        if let Err(e) = added {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+    }
+    // Sent now (the commit's request goes out before its reply is awaited).
+    let reply = writer.commit();
+    Box::pin(async move { reply.await.map(|_| ()).map_err(zk::Error::from) })
+}
 
 /// A create of a node under a kind's own name (`path` owned by the reply), sent now: in put
 /// order with the other creates.
@@ -674,7 +761,7 @@ async fn send_now<'a>(
     data: Vec<u8>,
     options: &'a zk::CreateOptions<'a>,
 ) -> CreateReply<'a> {
-    let mut reply: CreateReply<'a> = Box::pin(async move { zk.create(&path, &data, options).await });
+    let mut reply: CreateReply<'a> = Box::pin(async move { zk.create(&path, &data, options).await.map(|_| ()) });
     // The first poll sends the request.
     match std::future::poll_fn(|cx| std::task::Poll::Ready(reply.as_mut().poll(cx))).await {
         std::task::Poll::Ready(done) => Box::pin(std::future::ready(done)),
@@ -722,7 +809,10 @@ impl PutPipeline {
                     return;
                 }
                 match jobs.recv().await {
-                    Some(job) => waiting.push_back(job),
+                    Some(job) => {
+                        waiting.push_back(job);
+                        open = drain_ready(&mut jobs, &mut waiting);
+                    }
                     None => return,
                 }
             }
@@ -738,41 +828,55 @@ impl PutPipeline {
                 }
             };
             let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
-            let mut in_flight: VecDeque<(PutJob, CreateReply<'_>)> = VecDeque::new();
+            // Each entry: the jobs sent together (one create, or one transaction of creates).
+            let mut in_flight: VecDeque<(Vec<PutJob>, CreateReply<'_>)> = VecDeque::new();
+            let mut unanswered = 0;
             let mut failure: Option<zk::Error> = None;
             let mut failed: Vec<PutJob> = Vec::new();
             loop {
                 if failure.is_none() {
-                    while in_flight.len() < MAX_PIPELINED_PUTS {
-                        let Some(job) = waiting.pop_front() else { break };
-                        let reply: CreateReply<'_> = if job.name == ITEM_PREFIX {
-                            Box::pin(zk.create(&item_path, &job.data, &options))
-                        } else {
-                            send_now(&zk, paths::join(&self.fixed, &job.name), job.data.clone(), &options).await
-                        };
-                        in_flight.push_back((job, reply));
+                    while unanswered < MAX_PIPELINED_PUTS && !waiting.is_empty() {
+                        let batch = take_batch(&mut waiting, MAX_PIPELINED_PUTS - unanswered, item_path.len());
+                        let reply = send_creates(&zk, &self.fixed, &item_path, &batch, &options).await;
+                        unanswered += batch.len();
+                        in_flight.push_back((batch, reply));
                     }
                 }
                 if in_flight.is_empty() {
                     break;
                 }
-                let room = open && failure.is_none() && in_flight.len() < MAX_PIPELINED_PUTS;
+                let room = open && failure.is_none() && unanswered < MAX_PIPELINED_PUTS;
                 tokio::select! {
                     biased;
                     reply = async { in_flight.front_mut().map(|(_, r)| r) .expect("checked").as_mut().await } => {
-                        let Some((job, _)) = in_flight.pop_front() else { break };
+                        let Some((batch, _)) = in_flight.pop_front() else { break };
+                        unanswered -= batch.len();
                         match reply {
-                            Ok(_) => self.finish(job, Ok(())),
-                            // Sent again after the first failure: in order, and once the cause is
-                            // dealt with (the queue path made, a connection).
+                            Ok(()) => batch.into_iter().for_each(|job| self.finish(job, Ok(()))),
+                            // The reply was lost (connection, session): the nodes may have been
+                            // made (all of a transaction's, or none). Sent again they could be
+                            // there twice, so these puts fail with the error instead: put once
+                            // or not at all, never twice (the caller hears which puts are unknown).
+                            Err(e) if outcome_unknown(&e) => {
+                                let err = Error::zk(&self.path, e.clone());
+                                warn!(path = %self.path, nodes = batch.len(), error = %e, "a queue's create went unanswered: those puts fail (put once or not at all)");
+                                batch.into_iter().for_each(|job| self.finish(job, Err(err.clone())));
+                                failure.get_or_insert(e);
+                            }
+                            // Refused by the server (made nothing: a transaction all or none):
+                            // sent again after the first failure, in order, once the cause is
+                            // dealt with (the queue path made).
                             Err(e) => {
                                 failure.get_or_insert(e);
-                                failed.push(job);
+                                failed.extend(batch);
                             }
                         }
                     }
                     job = jobs.recv(), if room => match job {
-                        Some(job) => waiting.push_back(job),
+                        Some(job) => {
+                            waiting.push_back(job);
+                            open = drain_ready(&mut jobs, &mut waiting);
+                        }
                         None => open = false,
                     },
                 }

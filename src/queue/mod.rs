@@ -59,8 +59,11 @@
 //!   consumers (Curator's or ours) never hold one item node at once (the lock node is exclusive).
 //! * Order: a consumer takes nodes by name, so in sequence order (Curator's rule); several
 //!   consumers process in parallel, so their items finish in any order.
-//! * A put whose create reply was lost to a connection loss is sent again: put once or, rarely,
-//!   twice, never lost (Curator's retry does the same).
+//! * A put reported done is in the queue exactly once. A put whose create (or transaction of
+//!   creates) went unanswered — connection or session lost after it was sent — is not sent again:
+//!   it fails with the retryable error, its item in the queue once or not at all, never twice
+//!   (Curator's retry sends it again and may put it twice). Creates the server refused (the queue
+//!   path deleted) or never sent are sent again.
 //!
 //! # Bad input
 //!
@@ -74,10 +77,18 @@
 //!
 //! # Speed
 //!
-//! Each queue pipelines its creates on its session (up to 1024 unanswered, sent in put order);
-//! a consumer takes up to `max_in_flight` nodes per round with pipelined requests: without a lock
-//! path one round of reads then one of deletes, with one a single round of lock creates and reads
-//! — where Curator makes two or three round trips per item and lists the queue again for each.
+//! Each queue pipelines its creates on its session (up to 1024 unanswered, sent in put order),
+//! the puts waiting together sent as one transaction of up to 256 creates (one log entry and
+//! fsync on the server for all of them; a transaction makes all its nodes or none, so put order
+//! and "once, or an error" hold as for single creates). A consumer takes up to
+//! `max_in_flight` nodes per round with pipelined requests: without a lock path one round of reads
+//! then one transaction deleting them all (when another consumer took one of them first, the
+//! transaction removes none and each is deleted on its own, so none is taken twice; when its reply
+//! is lost each is deleted on its own too, and if all were gone by then — taken by that
+//! transaction or by others, unknowable — the consumer's stream reports the error: at most once
+//! without a lock path), with one a single round of lock
+//! creates and reads — where Curator makes two or three round trips per item and lists the queue
+//! again for each.
 
 mod consumer;
 mod delay;

@@ -167,3 +167,79 @@ async fn bad_arguments_and_an_item_over_the_data_limit_are_typed_errors_naming_t
     assert_eq!(queue.len().await.unwrap(), 1);
     queue.close().await;
 }
+
+/// Consumers started before anything made the queue path (the benchmark's order) make it, as
+/// Curator's consumer does, and report nothing: a missing path is only reported once it was seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_started_before_the_queue_exists_report_nothing_and_take_what_is_put() {
+    let (server, clients) = support::server_and_clients(2).await;
+    let path = support::unique_path("queue-not-yet");
+    let lock = format!("{path}-locks");
+    let obs = support::observer(&server.connect_string()).await;
+    let consumer = bytes_queue(&clients[0], &path, Some(&lock));
+    let mut items = consumer.consume().unwrap();
+    support::eventually(WITHIN, "the consumer makes the queue path", || async { support::exists(&obs, &path).await })
+        .await;
+    let producer = bytes_queue(&clients[1], &path, Some(&lock));
+    producer.put(b"first".to_vec()).await.unwrap();
+    // `next_item` fails the test on a report.
+    assert_eq!(take_acked(&mut items, 1).await, ["first"]);
+    consumer.close().await;
+    producer.close().await;
+}
+
+/// Background puts go to the server in transactions of many creates and consumers take nodes in
+/// transactions of many deletes: one producer's items still come in put order to one consumer,
+/// and competing consumers (whose transactions fail when another took a node first) still take
+/// every item exactly once, leaving nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_puts_keep_put_order_and_competing_consumers_take_each_item_once() {
+    const N: usize = 1500;
+    let (server, clients) = support::server_and_clients(4).await;
+    let path = support::unique_path("queue-batched");
+    let producer = DistributedQueue::builder(&clients[0], &path).build().unwrap();
+    for k in 0..N {
+        producer.put(format!("{k:05}").into_bytes()).await.unwrap();
+    }
+    assert!(producer.flush_puts_timeout(WITHIN).await.unwrap(), "the puts finished");
+    let mut one = producer.consume().unwrap();
+    let first: Vec<String> = take_acked(&mut one, 300).await;
+    let expected: Vec<String> = (0..300).map(|k| format!("{k:05}")).collect();
+    assert_eq!(first, expected, "one consumer takes one producer's items in put order");
+
+    let mut consumers = vec![(producer.clone(), one)];
+    for client in &clients[1..] {
+        let queue = DistributedQueue::builder(client, &path).build().unwrap();
+        let items = queue.consume().unwrap();
+        consumers.push((queue, items));
+    }
+    let got = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (queue, mut items) in consumers {
+        let got = got.clone();
+        tasks.push(support::spawn(async move {
+            loop {
+                match tokio::time::timeout(Duration::from_millis(1500), items.next()).await {
+                    Ok(Some(Ok(item))) => got.lock().push(String::from_utf8(item.value().clone()).unwrap()),
+                    Ok(Some(Err(e))) => panic!("the consumer reported {e}"),
+                    Ok(None) => break,
+                    // Idle: done once the queue is empty (a slow server only delays that).
+                    Err(_) if queue.len().await.unwrap() == 0 => break,
+                    Err(_) => {}
+                }
+            }
+            queue.close().await;
+        }));
+    }
+    for task in tasks {
+        support::join("a consumer", WITHIN * 2, task).await;
+    }
+    let mut got = got.lock().clone();
+    got.extend(first);
+    got.sort();
+    let all: Vec<String> = (0..N).map(|k| format!("{k:05}")).collect();
+    assert_eq!(got, all, "every item exactly once");
+    let obs = support::observer(&server.connect_string()).await;
+    assert_eq!(obs.list_children(&path).await.unwrap(), Vec::<String>::new(), "nothing left");
+    producer.close().await;
+}

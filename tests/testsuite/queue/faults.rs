@@ -1,8 +1,11 @@
 //! Faults: a consumer's session expiring mid-item (lock path: the item is delivered again, the
-//! late ack refused), the queue path deleted under a running consumer.
+//! late ack refused), the queue path deleted under a running consumer or under producers' puts,
+//! puts (single creates and transactions) whose replies were lost.
 
 use std::time::Duration;
 
+use zk_curator::queue::DistributedQueue;
+use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{Error, ErrorCode};
 
 use super::{bytes_queue, next_item, take_acked, WITHIN};
@@ -50,4 +53,96 @@ async fn the_queue_path_deleted_under_a_running_consumer_is_reported_and_consumi
     queue.put(b"second".to_vec()).await.unwrap();
     assert_eq!(take_acked(&mut items, 1).await, ["second"]);
     queue.close().await;
+}
+
+/// How many of the queue's item nodes hold `item` (the node data is Curator's format, which
+/// carries the item's bytes as they are).
+async fn nodes_holding(obs: &zookeeper_client::Client, path: &str, items: &[String]) -> Vec<usize> {
+    let mut datas = Vec::new();
+    for child in support::sorted_children(obs, path).await {
+        datas.push(obs.get_data(&format!("{path}/{child}")).await.unwrap().0);
+    }
+    items
+        .iter()
+        .map(|item| datas.iter().filter(|d| d.windows(item.len()).any(|w| w == item.as_bytes())).count())
+        .collect()
+}
+
+/// Puts whose creates reached the server while its replies were lost (sent as one create or as a
+/// transaction of several, waited for or in the background) are reported with the retryable
+/// error and never sent again: every item is in the queue exactly once (a create sent again after
+/// the connection came back would put it twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_whose_replies_were_lost_are_reported_and_never_put_twice() {
+    let server = support::server().await;
+    let obs = support::observer(&server.connect_string()).await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let client = support::client(&proxy.connect_string()).await;
+    let path = support::unique_path("queue-lost-put-reply");
+    let waited = bytes_queue(&client, &path, None);
+    let background = DistributedQueue::builder(&client, &path).build().unwrap();
+    waited.put(b"before".to_vec()).await.unwrap();
+
+    proxy.set_mode(ProxyMode::DropReplies);
+    let items: Vec<String> = (0..60).map(|k| format!("lost-{k:02}")).collect();
+    let mut puts = Vec::new();
+    for item in &items[..10] {
+        let queue = waited.clone();
+        let item = item.clone().into_bytes();
+        puts.push(support::spawn(async move { queue.put(item).await }));
+    }
+    for item in &items[10..] {
+        background.put(item.clone().into_bytes()).await.unwrap();
+    }
+    support::eventually(WITHIN, "every create reached the server", || async {
+        support::sorted_children(&obs, &path).await.len() == 1 + items.len()
+    })
+    .await;
+    // Still no reply: the creates are unanswered when the link closes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    for put in puts {
+        match support::join("a put whose reply was lost", WITHIN, put).await {
+            Err(e) if e.is_retryable() || e.is_session_lost() => {}
+            other => panic!("a put whose outcome is unknown was reported as {other:?}"),
+        }
+    }
+    match background.flush_puts_timeout(WITHIN).await {
+        Err(e) if e.is_retryable() || e.is_session_lost() => {}
+        other => panic!("background puts whose outcome is unknown were reported as {other:?}"),
+    }
+    // Anything sent again would be made by now: the next put comes after it on the session.
+    waited.put(b"after".to_vec()).await.unwrap();
+    assert_eq!(nodes_holding(&obs, &path, &items).await, vec![1; items.len()], "each item exactly once");
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), 2 + items.len(), "nothing else");
+    waited.close().await;
+    background.close().await;
+}
+
+/// Puts sent (in transactions) while the queue path was deleted are refused by the server, which
+/// made none of their nodes: the producer makes the path again and sends them again, so each
+/// item is in the queue exactly once.
+// One thread: the puts below are all handed over before the pipeline runs, so they go in
+// transactions of many creates (a single create would not show a transaction's failure).
+#[tokio::test]
+async fn puts_refused_because_the_queue_path_was_deleted_are_each_made_once() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let obs = support::observer(&server.connect_string()).await;
+    let path = support::unique_path("queue-path-gone-puts");
+    let producer = DistributedQueue::builder(&clients[0], &path).build().unwrap();
+    producer.put(b"first".to_vec()).await.unwrap();
+    assert!(producer.flush_puts_timeout(WITHIN).await.unwrap());
+    for child in support::sorted_children(&obs, &path).await {
+        obs.delete(&format!("{path}/{child}"), None).await.unwrap();
+    }
+    obs.delete(&path, None).await.unwrap();
+
+    let items: Vec<String> = (0..300).map(|k| format!("again-{k:03}")).collect();
+    for item in &items {
+        producer.put(item.clone().into_bytes()).await.unwrap();
+    }
+    assert!(producer.flush_puts_timeout(WITHIN).await.expect("no put failed"), "the puts finished");
+    assert_eq!(nodes_holding(&obs, &path, &items).await, vec![1; items.len()], "each item exactly once");
+    assert_eq!(support::sorted_children(&obs, &path).await.len(), items.len(), "nothing else");
+    producer.close().await;
 }
