@@ -453,11 +453,8 @@ impl<Q: ShardQueue> QueueSharder<Q> {
                 );
             }
             let mut closed = self.inner.closed.subscribe();
-            let outcome = match closed.wait_for(Option::is_some).await {
-                Ok(outcome) => outcome.clone().unwrap_or(Ok(())),
-                Err(_) => Ok(()),
-            };
-            outcome
+            let outcome = closed.wait_for(Option::is_some).await.ok().and_then(|outcome| outcome.clone());
+            outcome.unwrap_or(Ok(()))
         }
         .instrument(span)
         .await
