@@ -13,7 +13,9 @@
 //!   items put with an id, taken in put order, [removable](DistributedIdQueue::remove) by id;
 //! * [`SimpleDistributedQueue`] (Curator's `SimpleDistributedQueue`): a FIFO of byte items with
 //!   `offer`, `take`, `poll_timeout` (Curator's `poll(timeout, unit)`), `try_take` (`poll()`),
-//!   `peek`, `element`, `remove`.
+//!   `peek`, `element`, `remove`;
+//! * [`QueueSharder`] (Curator's `QueueSharder`): one logical queue over shard queues
+//!   `Q/queue-<random UUID>`, a shard added by the leader when one reaches a threshold.
 //!
 //! Producers [`put`](DistributedQueue::put) items, consumers take them as a stream of
 //! [`Item`]s to [`ack`](Item::ack) ([`consume`](DistributedQueue::consume)) or through a handler
@@ -97,6 +99,7 @@ mod format;
 mod id;
 mod order;
 mod priority;
+mod sharder;
 mod simple;
 
 pub use consumer::{Item, QueueStream};
@@ -105,4 +108,8 @@ pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAU
 pub use format::{BytesSerializer, QueueSerializer};
 pub use id::DistributedIdQueue;
 pub use priority::DistributedPriorityQueue;
+pub use sharder::{
+    QueueSharder, QueueSharderPolicies, QueueSharderPoliciesBuilder, ShardQueue, SharderState, DEFAULT_MAX_QUEUES,
+    DEFAULT_NEW_QUEUE_THRESHOLD, DEFAULT_THRESHOLD_CHECK, SHARD_PREFIX,
+};
 pub use simple::{SimpleDistributedQueue, ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX};

@@ -101,6 +101,16 @@
 //   iqconsume NAME PATH LOCK     -> STARTED
 //   kqclose NAME                 -> CLOSED   (closes a pq/dq/iq consumer)
 //
+// QueueSharder over DistributedQueue<byte[]> (tests/testsuite/queue/sharder.rs; sharderCommand
+// below), items as UTF-8; with CONSUME 1 every shard's queue has a consumer whose items are read
+// with `qgot NAME` (as qconsume's):
+//   sstart NAME QPATH LPATH THRESHOLD CHECK_MS MAX CONSUME -> STARTED   (a started QueueSharder,
+//                                  its shards putInBackground(false))
+//   sput NAME ITEM               -> PUT   (getQueue().put(ITEM))
+//   sshards NAME                 -> SHARDS path,path,...   (getQueuePaths, sorted)
+//   sleader NAME                 -> LEADER true|false   (the sharder's latch, by reflection)
+//   sclose NAME                  -> CLOSED
+//
 // Every handle is one InterProcessMutex instance with its own single thread, so acquire and release
 // of a handle always run on the same thread (Curator's mutex is owned by a thread).
 
@@ -562,6 +572,10 @@ public class CuratorPeer {
                 if (kindQueued != null) {
                     return kindQueued;
                 }
+                String sharded = sharderCommand(cmd);
+                if (sharded != null) {
+                    return sharded;
+                }
                 throw new IllegalArgumentException("unknown command " + cmd[0]);
             }
         }
@@ -725,6 +739,82 @@ public class CuratorPeer {
                 arity(cmd, 4);
                 client.usingNamespace(cmd[1]).create().forPath(cmd[2], unhex(cmd[3]));
                 return "ZWROTE";
+            }
+            default:
+                return null;
+        }
+    }
+
+    // ---- QueueSharder --------------------------------------------------------------------------
+
+    private final Map<String, org.apache.curator.framework.recipes.queue.QueueSharder<byte[],
+            org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>>> sharders = new HashMap<>();
+
+    private org.apache.curator.framework.recipes.queue.QueueSharder<byte[],
+            org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> sharder(String name) {
+        org.apache.curator.framework.recipes.queue.QueueSharder<byte[],
+                org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> s = sharders.get(name);
+        if (s == null) {
+            throw new IllegalArgumentException("no sharder " + name);
+        }
+        return s;
+    }
+
+    /** The answer to a QueueSharder command, or null when cmd is not one. */
+    private String sharderCommand(String[] cmd) throws Exception {
+        switch (cmd[0]) {
+            case "sstart": {
+                arity(cmd, 8);
+                final org.apache.curator.framework.recipes.queue.QueueConsumer<byte[]> consumer =
+                        cmd[7].equals("1") ? recordingConsumer(cmd[1]) : null;
+                org.apache.curator.framework.recipes.queue.QueueAllocator<byte[],
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> allocator =
+                        (c, path) -> org.apache.curator.framework.recipes.queue.QueueBuilder
+                                .builder(c, consumer, QUEUE_BYTES, path)
+                                .putInBackground(false)
+                                .buildQueue();
+                org.apache.curator.framework.recipes.queue.QueueSharderPolicies policies =
+                        org.apache.curator.framework.recipes.queue.QueueSharderPolicies.builder()
+                                .newQueueThreshold(Integer.parseInt(cmd[4]))
+                                .thresholdCheckMs(Integer.parseInt(cmd[5]))
+                                .maxQueues(Integer.parseInt(cmd[6]))
+                                .build();
+                org.apache.curator.framework.recipes.queue.QueueSharder<byte[],
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> s =
+                        new org.apache.curator.framework.recipes.queue.QueueSharder<>(
+                                client, allocator, cmd[2], cmd[3], policies);
+                s.start();
+                sharders.put(cmd[1], s);
+                return "STARTED";
+            }
+            case "sput": {
+                arity(cmd, 3);
+                sharder(cmd[1]).getQueue().put(cmd[2].getBytes(StandardCharsets.UTF_8));
+                return "PUT";
+            }
+            case "sshards": {
+                arity(cmd, 2);
+                List<String> paths = new ArrayList<>(sharder(cmd[1]).getQueuePaths());
+                java.util.Collections.sort(paths);
+                return "SHARDS " + String.join(",", paths);
+            }
+            case "sleader": {
+                arity(cmd, 2);
+                java.lang.reflect.Field field =
+                        org.apache.curator.framework.recipes.queue.QueueSharder.class.getDeclaredField("leaderLatch");
+                field.setAccessible(true);
+                org.apache.curator.framework.recipes.leader.LeaderLatch latch =
+                        (org.apache.curator.framework.recipes.leader.LeaderLatch) field.get(sharder(cmd[1]));
+                return "LEADER " + latch.hasLeadership();
+            }
+            case "sclose": {
+                arity(cmd, 2);
+                org.apache.curator.framework.recipes.queue.QueueSharder<byte[],
+                        org.apache.curator.framework.recipes.queue.DistributedQueue<byte[]>> s = sharders.remove(cmd[1]);
+                if (s != null) {
+                    s.close();
+                }
+                return "CLOSED";
             }
             default:
                 return null;
