@@ -513,7 +513,9 @@ fn semaphores_and_multi_lock_from_threads() {
     for thread in threads {
         thread.join().unwrap();
     }
-    assert_eq!(max.load(Ordering::SeqCst), 2, "more than 2 leases at once, or never 2");
+    // At most 2 at once (that 2 are handed out together is up to the threads' timing, so it is
+    // checked below with acquire_many(2), not here).
+    assert!(max.load(Ordering::SeqCst) <= 2, "more than 2 leases at once: {}", max.load(Ordering::SeqCst));
     let many = semaphore.acquire_many(2).unwrap();
     assert!(semaphore.acquire_timeout(Duration::from_millis(200)).unwrap().is_none(), "a third lease");
     blocking::return_all(many).unwrap();
