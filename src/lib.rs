@@ -69,7 +69,7 @@
 //! |---|---|---|
 //! | `discovery` | `zk_curator::discovery`: service discovery wire-compatible with Curator's `curator-x-discovery` | `serde`, `serde_json` |
 //! | `metrics` | wait and hold times, holds lost by cause, waiters and each family's counts, on the [`metrics`](https://docs.rs/metrics) facade ([docs/observability.md](crate::guide::observability)) | `metrics` |
-//! | `serde` | `Serialize` for the inspection types, in the shape of `zk-curator inspect --json` | `serde` |
+//! | `serde` | `Serialize` for the inspection types, in the shape of `zk-curator inspect --json`; `queue::JsonSerializer` for queue items of any serde type | `serde`, `serde_json` |
 //! | `tls` | `CuratorClientBuilder::tls`: TLS connections ([docs/security.md](crate::guide::security)) | `zookeeper-client/tls` (rustls) |
 //! | `sasl` | `CuratorClientBuilder::sasl`: SASL DIGEST-MD5 ([docs/security.md](crate::guide::security)) | `zookeeper-client/sasl-digest-md5` |
 //! | `testing` | `zk_curator::testing`: `TestingServer`, `TestingCluster` and `FaultProxy`, a real ZooKeeper for tests, as Curator's `curator-test` | `tempfile`, `libc` |

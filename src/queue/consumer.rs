@@ -153,6 +153,9 @@ impl<T: 'static> Drop for NodeHold<T> {
 /// out and `ack` only says so.
 pub struct Item<T: 'static> {
     value: T,
+    /// The bytes it was read from: what goes back when it is put back (not serialized again,
+    /// which could fail or write other bytes than the producer did).
+    bytes: Vec<u8>,
     node: Arc<NodeHold<T>>,
     handed: bool,
     done: bool,
@@ -173,7 +176,7 @@ impl<T: 'static> Drop for Item<T> {
             self.node.release();
         } else if !self.handed {
             // Taken (its node deleted) but never yielded: put back at the tail, not lost.
-            let data = format::encode([self.node.shared.serializer.serialize(&self.value).as_slice()]);
+            let data = format::encode([self.bytes.as_slice()]);
             if self.node.shared.enqueue(requeue_prefix(&self.node.name), data, None, 0).is_err() {
                 warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
             }
@@ -260,7 +263,7 @@ impl<T: 'static> Item<T> {
         let node = self.node.clone();
         let Some(lock) = &node.lock else {
             self.done = true;
-            let data = format::encode([node.shared.serializer.serialize(&self.value).as_slice()]);
+            let data = format::encode([self.bytes.as_slice()]);
             return node.shared.enqueue(requeue_prefix(&node.name), data, None, 0);
         };
         if node.settled.load(Ordering::Acquire) {
@@ -750,8 +753,10 @@ impl<T: Send + 'static> Taker<T> {
     }
 
     fn deliver(&mut self, name: String, data: Vec<u8>, lock: Option<LockHold>, permit: OwnedSemaphorePermit) {
-        let values: Vec<T> = match format::decode(&data) {
-            Ok(items) => items.iter().filter_map(|i| self.shared.serializer.deserialize(i).ok()).collect(),
+        let values: Vec<(T, Vec<u8>)> = match format::decode(&data) {
+            Ok(items) => {
+                items.iter().filter_map(|i| Some((self.shared.serializer.deserialize(i).ok()?, i.to_vec()))).collect()
+            }
             Err(_) => Vec::new(),
         };
         let node = Arc::new(NodeHold {
@@ -783,8 +788,8 @@ impl<T: Send + 'static> Taker<T> {
             }
             return;
         }
-        for value in values {
-            let item = Item { value, node: node.clone(), handed: false, done: false };
+        for (value, bytes) in values {
+            let item = Item { value, bytes, node: node.clone(), handed: false, done: false };
             // A closed stream drops the item: released (lock path) or put back.
             let _ = self.tx.send(Delivery::Item(item));
         }

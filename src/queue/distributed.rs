@@ -431,7 +431,19 @@ impl<T: Send + 'static> DistributedQueue<T> {
         if items.is_empty() {
             return Err(Error::invalid_argument("items", format!("none for {}", shared.path), "put at least one"));
         }
-        let serialized: Vec<Vec<u8>> = items.iter().map(|i| shared.serializer.serialize(i)).collect();
+        let serialized = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                shared.serializer.serialize(item).map_err(|why| {
+                    Error::invalid_argument(
+                        "item",
+                        format!("#{i} of the put to {}: {why}", shared.path),
+                        "the queue's serializer cannot write it",
+                    )
+                })
+            })
+            .collect::<Result<Vec<Vec<u8>>>>()?;
         let len = serialized.iter().map(|s| s.len().saturating_add(PER_ITEM_OVERHEAD)).sum::<usize>() + NODE_OVERHEAD;
         // The item node's own name (and the ten digits of its sequence) counts with the queue path.
         shared.client.check_data_size("item", &paths::join(&shared.path, &format!("{name}0000000000")), len)?;

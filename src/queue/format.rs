@@ -18,9 +18,14 @@ pub(crate) const NODE_OVERHEAD: usize = 5;
 
 /// Turns a queue's items into bytes and back (Curator's `QueueSerializer`).
 ///
-/// A serializer must be deterministic and total on the way out; on the way in, bytes it cannot
-/// read are reported (as [`Error::MalformedData`](crate::Error::MalformedData) on the consumer's
-/// stream), never a panic.
+/// On the way out, an item the serializer refuses fails its put with
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the queue path, and nothing
+/// of that put is written. On the way in, bytes it cannot read are reported (as
+/// [`Error::MalformedData`](crate::Error::MalformedData) on the consumer's stream), never a panic.
+/// An item put back (requeued, or taken and never handed out) is written again with the bytes it
+/// was read with, not serialized again.
+///
+/// With feature `serde`, [`JsonSerializer`] puts any `Serialize + DeserializeOwned` type as JSON.
 ///
 /// # Examples
 /// ```
@@ -28,8 +33,8 @@ pub(crate) const NODE_OVERHEAD: usize = 5;
 ///
 /// struct Utf8;
 /// impl QueueSerializer<String> for Utf8 {
-///     fn serialize(&self, item: &String) -> Vec<u8> {
-///         item.as_bytes().to_vec()
+///     fn serialize(&self, item: &String) -> Result<Vec<u8>, String> {
+///         Ok(item.as_bytes().to_vec())
 ///     }
 ///     fn deserialize(&self, bytes: &[u8]) -> Result<String, String> {
 ///         String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())
@@ -38,7 +43,10 @@ pub(crate) const NODE_OVERHEAD: usize = 5;
 /// ```
 pub trait QueueSerializer<T>: Send + Sync + 'static {
     /// The bytes of `item`.
-    fn serialize(&self, item: &T) -> Vec<u8>;
+    ///
+    /// # Errors
+    /// Why `item` cannot be written (its put fails naming the queue path and this reason).
+    fn serialize(&self, item: &T) -> Result<Vec<u8>, String>;
     /// The item of `bytes`, or why they are not one.
     ///
     /// # Errors
@@ -51,12 +59,80 @@ pub trait QueueSerializer<T>: Send + Sync + 'static {
 pub struct BytesSerializer;
 
 impl QueueSerializer<Vec<u8>> for BytesSerializer {
-    fn serialize(&self, item: &Vec<u8>) -> Vec<u8> {
-        item.clone()
+    fn serialize(&self, item: &Vec<u8>) -> Result<Vec<u8>, String> {
+        Ok(item.clone())
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
         Ok(bytes.to_vec())
+    }
+}
+
+/// Items as JSON (`serde_json`): any `T: Serialize + DeserializeOwned`. A Java service sharing
+/// the queue reads them with a serializer of its own that parses JSON (Jackson's `ObjectMapper`,
+/// say); the bytes sit inside Curator's item format like any other serializer's.
+///
+/// An item `serde_json` cannot write (a map whose keys are not strings, a `Serialize` impl that
+/// fails) fails its put naming the queue path; data that is not JSON of `T` is reported on the
+/// consumer's stream as malformed.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(client: &zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// use zk_curator::queue::{DistributedQueue, JsonSerializer, QueueBuilder};
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Job {
+///     id: u64,
+///     url: String,
+/// }
+///
+/// let queue: DistributedQueue<Job> =
+///     QueueBuilder::with_serializer(client, "/jobs", JsonSerializer::new()).build()?;
+/// queue.put(Job { id: 1, url: "https://example.com".into() }).await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub struct JsonSerializer<T>(std::marker::PhantomData<fn() -> T>);
+
+#[cfg(feature = "serde")]
+impl<T> JsonSerializer<T> {
+    /// The serializer (it holds nothing).
+    pub fn new() -> Self {
+        JsonSerializer(std::marker::PhantomData)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<T> Default for JsonSerializer<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<T> Clone for JsonSerializer<T> {
+    fn clone(&self) -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<T> std::fmt::Debug for JsonSerializer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JsonSerializer")
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + 'static> QueueSerializer<T> for JsonSerializer<T> {
+    fn serialize(&self, item: &T) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(item).map_err(|e| e.to_string())
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<T, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
     }
 }
 

@@ -105,6 +105,8 @@ mod simple;
 pub use consumer::{Item, QueueStream};
 pub use delay::DistributedDelayQueue;
 pub use distributed::{DistributedQueue, QueueBuilder, DEFAULT_FINAL_FLUSH, DEFAULT_MAX_IN_FLIGHT};
+#[cfg(feature = "serde")]
+pub use format::JsonSerializer;
 pub use format::{BytesSerializer, QueueSerializer};
 pub use id::DistributedIdQueue;
 pub use priority::DistributedPriorityQueue;

@@ -7,6 +7,7 @@ mod faults;
 mod id;
 mod interop;
 mod priority;
+mod serializers;
 mod sharder;
 mod simple;
 
