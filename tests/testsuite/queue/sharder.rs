@@ -412,6 +412,96 @@ async fn dropping_during_a_check_ends_the_consumer_of_the_shard_it_was_adding() 
     stopping_during_a_check_ends_the_new_shards_consumer(true).await;
 }
 
+/// A put through the sharder, tried again while the session is being replaced (a put whose
+/// outcome is unknown is not retried: the test's items are then compared as a set).
+async fn put_through(sharder: &Sharder, item: &str) {
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        match sharder.queue().unwrap().put(item.as_bytes().to_vec()).await {
+            Ok(()) => return,
+            Err(e) if e.is_retryable() || e.is_session_lost() => {
+                assert!(tokio::time::Instant::now() < deadline, "put {item}: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("put {item}: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharder_whose_session_expires_leads_again_and_loses_no_item() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let base = support::unique_path("sharder-expiry");
+    let client = support::client_with(&connect, Duration::from_secs(2)).await;
+    let got = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lock = format!("{base}/locks");
+    let recorded = got.clone();
+    let sharder: Sharder = QueueSharder::new(
+        &client,
+        move |client, shard| {
+            // Guaranteed delivery: an item whose consumer's session ended goes to the next take.
+            let locks = format!("{lock}/{}", support::node_name(shard));
+            let queue = DistributedQueue::builder(client, shard).lock_path(&locks).put_in_background(false).build()?;
+            let (consumer, recorded) = (queue.clone(), recorded.clone());
+            tokio::runtime::Handle::current().spawn(async move {
+                let record = |item: Vec<u8>| {
+                    recorded.lock().unwrap().push(String::from_utf8(item).unwrap());
+                    async { Ok::<(), std::io::Error>(()) }
+                };
+                consumer.consume_with(record).await.expect("consume");
+            });
+            Ok(queue)
+        },
+        &format!("{base}/shards"),
+        &format!("{base}/leader"),
+        policies(100, 10),
+    )
+    .expect("a sharder");
+    sharder.start().await.unwrap();
+    leading(&sharder).await;
+    let leader_node = support::children(&connect, &format!("{base}/leader")).await;
+    for i in 0..3 {
+        put_through(&sharder, &format!("before-{i}")).await;
+    }
+    support::eventually(WITHIN, "the items before are consumed", || async { got.lock().unwrap().len() == 3 }).await;
+
+    let old = client.session_id();
+    zk_curator::testing::expire_session(&connect, &client).await.unwrap();
+    support::session_replaced(&client, old).await;
+    // The latch's node of the expired session is gone; the new session's leads.
+    support::eventually(WITHIN, "the sharder leads again on its new session", || async {
+        let now = support::children(&connect, &format!("{base}/leader")).await;
+        sharder.is_leader() && now.len() == 1 && now != leader_node
+    })
+    .await;
+    for i in 0..3 {
+        put_through(&sharder, &format!("after-{i}")).await;
+    }
+    // The check loop goes on: a shard made meanwhile is adopted (and consumed).
+    let adopted = make_shard(&connect, &base).await;
+    support::eventually(WITHIN, "the loop adopts a shard after the expiry", || async {
+        sharder.queue_paths().contains(&adopted)
+    })
+    .await;
+    DistributedQueue::builder(&support::client(&connect).await, &adopted)
+        .put_in_background(false)
+        .build()
+        .unwrap()
+        .put(b"adopted-0".to_vec())
+        .await
+        .unwrap();
+    let expected: BTreeSet<String> = ["before-0", "before-1", "before-2", "after-0", "after-1", "after-2", "adopted-0"]
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    support::eventually(WITHIN, "every item is consumed", || async {
+        got.lock().unwrap().iter().cloned().collect::<BTreeSet<_>>() == expected
+    })
+    .await;
+    sharder.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absurd_policies_and_paths_are_refused_naming_the_value() {
     let refused = |builder: zk_curator::queue::QueueSharderPoliciesBuilder, name: &str| match builder.build() {
