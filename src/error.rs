@@ -716,9 +716,29 @@ pub(crate) fn classify(err: &zookeeper_client::Error) -> ErrorKind {
     }
 }
 
+/// Whether a request that failed with `err` may have been applied by the server: no answer came
+/// (connection lost or idle, timed out, or the session ended — or the client closed — while it
+/// was in flight). A request the server refused (`Throttled`, `SessionMoved`, any result code) or
+/// that was never sent (`NoHosts`) is known not applied. Used where a write's outcome decides
+/// between sending it again and reporting it unknown.
+pub(crate) fn outcome_unknown(err: &zookeeper_client::Error) -> bool {
+    matches!(ErrorCode::of(err), ErrorCode::ConnectionLoss | ErrorCode::OperationTimeout | ErrorCode::SessionExpired)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_unanswered_requests_have_an_unknown_outcome() {
+        use zookeeper_client::Error as Zk;
+        for unknown in [Zk::ConnectionLoss, Zk::Timeout, Zk::SessionExpired, Zk::ClientClosed] {
+            assert!(outcome_unknown(&unknown), "{unknown:?} may have been applied");
+        }
+        for refused in [Zk::Throttled, Zk::SessionMoved, Zk::NoHosts, Zk::NoNode, Zk::NodeExists, Zk::NoAuth] {
+            assert!(!outcome_unknown(&refused), "{refused:?} is known not applied");
+        }
+    }
 
     #[test]
     fn classification_is_honest() {

@@ -927,6 +927,93 @@ pub async fn inspect_barrier(client: &CuratorClient, path: &str) -> Result<Optio
     Ok(Some(BarrierInfo { path: path.to_string(), members, ready }))
 }
 
+// ---- queues --------------------------------------------------------------------------------
+
+/// An item being processed, found by [`inspect_queue`]: an item node that has a lock node.
+///
+/// Serialised (feature `serde`) as `zk-curator inspect --lock-path L --json` prints it: `item` and
+/// `lock` (a holder's shape: `node`, `session`, `created_ms`, `held_ms`, `data`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct InFlightItem {
+    /// The item node, full path (within the client's namespace).
+    pub item: String,
+    /// Its lock node `<lock path>/<item node name>`: its session is the consumer processing the
+    /// item, its age how long it has been processed.
+    pub lock: LockHolder,
+}
+
+/// A queue found by [`inspect_queue`] (Curator's `DistributedQueue` layout, the priority, delay
+/// and id kinds included): how many item nodes it holds and which are in flight.
+///
+/// Serialised (feature `serde`) as `zk-curator inspect --json` prints it, with `"kind": "queue"`:
+/// `path`, `lock_path`, `depth`, `in_flight`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct QueueInfo {
+    /// The queue path.
+    pub path: String,
+    /// The lock path it was inspected with (guaranteed delivery), if any.
+    pub lock_path: Option<String>,
+    /// Item nodes (`queue-…`) in the queue, in flight or not. A node of `put_multi` holds several
+    /// items and counts once.
+    pub depth: usize,
+    /// The item nodes that have a lock node under the lock path, in queue (name) order; empty
+    /// without a lock path (at most once: a consumer deletes a node before processing it).
+    pub in_flight: Vec<InFlightItem>,
+}
+
+/// The queue at `path`: its depth (item nodes `queue-…`) and, given its `lock_path`, the items
+/// in flight with the session of the consumer holding each. `None` when `path` does not exist.
+/// Costs a `getChildren` of each path and a `getData` per item in flight, pipelined.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] for a bad path; the server's or the connection's error.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(client: zk_curator::CuratorClient) -> zk_curator::Result<()> {
+/// if let Some(queue) = zk_curator::inspect::inspect_queue(&client, "/jobs/queue", Some("/jobs/locks")).await? {
+///     println!("{} items, {} in flight", queue.depth, queue.in_flight.len());
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn inspect_queue(client: &CuratorClient, path: &str, lock_path: Option<&str>) -> Result<Option<QueueInfo>> {
+    validate_path(path)?;
+    if let Some(lock) = lock_path {
+        validate_path(lock)?;
+    }
+    let walk = Walk::new(client);
+    let Some(names) = walk.children(path).await? else { return Ok(None) };
+    let mut items: Vec<String> = names.into_iter().filter(|n| n.starts_with(crate::queue::ITEM_NODE_PREFIX)).collect();
+    items.sort();
+    let mut in_flight = Vec::new();
+    if let Some(lock) = lock_path {
+        let locks: std::collections::BTreeSet<String> =
+            walk.children(lock).await?.unwrap_or_default().into_iter().collect();
+        let held: Vec<&String> = items.iter().filter(|n| locks.contains(*n)).collect();
+        let holders = walk.holders(held.iter().map(|n| child(lock, n)).collect()).await?;
+        for holder in holders {
+            let name = holder.node.rsplit('/').next().unwrap_or_default();
+            in_flight.push(InFlightItem { item: child(path, name), lock: holder });
+        }
+    }
+    Ok(Some(QueueInfo {
+        path: path.to_string(),
+        lock_path: lock_path.map(str::to_string),
+        depth: items.len(),
+        in_flight,
+    }))
+}
+
 // ---- service discovery ---------------------------------------------------------------------
 
 /// One instance of a service found by [`inspect_services`], as Curator's JSON in its node says.

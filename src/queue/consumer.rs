@@ -34,7 +34,8 @@ enum Delivery<T: 'static> {
 
 /// One consumer of a [`DistributedQueue`](super::DistributedQueue): a
 /// [`Stream`](futures_core::Stream) of its [`Item`]s, oldest first, and of what it reports
-/// (`Err`: a malformed item node, the queue path deleted); see
+/// (`Err`: a malformed item node, the queue path deleted, items possibly lost to a delete whose
+/// reply was lost); see
 /// [`DistributedQueue::consume`](super::DistributedQueue::consume).
 ///
 /// A task takes the items for the stream (pipelined requests, at most `max_in_flight` nodes held
@@ -76,7 +77,10 @@ impl<T: 'static> QueueStream<T> {
     /// # Errors
     /// What the consumer reports: [`Error::MalformedData`] for an item node another writer made
     /// that is not Curator's format (left in place), [`Error::ZooKeeper`] with `NoNode` when the
-    /// queue path was deleted; the stream goes on after either.
+    /// queue path was deleted; without a lock path, a retryable [`Error::ZooKeeper`]
+    /// (`ConnectionLoss`, `SessionExpired`, ...) when a batched delete's reply was lost and its
+    /// nodes were then all found gone: their items may be lost (at most once). The stream goes on
+    /// after each.
     ///
     /// # Example
     /// ```no_run
@@ -175,7 +179,10 @@ impl<T: 'static> Drop for Item<T> {
         if self.node.lock.is_some() {
             self.node.release();
         } else if !self.handed {
-            // Taken (its node deleted) but never yielded: put back at the tail, not lost.
+            // Without a lock path its node was deleted when taken. Never yielded (the stream was
+            // dropped or the queue closed first): put back as a new node under its old name's
+            // prefix, so it keeps its priority, delay or id (a plain item goes to the tail). One
+            // yielded and dropped unacknowledged is gone: at most once.
             let data = format::encode([self.bytes.as_slice()]);
             if self.node.shared.enqueue(requeue_prefix(&self.node.name), data, None, 0).is_err() {
                 warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
@@ -613,12 +620,15 @@ impl<T: Send + 'static> Taker<T> {
             match writer.commit().await {
                 Ok(_) => return Ok(readable.into_iter().map(|(i, data)| (names[i].clone(), data, None)).collect()),
                 Err(zk::MultiWriteError::OperationFailed { .. }) => {}
+                // Refused by the server (throttled, ...): it removed none.
+                Err(zk::MultiWriteError::RequestFailed { source }) if !crate::error::outcome_unknown(&source) => {}
                 // Unknown outcome. Each is deleted on its own: a node still there proves the
                 // transaction removed none (all or none), so the deletes decide; if all are gone
                 // the transaction may have taken them, or others did: reported, never handed out.
                 Err(zk::MultiWriteError::RequestFailed { source }) => unanswered = Some(source),
             }
         }
+        let batched = readable.len();
         let deletes: Vec<_> = readable.iter().map(|(i, _)| zk.delete(&fixed[*i], None)).collect();
         let mut taken = Vec::new();
         let mut failure = None;
@@ -627,8 +637,12 @@ impl<T: Send + 'static> Taker<T> {
                 Ok(()) => taken.push((names[i].clone(), data, None)),
                 Err(zk::Error::NoNode) => {}
                 // The outcome of this delete is unknown: at most once, so the item may be lost.
-                Err(e) => {
+                Err(e) if crate::error::outcome_unknown(&e) => {
                     warn!(node = %names[i], error = %e, "a queue item's delete went unanswered (at most once: it may be lost)");
+                    failure.get_or_insert(e);
+                }
+                // Refused (throttled, ...): the node stays for a later round.
+                Err(e) => {
                     failure.get_or_insert(e);
                 }
             }
@@ -638,8 +652,9 @@ impl<T: Send + 'static> Taker<T> {
                 return Err(Error::zk(&self.shared.path, e));
             }
             if let Some(e) = unanswered {
-                warn!(path = %self.shared.path, nodes = names.len(), error = %e, "a queue's batched delete went unanswered and its nodes are gone (at most once: their items may be lost)");
-                return Err(Error::zk(&self.shared.path, e));
+                // Told to the stream (its consumer may have lost items), not only logged.
+                warn!(path = %self.shared.path, nodes = batched, error = %e, "a queue's batched delete went unanswered and its nodes are gone (at most once: their items may be lost)");
+                let _ = self.tx.send(Delivery::Report(Error::zk(&self.shared.path, e)));
             }
         }
         Ok(taken)

@@ -717,12 +717,6 @@ fn drain_ready(jobs: &mut mpsc::UnboundedReceiver<PutJob>, waiting: &mut VecDequ
     true
 }
 
-/// True when a sent create's (or transaction's) outcome is unknown: no answer from the server,
-/// so it may have been applied.
-fn outcome_unknown(e: &zk::Error) -> bool {
-    matches!(Error::zk("", e.clone()).kind(), ErrorKind::Retryable | ErrorKind::SessionLost)
-}
-
 async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
         Some(until) => tokio::time::sleep_until(until).await,
@@ -869,7 +863,7 @@ impl PutPipeline {
                             // made (all of a transaction's, or none). Sent again they could be
                             // there twice, so these puts fail with the error instead: put once
                             // or not at all, never twice (the caller hears which puts are unknown).
-                            Err(e) if outcome_unknown(&e) => {
+                            Err(e) if crate::error::outcome_unknown(&e) => {
                                 let err = Error::zk(&self.path, e.clone());
                                 warn!(path = %self.path, nodes = batch.len(), error = %e, "a queue's create went unanswered: those puts fail (put once or not at all)");
                                 batch.into_iter().for_each(|job| self.finish(job, Err(err.clone())));

@@ -115,3 +115,5 @@ pub use sharder::{
     DEFAULT_NEW_QUEUE_THRESHOLD, DEFAULT_THRESHOLD_CHECK, SHARD_PREFIX,
 };
 pub use simple::{SimpleDistributedQueue, ITEM_PREFIX as SIMPLE_QUEUE_ITEM_PREFIX};
+
+pub(crate) use distributed::ITEM_PREFIX as ITEM_NODE_PREFIX;

@@ -209,6 +209,49 @@ type Allocator<Q> = Box<dyn Fn(&CuratorClient, &str) -> Result<Q> + Send + Sync>
 struct Shards<Q> {
     queues: BTreeMap<String, Q>,
     preferred: BTreeSet<String>,
+    /// The sharder was closed or dropped: a queue allocated from now on (by a check still
+    /// running) is closed at once instead of managed, or its consumers would outlive the sharder.
+    retired: bool,
+}
+
+impl<Q: ShardQueue> Shards<Q> {
+    /// Stops managing every queue: the caller closes them.
+    fn retire(&mut self) -> Vec<Q> {
+        self.retired = true;
+        self.preferred.clear();
+        std::mem::take(&mut self.queues).into_values().collect()
+    }
+}
+
+/// Closes `queues` in the background, on the client's runtime (where their consumers run): a
+/// queue object dropped unclosed leaves the consumers its allocator started running. Never
+/// panics, with or without a current runtime (a runtime shut down drops the task, and the
+/// consumers with it).
+fn close_in_background<Q: ShardQueue>(client: &CuratorClient, queues: Vec<Q>) {
+    for queue in queues {
+        drop(client.runtime().spawn(async move { queue.close_shard().await }));
+    }
+}
+
+/// A queue from the allocator not yet managed: closed in the background if dropped so (its
+/// shard's create failed, the sharder closed meanwhile, or the call was cancelled).
+struct Unmanaged<'a, Q: ShardQueue> {
+    client: &'a CuratorClient,
+    queue: Option<Q>,
+}
+
+impl<Q: ShardQueue> Unmanaged<'_, Q> {
+    fn take(mut self) -> Q {
+        self.queue.take().expect("taken once")
+    }
+}
+
+impl<Q: ShardQueue> Drop for Unmanaged<'_, Q> {
+    fn drop(&mut self) {
+        if let Some(queue) = self.queue.take() {
+            close_in_background(self.client, vec![queue]);
+        }
+    }
 }
 
 struct Inner<Q> {
@@ -251,7 +294,8 @@ struct Inner<Q> {
 /// new session as well).
 ///
 /// Dropping the sharder stops its check loop and its latch (its node deleted in the
-/// background); prefer [`close`](Self::close).
+/// background) and closes the shards' queue objects in the background, so the consumers the
+/// allocator started end; prefer [`close`](Self::close), which waits for all that.
 ///
 /// ```no_run
 /// use zk_curator::queue::{DistributedQueue, QueueSharder, QueueSharderPolicies};
@@ -325,7 +369,7 @@ impl<Q: ShardQueue> QueueSharder<Q> {
             policies,
             latch,
             state: watch::Sender::new(SharderState::Latent),
-            shards: Mutex::new(Shards { queues: BTreeMap::new(), preferred: BTreeSet::new() }),
+            shards: Mutex::new(Shards { queues: BTreeMap::new(), preferred: BTreeSet::new(), retired: false }),
             check_error: watch::Sender::new(None),
             task: Mutex::new(None),
             closed: watch::Sender::new(None),
@@ -368,11 +412,13 @@ impl<Q: ShardQueue> QueueSharder<Q> {
     /// # Errors
     /// [`Error::InvalidArgument`] if already started or closed (a sharder starts once); the
     /// allocator's error; ZooKeeper's errors listing or making the shards. A failed start leaves
-    /// the sharder unstarted (it may be started again).
+    /// the sharder unstarted (it may be started again), the queue objects it allocated closed
+    /// in the background.
     ///
     /// # Cancel safety
-    /// Cancel safe: a cancelled start leaves the sharder unstarted. A shard it made stays (shards
-    /// are shared by every instance, as in Curator).
+    /// Cancel safe: a cancelled start leaves the sharder unstarted, the queue objects it
+    /// allocated closed in the background. A shard it made stays (shards are shared by every
+    /// instance, as in Curator).
     ///
     /// # Examples
     /// ```no_run
@@ -420,8 +466,9 @@ impl<Q: ShardQueue> QueueSharder<Q> {
         .await
     }
 
-    /// Stops (Curator's `close`): ends the check loop, closes every shard's queue object and
-    /// the leader latch (its node deleted). The shards and their items stay, as in Curator.
+    /// Stops (Curator's `close`): ends the check loop (waiting for a check in progress to
+    /// finish), closes every shard's queue object (ending the consumers the allocator started)
+    /// and the leader latch (its node deleted). The shards and their items stay, as in Curator.
     /// Closing a sharder not started (or closed) only marks it closed.
     ///
     /// # Errors
@@ -508,22 +555,22 @@ impl<Q: ShardQueue> QueueSharder<Q> {
 }
 
 impl<Q: ShardQueue> Drop for QueueSharder<Q> {
-    /// Stops the check loop (it ends at its next wake-up, on the client's runtime); the latch
-    /// and the shards' queue objects go with the last reference. Never panics, with or
-    /// without a runtime.
+    /// Stops the check loop (it ends at its next wake-up, or once the check it is making
+    /// finished, on the client's runtime) and closes the shards' queue objects in the background
+    /// (ending the consumers the allocator started); the latch goes with the last reference (its
+    /// node deleted in the background). Never panics, with or without a runtime.
     fn drop(&mut self) {
-        self.inner.state.send_if_modified(|state| {
-            let running = *state != SharderState::Closed;
-            *state = SharderState::Closed;
-            running
-        });
+        self.inner.state.send_replace(SharderState::Closed);
+        let queues = self.inner.shards.lock().retire();
+        close_in_background(&self.inner.client, queues);
     }
 }
 
-/// Puts a sharder whose start did not finish back to unstarted, without its shards.
-struct UndoStart<'a, Q>(Option<&'a Inner<Q>>);
+/// Puts a sharder whose start did not finish (failed or cancelled) back to unstarted: the queue
+/// objects it allocated are closed in the background.
+struct UndoStart<'a, Q: ShardQueue>(Option<&'a Inner<Q>>);
 
-impl<Q> Drop for UndoStart<'_, Q> {
+impl<Q: ShardQueue> Drop for UndoStart<'_, Q> {
     fn drop(&mut self) {
         if let Some(inner) = self.0.take() {
             inner.state.send_if_modified(|state| {
@@ -533,9 +580,12 @@ impl<Q> Drop for UndoStart<'_, Q> {
                 }
                 undo
             });
-            let mut shards = inner.shards.lock();
-            shards.queues.clear();
-            shards.preferred.clear();
+            let queues: Vec<Q> = {
+                let mut shards = inner.shards.lock();
+                shards.preferred.clear();
+                std::mem::take(&mut shards.queues).into_values().collect()
+            };
+            close_in_background(&inner.client, queues);
         }
     }
 }
@@ -567,16 +617,20 @@ impl<Q: ShardQueue> Inner<Q> {
         Ok(shards)
     }
 
-    /// Manages `shard` (from now preferred) unless it already is.
+    /// Manages `shard` (from now preferred) unless it already is (or the sharder is closed).
     fn adopt(&self, shard: &str) -> Result<()> {
-        if self.shards.lock().queues.contains_key(shard) {
-            return Ok(());
+        {
+            let shards = self.shards.lock();
+            if shards.retired || shards.queues.contains_key(shard) {
+                return Ok(());
+            }
         }
-        let queue = (self.allocate)(&self.client, shard)?;
+        let queue = Unmanaged { client: &self.client, queue: Some((self.allocate)(&self.client, shard)?) };
         let mut shards = self.shards.lock();
-        if !shards.queues.contains_key(shard) {
+        // Adopted meanwhile, or the sharder closed: `queue` is closed when dropped.
+        if !shards.retired && !shards.queues.contains_key(shard) {
             debug!(shard, "adopting a queue shard");
-            shards.queues.insert(shard.to_string(), queue);
+            shards.queues.insert(shard.to_string(), queue.take());
             shards.preferred.insert(shard.to_string());
         }
         Ok(())
@@ -586,20 +640,22 @@ impl<Q: ShardQueue> Inner<Q> {
     /// makes it) and manages it.
     async fn add_shard(&self) -> Result<String> {
         let shard = paths::join(&self.path, &format!("{SHARD_PREFIX}{}", uuid::Uuid::new_v4()));
-        // The allocator first: a refused queue makes no node.
-        let queue = (self.allocate)(&self.client, &shard)?;
+        // The allocator first: a refused queue makes no node. Until managed, the queue is closed
+        // if this call fails or is dropped (a cancelled start).
+        let queue = Unmanaged { client: &self.client, queue: Some((self.allocate)(&self.client, &shard)?) };
         let made = self.client.create(&shard).mode(CreateMode::Persistent).creating_parent_containers_if_needed().await;
         match made {
             Ok(_) => {}
             // A create sent again after a lost reply.
             Err(e) if e.is(ErrorCode::NodeExists) => {}
-            Err(e) => {
-                queue.close_shard().await;
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
         let mut shards = self.shards.lock();
-        shards.queues.insert(shard.clone(), queue);
+        if shards.retired {
+            // Closed meanwhile: the shard stays (as every shard does), its queue is closed.
+            return Err(Error::Closed { path: self.path.clone() });
+        }
+        shards.queues.insert(shard.clone(), queue.take());
         shards.preferred.insert(shard.clone());
         Ok(shard)
     }
@@ -646,7 +702,8 @@ impl<Q: ShardQueue> Inner<Q> {
             info!(shard = %path, "a queue shard was deleted: dropped");
             queue.close_shard().await;
         }
-        if self.latch.has_leadership() {
+        // A sharder closed during this check adds no shard.
+        if self.latch.has_leadership() && *self.state.borrow() == SharderState::Started {
             let count = self.shards.lock().queues.len();
             if count == 0 {
                 let shard = self.add_shard().await?;
@@ -666,27 +723,30 @@ impl<Q: ShardQueue> Inner<Q> {
         Error::from_many(errors)
     }
 
-    /// `close`'s work: waits for the loop's end, closes the shards' queue objects and the latch.
+    /// `close`'s work: waits for the loop's end (a check it was making finishes first), closes
+    /// the shards' queue objects and the latch.
     async fn clean_up(&self) -> Result<()> {
         let task = self.task.lock().take();
         if let Some(task) = task {
             // The loop ends on the state change; a panicked loop has nothing to clean.
             let _ = task.await;
         }
-        let queues: Vec<Q> = {
-            let mut shards = self.shards.lock();
-            shards.preferred.clear();
-            std::mem::take(&mut shards.queues).into_values().collect()
-        };
-        for queue in queues {
-            queue.close_shard().await;
+        let queues = self.shards.lock().retire();
+        let closing: Vec<_> = queues
+            .into_iter()
+            .map(|queue| self.client.runtime().spawn(async move { queue.close_shard().await }))
+            .collect();
+        for closed in closing {
+            let _ = closed.await;
         }
         self.latch.close().await
     }
 }
 
 /// The check loop: every interval, one check, until the sharder is closed or dropped. Holds the
-/// sharder only during a check.
+/// sharder only during a check. A check once begun is not cancelled (it would drop a queue it
+/// allocated, or one it was closing, half done): `close` waits for it, and what it allocates after
+/// the sharder closed is closed at once.
 async fn check_loop<Q: ShardQueue>(
     sharder: Weak<Inner<Q>>,
     mut state: watch::Receiver<SharderState>,
@@ -701,10 +761,7 @@ async fn check_loop<Q: ShardQueue>(
         let Some(inner) = sharder.upgrade() else {
             return;
         };
-        let outcome = tokio::select! {
-            _ = state.wait_for(is_closed) => return,
-            outcome = inner.check() => outcome,
-        };
+        let outcome = inner.check().await;
         match outcome {
             Ok(()) => {
                 inner.check_error.send_if_modified(|error| error.take().is_some());

@@ -4,3 +4,4 @@
 mod discovery;
 mod hostile_trees_and_input;
 mod lock_kinds;
+mod queues;

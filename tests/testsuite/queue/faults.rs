@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use zk_curator::queue::DistributedQueue;
-use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::testing::{Direction, FaultProxy, Latency, ProxyMode};
 use zk_curator::{Error, ErrorCode};
 
 use super::{bytes_queue, next_item, take_acked, WITHIN};
@@ -144,5 +144,45 @@ async fn puts_refused_because_the_queue_path_was_deleted_are_each_made_once() {
     assert!(producer.flush_puts_timeout(WITHIN).await.expect("no put failed"), "the puts finished");
     assert_eq!(nodes_holding(&obs, &path, &items).await, vec![1; items.len()], "each item exactly once");
     assert_eq!(support::sorted_children(&obs, &path).await.len(), items.len(), "nothing else");
+    producer.close().await;
+}
+
+/// Without a lock path, a consumer whose batched delete (one transaction) was applied but whose
+/// reply was lost finds each node gone when it deletes them one by one: it cannot know whether
+/// it took them (at most once: their items may be lost), so its stream reports the error rather
+/// than only logging it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_delete_whose_reply_was_lost_is_reported_on_the_stream() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let obs = support::observer(&connect).await;
+    let path = support::unique_path("queue-lost-delete-reply");
+    let producer = bytes_queue(&support::client(&connect).await, &path, None);
+    for k in 0..3 {
+        producer.put(format!("item-{k}").into_bytes()).await.unwrap();
+    }
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let consumer_client = support::client_with(&proxy.connect_string(), Duration::from_secs(4)).await;
+    // Replies come 500 ms late (the client gives up on a connection silent for 800 ms): the
+    // transaction's reply is still held in the proxy when the observer sees its nodes gone, and
+    // is dropped there.
+    proxy.set_direction_latency(Direction::ToClient, Latency::fixed(Duration::from_millis(500)));
+    let queue = bytes_queue(&consumer_client, &path, None);
+    let mut items = queue.consume().unwrap();
+    support::eventually(WITHIN, "the consumer's transaction deletes the nodes", || async {
+        support::sorted_children(&obs, &path).await.is_empty()
+    })
+    .await;
+    proxy.set_mode(ProxyMode::DropReplies);
+    proxy.set_direction_latency(Direction::ToClient, Latency::NONE);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    match tokio::time::timeout(WITHIN, items.next()).await {
+        Ok(Some(Err(e))) => assert!(e.is_retryable() || e.is_session_lost(), "reported as {e}"),
+        Ok(Some(Ok(item))) => panic!("an item whose delete's outcome is unknown was handed out: {item:?}"),
+        Ok(None) => panic!("the stream ended"),
+        Err(_) => panic!("the possibly lost items were not reported within {WITHIN:?}"),
+    }
+    queue.close().await;
     producer.close().await;
 }

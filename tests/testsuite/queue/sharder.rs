@@ -109,7 +109,11 @@ async fn a_shard_is_added_at_the_threshold_and_only_by_the_leader() {
         shards_on_server(&connect, &base).await.len() == 2
     })
     .await;
-    assert_eq!(follower.queue_paths(), shards_on_server(&connect, &base).await);
+    // The shard's node exists a moment before the leader manages it.
+    support::eventually(WITHIN, "the new leader manages both shards", || async {
+        follower.queue_paths() == shards_on_server(&connect, &base).await
+    })
+    .await;
     follower.close().await.unwrap();
 }
 
@@ -283,6 +287,219 @@ async fn dropping_the_sharder_outside_a_runtime_stops_the_loop_and_its_latch() {
     make_shard(&connect, &base).await;
     tokio::time::sleep(QUIET).await; // ~20 checks: a loop still running would adopt it
     assert_eq!(allocated.load(Ordering::SeqCst), before, "the check loop ran after the drop");
+}
+
+/// The consumers the allocator of [`sharder_consuming`] started, one task per shard queue.
+type Consumers = Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+
+/// A sharder of `base/shards` whose allocator calls `hook` with the call's number (from 1) — an
+/// `Err` refuses the queue, `Ok(true)` starts a consumer on it (`consume_with`, ended only by
+/// closing the queue, as Curator's users run one per shard), pushed to `consumers`.
+fn sharder_consuming(
+    client: &CuratorClient,
+    base: &str,
+    policies: QueueSharderPolicies,
+    consumers: Consumers,
+    hook: impl Fn(usize) -> zk_curator::Result<bool> + Send + Sync + 'static,
+) -> Sharder {
+    let calls = AtomicUsize::new(0);
+    QueueSharder::new(
+        client,
+        move |client, shard| {
+            let consume = hook(calls.fetch_add(1, Ordering::SeqCst) + 1)?;
+            let queue = DistributedQueue::builder(client, shard).put_in_background(false).build()?;
+            if consume {
+                let consumer = queue.clone();
+                let task = tokio::runtime::Handle::current().spawn(async move {
+                    consumer.consume_with(|_item| async { Ok::<(), std::io::Error>(()) }).await.expect("consume");
+                });
+                consumers.lock().unwrap().push(task);
+            }
+            Ok(queue)
+        },
+        &format!("{base}/shards"),
+        &format!("{base}/leader"),
+        policies,
+    )
+    .expect("a sharder")
+}
+
+/// Every consumer started so far ends (its queue was closed); hang-guarded.
+async fn consumers_end(consumers: &Consumers, expected: usize) {
+    // A check still running (the sharder dropped during it) may start one a little later.
+    support::eventually(WITHIN, "the consumers start", || async { consumers.lock().unwrap().len() >= expected }).await;
+    let tasks = std::mem::take(&mut *consumers.lock().unwrap());
+    assert_eq!(tasks.len(), expected, "consumers started");
+    for task in tasks {
+        match tokio::time::timeout(WITHIN, task).await {
+            Ok(ended) => ended.expect("a consumer panicked"),
+            Err(_) => panic!("a shard's consumer still runs {WITHIN:?} after the sharder stopped"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_sharder_ends_the_consumers_its_allocator_started() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let base = support::unique_path("sharder-drop-consumers");
+    let consumers = Consumers::default();
+    let sharder = sharder_consuming(&clients[0], &base, policies(100, 10), consumers.clone(), |_| Ok(true));
+    sharder.start().await.unwrap();
+    let adopted = make_shard(&connect, &base).await;
+    support::eventually(WITHIN, "the loop adopts a shard", || async { sharder.queue_paths().contains(&adopted) }).await;
+    // Dropped outside a runtime: the close goes on on the client's.
+    std::thread::spawn(move || drop(sharder)).join().expect("the drop panicked");
+    consumers_end(&consumers, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_ends_the_consumers_its_allocator_started() {
+    let (server, clients) = support::server_and_clients(1).await;
+    let connect = server.connect_string();
+    let base = support::unique_path("sharder-failed-start");
+    make_shard(&connect, &base).await;
+    make_shard(&connect, &base).await;
+    let consumers = Consumers::default();
+    let refuse_second = |call: usize| match call {
+        2 => Err(Error::InvalidArgument { name: "shard", value: call.to_string(), reason: "refused by the test" }),
+        _ => Ok(true),
+    };
+    let sharder = sharder_consuming(&clients[0], &base, policies(100, 10), consumers.clone(), refuse_second);
+    assert!(sharder.start().await.is_err(), "the allocator refused the second shard");
+    assert_eq!(sharder.state(), zk_curator::queue::SharderState::Latent);
+    consumers_end(&consumers, 1).await;
+}
+
+/// The leader's check is adding a shard (its allocator ran, its create not answered yet) when
+/// the sharder is closed (`close`) or dropped: the new shard's consumer ends all the same.
+async fn stopping_during_a_check_ends_the_new_shards_consumer(by_drop: bool) {
+    let (_server, clients) = support::server_and_clients(1).await;
+    let base = support::unique_path("sharder-stop-in-check");
+    let consumers = Consumers::default();
+    let (adding, mut added) = tokio::sync::mpsc::unbounded_channel();
+    // Call 1 makes the first shard (no consumer: its item must stay to reach the threshold);
+    // call 2 is the check adding a shard: it lets the test stop the sharder, then returns.
+    let hook = move |call: usize| {
+        if call == 2 {
+            adding.send(()).unwrap();
+            // A blocking pause inside the check, so the stop lands before its create: 300 ms is
+            // far more than the test needs to call close/drop.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Ok(call >= 2)
+    };
+    let sharder = sharder_consuming(&clients[0], &base, policies(1, 10), consumers.clone(), hook);
+    sharder.start().await.unwrap();
+    leading(&sharder).await;
+    sharder.queue().unwrap().put(b"fills the shard".to_vec()).await.unwrap();
+    tokio::time::timeout(WITHIN, added.recv()).await.expect("the leader adds a shard").unwrap();
+    if by_drop {
+        drop(sharder);
+    } else {
+        sharder.close().await.unwrap();
+    }
+    consumers_end(&consumers, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_during_a_check_ends_the_consumer_of_the_shard_it_was_adding() {
+    stopping_during_a_check_ends_the_new_shards_consumer(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_during_a_check_ends_the_consumer_of_the_shard_it_was_adding() {
+    stopping_during_a_check_ends_the_new_shards_consumer(true).await;
+}
+
+/// A put through the sharder, tried again while the session is being replaced (a put whose
+/// outcome is unknown is not retried: the test's items are then compared as a set).
+async fn put_through(sharder: &Sharder, item: &str) {
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        match sharder.queue().unwrap().put(item.as_bytes().to_vec()).await {
+            Ok(()) => return,
+            Err(e) if e.is_retryable() || e.is_session_lost() => {
+                assert!(tokio::time::Instant::now() < deadline, "put {item}: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("put {item}: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharder_whose_session_expires_leads_again_and_loses_no_item() {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let base = support::unique_path("sharder-expiry");
+    let client = support::client_with(&connect, Duration::from_secs(2)).await;
+    let got = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lock = format!("{base}/locks");
+    let recorded = got.clone();
+    let sharder: Sharder = QueueSharder::new(
+        &client,
+        move |client, shard| {
+            // Guaranteed delivery: an item whose consumer's session ended goes to the next take.
+            let locks = format!("{lock}/{}", support::node_name(shard));
+            let queue = DistributedQueue::builder(client, shard).lock_path(&locks).put_in_background(false).build()?;
+            let (consumer, recorded) = (queue.clone(), recorded.clone());
+            tokio::runtime::Handle::current().spawn(async move {
+                let record = |item: Vec<u8>| {
+                    recorded.lock().unwrap().push(String::from_utf8(item).unwrap());
+                    async { Ok::<(), std::io::Error>(()) }
+                };
+                consumer.consume_with(record).await.expect("consume");
+            });
+            Ok(queue)
+        },
+        &format!("{base}/shards"),
+        &format!("{base}/leader"),
+        policies(100, 10),
+    )
+    .expect("a sharder");
+    sharder.start().await.unwrap();
+    leading(&sharder).await;
+    let leader_node = support::children(&connect, &format!("{base}/leader")).await;
+    for i in 0..3 {
+        put_through(&sharder, &format!("before-{i}")).await;
+    }
+    support::eventually(WITHIN, "the items before are consumed", || async { got.lock().unwrap().len() == 3 }).await;
+
+    let old = client.session_id();
+    zk_curator::testing::expire_session(&connect, &client).await.unwrap();
+    support::session_replaced(&client, old).await;
+    // The latch's node of the expired session is gone; the new session's leads.
+    support::eventually(WITHIN, "the sharder leads again on its new session", || async {
+        let now = support::children(&connect, &format!("{base}/leader")).await;
+        sharder.is_leader() && now.len() == 1 && now != leader_node
+    })
+    .await;
+    for i in 0..3 {
+        put_through(&sharder, &format!("after-{i}")).await;
+    }
+    // The check loop goes on: a shard made meanwhile is adopted (and consumed).
+    let adopted = make_shard(&connect, &base).await;
+    support::eventually(WITHIN, "the loop adopts a shard after the expiry", || async {
+        sharder.queue_paths().contains(&adopted)
+    })
+    .await;
+    DistributedQueue::builder(&support::client(&connect).await, &adopted)
+        .put_in_background(false)
+        .build()
+        .unwrap()
+        .put(b"adopted-0".to_vec())
+        .await
+        .unwrap();
+    let expected: BTreeSet<String> = ["before-0", "before-1", "before-2", "after-0", "after-1", "after-2", "adopted-0"]
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    support::eventually(WITHIN, "every item is consumed", || async {
+        got.lock().unwrap().iter().cloned().collect::<BTreeSet<_>>() == expected
+    })
+    .await;
+    sharder.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

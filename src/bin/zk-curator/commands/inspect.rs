@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::inspect::{inspect_services, inspect_with, InspectOptions, LockInfo, ServiceSummary};
+use zk_curator::inspect::{
+    inspect_queue, inspect_services, inspect_with, InspectOptions, LockInfo, QueueInfo, ServiceSummary,
+};
 
 use crate::common::{exit, parse_seconds, EXIT_UNAVAILABLE};
 use crate::connection::Resolved;
@@ -31,6 +33,10 @@ pub(crate) struct InspectArgs {
     /// List (getChildren) at most N nodes; stop there, with a warning on stderr.
     #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_listings, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_nodes: usize,
+    /// ROOT is a queue whose lock path (guaranteed delivery) is L: show its items in flight, each
+    /// with the session of the consumer holding it (a queue's depth is shown without it too).
+    #[arg(long, value_name = "L", value_parser = parse_root)]
+    lock_path: Option<String>,
 }
 
 fn parse_root(text: &str) -> Result<String, String> {
@@ -53,7 +59,19 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         (Ok(_), None) => Some(inspect_services(&client, &args.root, &options).await),
         _ => None,
     };
+    // A queue at ROOT itself (its item nodes `queue-…` are children of ROOT).
+    let queue = match (&found, args.older_than) {
+        (Ok(_), None) => Some(inspect_queue(&client, &args.root, args.lock_path.as_deref()).await),
+        _ => None,
+    };
     client.close().await;
+    let queue = match queue.transpose() {
+        Ok(queue) => queue.flatten().filter(|q| q.depth > 0 || q.lock_path.is_some()),
+        Err(e) => {
+            eprintln!("zk-curator: {}", crate::common::Report(&e));
+            return exit(EXIT_UNAVAILABLE);
+        }
+    };
     let services = match services.transpose() {
         Ok(services) => services,
         Err(e) => {
@@ -112,6 +130,13 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
             }
             items.push(item);
         }
+        if let Some(queue) = &queue {
+            let mut item = serde_json::to_value(queue).unwrap_or_default();
+            if let Some(object) = item.as_object_mut() {
+                object.insert("kind".into(), "queue".into());
+            }
+            items.push(item);
+        }
         items.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
         match serde_json::to_string(&items) {
             Ok(json) => println!("{json}"),
@@ -124,6 +149,9 @@ pub(crate) async fn run(connection: &Resolved, args: InspectArgs) -> ExitCode {
         print!("{}", table(&locks));
         if !services.is_empty() {
             print!("\n{}", services_table(&services));
+        }
+        if let Some(queue) = &queue {
+            print!("\n{}", queue_table(queue));
         }
     }
     match args.older_than {
@@ -185,6 +213,29 @@ fn services_table(services: &[ServiceSummary]) -> String {
             row.extend(std::iter::repeat_n(String::from("-"), 6));
             rows.push(row);
         }
+    }
+    aligned(&header, &rows)
+}
+
+/// A queue's line (path, depth, how many in flight), then a line per item in flight.
+fn queue_table(queue: &QueueInfo) -> String {
+    let header = ["QUEUE", "DEPTH", "IN FLIGHT", "ITEM", "CONSUMER SESSION", "HELD"];
+    let counts = [
+        queue.path.clone(),
+        queue.depth.to_string(),
+        if queue.lock_path.is_some() { queue.in_flight.len().to_string() } else { "-".into() },
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (i, item) in queue.in_flight.iter().enumerate() {
+        let mut row = if i == 0 { counts.to_vec() } else { vec![String::new(); 3] };
+        let name = item.item.rsplit('/').next().unwrap_or(&item.item).to_string();
+        row.extend([name, item.lock.session_hex(), secs(item.lock.held)]);
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        let mut row = counts.to_vec();
+        row.extend(std::iter::repeat_n(String::from("-"), 3));
+        rows.push(row);
     }
     aligned(&header, &rows)
 }
