@@ -246,7 +246,8 @@ pub struct InspectOptions {
     /// How many levels below the root are listed (the root is level 0). Default 32.
     pub max_depth: usize,
     /// How many nodes are listed (`getChildren`) at most. Default 10 000. (A semaphore found by
-    /// the last listing still has its `leases` and `locks` listed: up to 2 more.)
+    /// the last listing still has its `leases` and `locks` listed: up to 2 more.) For
+    /// `inspect_services` it bounds every read: each `getChildren` and each `getData` counts one.
     pub max_listings: usize,
 }
 
@@ -499,7 +500,8 @@ fn since(ctime_ms: i64) -> Duration {
     Duration::from_millis(now.saturating_sub(ctime_ms).max(0) as u64)
 }
 
-/// How many paths [`inspect_with`] reads at a time (their requests are pipelined on the session).
+/// How many paths [`inspect_with`] and `inspect_services` read at a time (their requests are
+/// pipelined on the session).
 const CONCURRENCY: usize = 16;
 
 /// Polls `futures` together on the calling task; their outputs in the same order.
@@ -1075,7 +1077,8 @@ pub struct ServiceSummary {
 pub struct ServicesInspection {
     /// The services, by path.
     pub services: Vec<ServiceSummary>,
-    /// Whether a limit of [`InspectOptions`] stopped the walk (services below are missing).
+    /// Whether a limit of [`InspectOptions`] stopped the walk (services below, or whose
+    /// instances did not all fit in `max_listings`, are missing).
     pub truncated: bool,
     /// Paths that could not be read for lack of permission (skipped).
     pub unreadable: Vec<String>,
@@ -1095,8 +1098,11 @@ pub struct ServicesInspection {
 /// instances as a group's members.
 ///
 /// Cost: one `getData` per node under `root` and one `getChildren` per node that has children,
-/// up to 16 paths at a time; [`InspectOptions::max_listings`] bounds the nodes read, its
-/// `max_depth` the levels. Nodes that go away meanwhile are skipped.
+/// up to 16 requests in flight at a time. [`InspectOptions::max_listings`] bounds the reads:
+/// every `getChildren` and every `getData` counts one, so [`ServicesInspection::requests`]
+/// never exceeds it; a directory whose children no longer all fit is not read, and the walk
+/// stops there ([`ServicesInspection::truncated`]), so a service is listed whole or not at all.
+/// Its `max_depth` bounds the levels. Nodes that go away meanwhile are skipped.
 ///
 /// # Errors
 ///
@@ -1133,41 +1139,50 @@ pub async fn inspect_services(
     let walk = Walk::new(client);
     let mut services = Vec::new();
     let mut truncated = false;
-    let mut read = 0usize;
+    // Reads left: every getChildren and every getData counts one.
+    let mut budget = options.max_listings;
     // Level by level: a directory's children are read together, then told apart.
     let mut level = vec![root.to_string()];
     let mut depth = 0usize;
-    while !level.is_empty() && depth <= options.max_depth {
+    'walk: while !level.is_empty() && depth <= options.max_depth {
         let mut next = Vec::new();
         for chunk in level.chunks(CONCURRENCY) {
-            let room = options.max_listings - read;
-            if room < chunk.len() {
+            if budget < chunk.len() {
                 truncated = true;
             }
-            let chunk = &chunk[..chunk.len().min(room)];
+            let chunk = &chunk[..chunk.len().min(budget)];
             if chunk.is_empty() {
-                break;
+                break 'walk;
             }
-            read += chunk.len();
+            budget -= chunk.len();
             let listed = join_all(chunk.iter().map(|dir| walk.children(dir)).collect()).await;
             for (dir, names) in chunk.iter().zip(listed) {
                 let Some(mut names) = names? else { continue };
                 if names.is_empty() {
                     continue;
                 }
+                // A service read in part would be wrong (missing instances), so a directory
+                // whose children do not all fit stops the walk before any is read.
+                if budget < names.len() {
+                    truncated = true;
+                    break 'walk;
+                }
+                budget -= names.len();
                 names.sort();
                 let nodes: Vec<String> = names.iter().map(|n| child(dir, n)).collect();
-                let data = join_all(nodes.iter().map(|node| walk.data(node)).collect()).await;
-                let mut found = Vec::new();
-                for (node, data) in nodes.into_iter().zip(data) {
-                    if let Some((data, stat)) = data? {
-                        found.push((node, data, stat));
+                let mut found = Vec::with_capacity(nodes.len());
+                for part in nodes.chunks(CONCURRENCY) {
+                    let data = join_all(part.iter().map(|node| walk.data(node)).collect()).await;
+                    for (node, data) in part.iter().zip(data) {
+                        if let Some((data, stat)) = data? {
+                            found.push((node.clone(), data, stat));
+                        }
                     }
                 }
                 match service_of(dir, found) {
                     Some(service) => services.push(service),
                     // Not a service: its children may be (a base path), or hold some.
-                    None => next.extend(names.iter().map(|n| child(dir, n))),
+                    None => next.extend(nodes),
                 }
             }
         }

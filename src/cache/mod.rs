@@ -40,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::framework::paths::validate_path;
 use crate::framework::{CuratorClient, Stat};
 
+pub(crate) use tree::CacheSink;
 use tree::{Pending, Shared, Subscriber};
 
 /// The default of [`CuratorCacheBuilder::max_buffered_events`]: a load of up to this many nodes
@@ -283,7 +284,6 @@ impl CacheState {
 }
 
 /// Options of a [`CuratorCache`], from [`CuratorCache::builder`].
-#[derive(Debug)]
 #[must_use = "a builder does nothing until start()"]
 pub struct CuratorCacheBuilder {
     client: CuratorClient,
@@ -292,6 +292,21 @@ pub struct CuratorCacheBuilder {
     max_depth: Option<usize>,
     max_nodes: Option<usize>,
     max_buffered_events: usize,
+    sink: Option<Arc<dyn CacheSink>>,
+}
+
+impl fmt::Debug for CuratorCacheBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CuratorCacheBuilder")
+            .field("client", &self.client)
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("max_depth", &self.max_depth)
+            .field("max_nodes", &self.max_nodes)
+            .field("max_buffered_events", &self.max_buffered_events)
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
 }
 
 impl CuratorCacheBuilder {
@@ -330,6 +345,12 @@ impl CuratorCacheBuilder {
     /// ```
     pub fn max_buffered_events(mut self, events: usize) -> Self {
         self.max_buffered_events = events;
+        self
+    }
+
+    /// Tells `sink` every change where it is made (crate-internal: a view kept without a task).
+    pub(crate) fn sink(mut self, sink: Arc<dyn CacheSink>) -> Self {
+        self.sink = Some(sink);
         self
     }
 
@@ -372,7 +393,9 @@ impl CuratorCacheBuilder {
         };
         let metrics = self.client.recipe_labels("cache", &self.path);
         let shared = Arc::new(
-            Shared::new(&self.path, self.mode, depth, self.max_nodes, self.max_buffered_events).with_metrics(metrics),
+            Shared::new(&self.path, self.mode, depth, self.max_nodes, self.max_buffered_events)
+                .with_metrics(metrics)
+                .with_sink(self.sink),
         );
         let (stop, stopped) = watch::channel(false);
         let ends = EndOnDrop(shared.clone());
@@ -474,6 +497,7 @@ impl CuratorCache {
             max_depth: None,
             max_nodes: None,
             max_buffered_events: DEFAULT_MAX_BUFFERED_EVENTS,
+            sink: None,
         }
     }
 

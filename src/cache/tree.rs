@@ -69,6 +69,17 @@ struct Tree {
     finished: bool,
 }
 
+/// A crate-internal follower of a cache's changes, called where they happen rather than through
+/// a subscriber's stream: a view built on the cache (`ServiceCache`) is current as soon as the
+/// cache is, without a task of its own to wake. Called under the tree's lock, in order; it must
+/// be quick and must not call back into the cache.
+pub(crate) trait CacheSink: Send + Sync {
+    /// One change (every event a subscriber would get, never `Lagged`).
+    fn event(&self, event: &CacheEvent);
+    /// The changes of one applied read, or of a load, are all in: the time to publish them.
+    fn flush(&self);
+}
+
 /// What the cache's handle and its task share.
 pub(super) struct Shared {
     root: String,
@@ -89,6 +100,8 @@ pub(super) struct Shared {
     metrics: crate::metrics::RecipeLabels,
     /// The nodes this cache last added to the `zk_curator_cache_nodes` gauge.
     reported_nodes: std::sync::atomic::AtomicUsize,
+    /// Told every change as it is emitted.
+    sink: Option<Arc<dyn CacheSink>>,
 }
 
 /// What applying a read found.
@@ -126,7 +139,14 @@ impl Shared {
             error: Mutex::new(None),
             metrics: crate::metrics::RecipeLabels::default(),
             reported_nodes: std::sync::atomic::AtomicUsize::new(0),
+            sink: None,
         }
+    }
+
+    /// With a sink told every change.
+    pub(super) fn with_sink(mut self, sink: Option<Arc<dyn CacheSink>>) -> Shared {
+        self.sink = sink;
+        self
     }
 
     /// With the cache's metrics labels.
@@ -331,7 +351,15 @@ impl Shared {
                 }
             }
         }
+        self.flush_sink();
         Applied::Ok
+    }
+
+    /// Tells the sink, if any, that the changes so far are all in.
+    fn flush_sink(&self) {
+        if let Some(sink) = &self.sink {
+            sink.flush();
+        }
     }
 
     /// Applies a fresh stat of `path` (read because its children changed): taken quietly when it
@@ -434,6 +462,7 @@ impl Shared {
             tree.initialized = true;
             self.emit(tree, CacheEvent::Initialized);
         }
+        self.flush_sink();
     }
 
     fn full(&self, max: usize) -> Error {
@@ -468,6 +497,9 @@ impl Shared {
             if let Some(sender) = &*self.latest.lock() {
                 sender.send_replace(latest);
             }
+        }
+        if let Some(sink) = &self.sink {
+            sink.event(&event);
         }
         // A subscriber whose stream was dropped is only referenced here.
         tree.subscribers.retain(|s| Arc::strong_count(s) > 1 && s.push(&event));

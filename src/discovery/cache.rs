@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheState, CuratorCache};
+use crate::cache::{CacheEntry, CacheEvent, CacheEventStream, CacheMode, CacheSink, CacheState, CuratorCache};
 use crate::error::{Error, Result};
 use crate::framework::paths;
 
@@ -84,14 +84,13 @@ pub enum ServiceCacheEvent<T> {
 /// # Ok(()) }
 /// ```
 pub struct ServiceCache<T = serde_json::Value> {
+    /// Shared by the clones: dropping the last one drops the cache, which stops it.
     shared: Arc<Shared<T>>,
-    /// Shared by the clones: dropping the last one stops the task and the cache.
-    _running: Arc<Running>,
 }
 
 impl<T> Clone for ServiceCache<T> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone(), _running: self._running.clone() }
+        Self { shared: self.shared.clone() }
     }
 }
 
@@ -99,40 +98,54 @@ pub(crate) struct Shared<T> {
     name: String,
     cache: CuratorCache,
     serializer: Arc<dyn InstanceSerializer<T>>,
-    view: RwLock<Instances<T>>,
+    view: Arc<View<T>>,
+}
+
+/// The instances as the cache's changes leave them, kept by the cache itself ([`CacheSink`]): a
+/// change is in the view before the cache's `apply` returns, with no task between.
+struct View<T> {
+    name: String,
+    /// The service's node (the cache's root).
+    root: String,
+    serializer: Arc<dyn InstanceSerializer<T>>,
+    nodes: Mutex<Nodes<T>>,
+    current: RwLock<Instances<T>>,
     /// Bumped at every new view (read without the lock by providers).
     generation: AtomicU64,
     /// The view after the first load is in.
     initialized: watch::Sender<bool>,
+    /// Set by `Initialized`, sent with the view that holds the load.
+    initialized_pending: std::sync::atomic::AtomicBool,
     unparsable: Mutex<BTreeMap<String, Error>>,
 }
 
-struct Running(Mutex<Option<tokio::task::JoinHandle<()>>>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.get_mut().take() {
-            task.abort();
-        }
-    }
+/// The instances by node name, and whether they changed since the last view.
+struct Nodes<T> {
+    by_name: BTreeMap<String, Arc<ServiceInstance<T>>>,
+    changed: bool,
 }
 
 impl<T: Payload> ServiceCache<T> {
     pub(crate) fn start(discovery: &ServiceDiscovery<T>, name: &str) -> Result<Self> {
         let path = discovery.instances_path(name)?;
-        let cache = CuratorCache::builder(discovery.client(), &path).mode(CacheMode::Children).start()?;
-        let shared = Arc::new(Shared {
+        let serializer = discovery.serializer();
+        let view = Arc::new(View {
             name: name.to_string(),
-            cache,
-            serializer: discovery.serializer(),
-            view: RwLock::new(Arc::from(Vec::new())),
+            root: path.clone(),
+            serializer: serializer.clone(),
+            nodes: Mutex::new(Nodes { by_name: BTreeMap::new(), changed: false }),
+            current: RwLock::new(Arc::from(Vec::new())),
             generation: AtomicU64::new(0),
             initialized: watch::Sender::new(false),
+            initialized_pending: std::sync::atomic::AtomicBool::new(false),
             unparsable: Mutex::new(BTreeMap::new()),
         });
-        let events = shared.cache.events();
-        let task = discovery.client().runtime().spawn(follow(Arc::downgrade(&shared), events));
-        Ok(Self { shared, _running: Arc::new(Running(Mutex::new(Some(task)))) })
+        let cache = CuratorCache::builder(discovery.client(), &path)
+            .mode(CacheMode::Children)
+            .sink(view.clone() as Arc<dyn CacheSink>)
+            .start()?;
+        let shared = Arc::new(Shared { name: name.to_string(), cache, serializer, view });
+        Ok(Self { shared })
     }
 
     /// The service's name.
@@ -142,12 +155,12 @@ impl<T: Payload> ServiceCache<T> {
 
     /// The instances now, sorted by node name: a shared snapshot (cheap, from any thread).
     pub fn instances(&self) -> Instances<T> {
-        self.shared.view.read().clone()
+        self.shared.view.current.read().clone()
     }
 
     /// The number of instances now.
     pub fn len(&self) -> usize {
-        self.shared.view.read().len()
+        self.shared.view.current.read().len()
     }
 
     /// True when no instance is held.
@@ -157,7 +170,7 @@ impl<T: Payload> ServiceCache<T> {
 
     /// The nodes under the service whose data is not an instance, by path, with why.
     pub fn unparsable(&self) -> BTreeMap<String, Error> {
-        self.shared.unparsable.lock().clone()
+        self.shared.view.unparsable.lock().clone()
     }
 
     /// How sure the cache is of its contents (its [`CuratorCache`]'s state).
@@ -167,7 +180,7 @@ impl<T: Payload> ServiceCache<T> {
 
     /// True once the first full load is in [`instances`](Self::instances).
     pub fn is_initialized(&self) -> bool {
-        *self.shared.initialized.borrow()
+        *self.shared.view.initialized.borrow()
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared<T>> {
@@ -195,7 +208,7 @@ impl<T: Payload> ServiceCache<T> {
     /// ```
     pub async fn wait_initialized_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
         let deadline = timeout.into().instant_from(std::time::Instant::now());
-        let mut initialized = self.shared.initialized.subscribe();
+        let mut initialized = self.shared.view.initialized.subscribe();
         let mut states = self.shared.cache.states();
         loop {
             if *initialized.borrow_and_update() {
@@ -247,18 +260,23 @@ impl<T: Payload> ServiceCache<T> {
 
 impl<T> Shared<T> {
     pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        self.view.generation.load(Ordering::Acquire)
     }
 
     pub(crate) fn view(&self) -> (u64, Instances<T>) {
-        let view = self.view.read();
-        (self.generation.load(Ordering::Acquire), view.clone())
+        let view = self.view.current.read();
+        (self.view.generation.load(Ordering::Acquire), view.clone())
     }
 
     /// The instance id (node name) of a cached path, `None` for the service node itself.
     fn node_of<'a>(&self, path: &'a str) -> Option<&'a str> {
-        (paths::parent(path) == self.cache.path() && path != self.cache.path()).then(|| paths::node_name(path))
+        node_of(self.cache.path(), path)
     }
+}
+
+/// The instance id (node name) of `path` under the service node `root`; `None` otherwise.
+fn node_of<'a>(root: &str, path: &'a str) -> Option<&'a str> {
+    (paths::parent(path) == root && path != root).then(|| paths::node_name(path))
 }
 
 impl<T: 'static> Shared<T> {
@@ -267,57 +285,52 @@ impl<T: 'static> Shared<T> {
     }
 }
 
-/// Follows the cache's events into the shared view until the cache ends (or the handle goes).
-async fn follow<T: Payload>(shared: std::sync::Weak<Shared<T>>, mut events: CacheEventStream) {
-    let mut nodes: BTreeMap<String, Arc<ServiceInstance<T>>> = BTreeMap::new();
-    while let Some(first) = events.next().await {
-        let Some(shared) = shared.upgrade() else { return };
-        let mut initialized = false;
-        let mut next = Some(first);
-        // Every event ready is applied before the view is published: one new view per burst.
-        while let Some(event) = next {
-            match event {
-                CacheEvent::Created(entry) | CacheEvent::Changed { new: entry, .. } => {
-                    let Some(node) = shared.node_of(entry.path()) else {
-                        next = events.try_next();
-                        continue;
-                    };
-                    match shared.parse_entry(&entry) {
-                        Ok(instance) => {
-                            shared.unparsable.lock().remove(entry.path());
-                            nodes.insert(node.to_string(), Arc::new(instance));
-                        }
-                        Err(e) => {
-                            warn!(%e, "skipping a service instance that cannot be read");
-                            nodes.remove(node);
-                            shared.unparsable.lock().insert(entry.path().to_string(), e);
-                        }
+impl<T: Payload> CacheSink for View<T> {
+    fn event(&self, event: &CacheEvent) {
+        let mut guard = self.nodes.lock();
+        let Nodes { by_name: nodes, changed } = &mut *guard;
+        match event {
+            CacheEvent::Created(entry) | CacheEvent::Changed { new: entry, .. } => {
+                let Some(node) = node_of(&self.root, entry.path()) else { return };
+                match parse(&*self.serializer, entry.path(), entry.data()) {
+                    Ok(instance) => {
+                        self.unparsable.lock().remove(entry.path());
+                        nodes.insert(node.to_string(), Arc::new(instance));
                     }
-                }
-                CacheEvent::Deleted(entry) => {
-                    if let Some(node) = shared.node_of(entry.path()) {
+                    Err(e) => {
+                        warn!(%e, "skipping a service instance that cannot be read");
                         nodes.remove(node);
-                        shared.unparsable.lock().remove(entry.path());
+                        self.unparsable.lock().insert(entry.path().to_string(), e);
                     }
                 }
-                CacheEvent::Initialized => initialized = true,
-                CacheEvent::Lagged { .. } => {
-                    // The contents follow again.
-                    nodes.clear();
-                    shared.unparsable.lock().clear();
+                *changed = true;
+            }
+            CacheEvent::Deleted(entry) => {
+                if let Some(node) = node_of(&self.root, entry.path()) {
+                    nodes.remove(node);
+                    self.unparsable.lock().remove(entry.path());
+                    *changed = true;
                 }
             }
-            next = events.try_next();
+            CacheEvent::Initialized => self.initialized_pending.store(true, Ordering::Release),
+            // A sink is never behind.
+            CacheEvent::Lagged { .. } => {}
         }
-        let view: Instances<T> = nodes.values().cloned().collect();
-        crate::metrics::discovery_cache_size(&shared.name, view.len());
+    }
+
+    fn flush(&self) {
         {
-            let mut current = shared.view.write();
-            *current = view;
-            shared.generation.fetch_add(1, Ordering::AcqRel);
+            let mut guard = self.nodes.lock();
+            let Nodes { by_name: nodes, changed } = &mut *guard;
+            if std::mem::take(changed) {
+                let view: Instances<T> = nodes.values().cloned().collect();
+                crate::metrics::discovery_cache_size(&self.name, view.len());
+                *self.current.write() = view;
+                self.generation.fetch_add(1, Ordering::AcqRel);
+            }
         }
-        if initialized {
-            shared.initialized.send_replace(true);
+        if self.initialized_pending.swap(false, Ordering::AcqRel) {
+            self.initialized.send_replace(true);
         }
     }
 }
@@ -326,7 +339,7 @@ impl<T> fmt::Debug for ServiceCache<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServiceCache")
             .field("name", &self.shared.name)
-            .field("instances", &self.shared.view.read().len())
+            .field("instances", &self.shared.view.current.read().len())
             .field("state", &self.shared.cache.state())
             .finish()
     }

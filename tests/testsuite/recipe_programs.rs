@@ -86,3 +86,8 @@ async fn queue_workers_process_every_item_once_despite_a_killed_consumer() {
     run_program("queue_workers", &["--producers", "2", "--consumers", "3", "--items", "400"], Duration::from_secs(180))
         .await;
 }
+
+#[tokio::test]
+async fn service_discovery_calls_only_live_providers_while_providers_are_killed() {
+    run_program("service_discovery", &["--providers", "4", "--kills", "2"], Duration::from_secs(120)).await;
+}

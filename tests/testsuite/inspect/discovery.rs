@@ -180,3 +180,34 @@ async fn the_inspect_command_lists_services_in_its_table_and_json() {
     assert_eq!(items.as_array().unwrap().len(), 1, "the service alone, no membership lock: {items}");
     discovery.close().await.unwrap();
 }
+
+/// `max_listings` bounds every read of `inspect_services` (getChildren and getData alike): a
+/// service with many instances is listed whole when its reads fit, and not at all — with
+/// `truncated` and no more requests than allowed — when they do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_service_is_read_whole_within_max_listings_or_not_at_all() {
+    const INSTANCES: usize = 150;
+    let (_server, clients) = support::server_and_clients(1).await;
+    let client = &clients[0];
+    let base = support::unique_path("inspect-wide-service");
+    let discovery = ServiceDiscovery::<()>::builder(client, &base).build().unwrap();
+    let instances: Vec<_> = (0..INSTANCES)
+        .map(|i| ServiceInstance::builder("wide").id(format!("i{i:03}")).port(1000 + i as u16).build().unwrap())
+        .collect();
+    discovery.register_all(&instances).await.unwrap();
+
+    // Listing BASE, reading and listing BASE/wide, reading each instance.
+    let reads = 1 + 1 + 1 + INSTANCES;
+    let found = inspect_services(client, &base, &InspectOptions::new().max_listings(reads)).await.unwrap();
+    assert!(!found.truncated, "{found:#?}");
+    assert_eq!(found.requests, reads);
+    let wide = service(&found, &format!("{base}/wide"));
+    assert_eq!(wide.instances.len(), INSTANCES, "every instance is listed");
+    assert_eq!(wide.instances[INSTANCES - 1].port, Some(1000 + INSTANCES as u16 - 1));
+
+    let cut = inspect_services(client, &base, &InspectOptions::new().max_listings(reads - 1)).await.unwrap();
+    assert!(cut.truncated, "{cut:#?}");
+    assert!(cut.requests < reads, "{} reads sent, {} allowed", cut.requests, reads - 1);
+    assert!(cut.services.is_empty(), "a service is not listed in part: {cut:#?}");
+    discovery.close().await.unwrap();
+}

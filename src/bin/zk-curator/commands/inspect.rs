@@ -30,7 +30,8 @@ pub(crate) struct InspectArgs {
     /// List at most N levels below ROOT.
     #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_depth)]
     max_depth: usize,
-    /// List (getChildren) at most N nodes; stop there, with a warning on stderr.
+    /// List (getChildren) at most N nodes; stop there, with a warning on stderr. Discovery
+    /// services: at most N reads (getChildren or getData), a service listed whole or not at all.
     #[arg(long, value_name = "N", default_value_t = InspectOptions::default().max_listings, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_nodes: usize,
     /// ROOT is a queue whose lock path (guaranteed delivery) is L: show its items in flight, each
