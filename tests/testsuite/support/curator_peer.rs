@@ -62,21 +62,27 @@ fn java_tool(tool: &str) -> PathBuf {
     panic!("`{tool}` not found (JAVA_HOME or PATH); install a JDK: `apt-get install -y default-jdk-headless`")
 }
 
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// A digest of the peer's source, kept beside its classes: a class directory compiled from
+/// another version of the source (a target directory shared by checkouts of other branches,
+/// whose files can be older than the classes) is compiled again.
+fn source_digest() -> String {
+    use std::hash::{Hash, Hasher};
+    let source = std::fs::read(PEER_SOURCE).expect("read the peer's source");
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut hasher);
+    format!("{:016x} {}", hasher.finish(), source.len())
 }
 
-/// Compiles the peer once per test binary (skipped when the class file is newer than the source);
-/// returns the class directory.
+/// Compiles the peer once per test binary (skipped when the classes were compiled from this
+/// source); returns the class directory.
 pub fn compiled_peer() -> &'static Path {
     static CLASSES: OnceLock<PathBuf> = OnceLock::new();
     CLASSES.get_or_init(|| {
         let dir = PathBuf::from(PEER_CLASSES);
         let class = dir.join("CuratorPeer.class");
-        let fresh = match (modified(&class), modified(Path::new(PEER_SOURCE))) {
-            (Some(c), Some(s)) => c > s,
-            _ => false,
-        };
+        let stamp = dir.join("CuratorPeer.source-digest");
+        let digest = source_digest();
+        let fresh = class.exists() && std::fs::read_to_string(&stamp).is_ok_and(|d| d == digest);
         if !fresh {
             // Compile into a private directory, then move the class files in (each rename is
             // atomic), so a JVM started by a concurrent test run never loads a half-written class.
@@ -96,13 +102,17 @@ pub fn compiled_peer() -> &'static Path {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            // The main class last: its mtime is what marks the directory as fresh.
+            // The main class last, then the digest: together they mark the directory as fresh.
             let mut classes: Vec<_> = std::fs::read_dir(&staging).unwrap().map(|e| e.unwrap().file_name()).collect();
             classes.sort_by_key(|name| name == "CuratorPeer.class");
             for name in classes {
                 std::fs::rename(staging.join(&name), dir.join(&name)).expect("install the peer's classes");
             }
             let _ = std::fs::remove_dir(&staging);
+            // Written aside and renamed, like the classes: a concurrent run reads all or nothing.
+            let stamp_staging = dir.join(format!(".digest-{}", std::process::id()));
+            std::fs::write(&stamp_staging, &digest).expect("write the peer's source digest");
+            std::fs::rename(&stamp_staging, &stamp).expect("install the peer's source digest");
         }
         dir
     })
