@@ -21,6 +21,13 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 
+# The semver check (.ci/semver) runs beside the test suite once there is a release tag: its tool is
+# built here, not there (a few minutes, once).
+if git -C "$(dirname "$0")/.." describe --tags --abbrev=0 --match 'v[0-9]*' >/dev/null 2>&1 &&
+  ! command -v cargo-semver-checks >/dev/null 2>&1; then
+  cargo install --locked --quiet cargo-semver-checks
+fi
+
 if command -v rustup >/dev/null 2>&1; then
   cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
   cargo clippy --version >/dev/null 2>&1 || rustup component add clippy

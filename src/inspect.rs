@@ -1275,6 +1275,7 @@ fn is_discovery_service(group: &str, members: &[LockHolder]) -> bool {
 
 impl Walk<'_> {
     /// `node`'s data and stat; `None` if it is gone (or, recorded, unreadable).
+    #[cfg(feature = "discovery")]
     async fn data(&self, node: &str) -> Result<Option<(Vec<u8>, Stat)>> {
         self.count();
         match self.client.get_data(node).undecompressed().await {

@@ -349,6 +349,7 @@ impl CuratorCacheBuilder {
     }
 
     /// Tells `sink` every change where it is made (crate-internal: a view kept without a task).
+    #[cfg(feature = "discovery")]
     pub(crate) fn sink(mut self, sink: Arc<dyn CacheSink>) -> Self {
         self.sink = Some(sink);
         self

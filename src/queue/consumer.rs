@@ -157,9 +157,9 @@ impl<T: 'static> Drop for NodeHold<T> {
 /// out and `ack` only says so.
 pub struct Item<T: 'static> {
     value: T,
-    /// The bytes it was read from: what goes back when it is put back (not serialized again,
-    /// which could fail or write other bytes than the producer did).
-    bytes: Vec<u8>,
+    /// Where in its node's data the bytes it was read from are: what goes back when it is put
+    /// back (not serialized again, which could fail or write other bytes than the producer did).
+    bytes: std::ops::Range<usize>,
     node: Arc<NodeHold<T>>,
     handed: bool,
     done: bool,
@@ -183,7 +183,7 @@ impl<T: 'static> Drop for Item<T> {
             // dropped or the queue closed first): put back as a new node under its old name's
             // prefix, so it keeps its priority, delay or id (a plain item goes to the tail). One
             // yielded and dropped unacknowledged is gone: at most once.
-            let data = format::encode([self.bytes.as_slice()]);
+            let data = format::encode([&self.node.data[self.bytes.clone()]]);
             if self.node.shared.enqueue(requeue_prefix(&self.node.name), data, None, 0).is_err() {
                 warn!(node = %self.node.name, "a queue item taken and not yielded could not be put back");
             }
@@ -270,7 +270,7 @@ impl<T: 'static> Item<T> {
         let node = self.node.clone();
         let Some(lock) = &node.lock else {
             self.done = true;
-            let data = format::encode([self.bytes.as_slice()]);
+            let data = format::encode([&self.node.data[self.bytes.clone()]]);
             return node.shared.enqueue(requeue_prefix(&node.name), data, None, 0);
         };
         if node.settled.load(Ordering::Acquire) {
@@ -768,10 +768,15 @@ impl<T: Send + 'static> Taker<T> {
     }
 
     fn deliver(&mut self, name: String, data: Vec<u8>, lock: Option<LockHold>, permit: OwnedSemaphorePermit) {
-        let values: Vec<(T, Vec<u8>)> = match format::decode(&data) {
-            Ok(items) => {
-                items.iter().filter_map(|i| Some((self.shared.serializer.deserialize(i).ok()?, i.to_vec()))).collect()
-            }
+        // Each item with where its bytes are in `data` (decode hands out slices of it).
+        let values: Vec<(T, std::ops::Range<usize>)> = match format::decode(&data) {
+            Ok(items) => items
+                .iter()
+                .filter_map(|i| {
+                    let start = i.as_ptr() as usize - data.as_ptr() as usize;
+                    Some((self.shared.serializer.deserialize(i).ok()?, start..start + i.len()))
+                })
+                .collect(),
             Err(_) => Vec::new(),
         };
         let node = Arc::new(NodeHold {
