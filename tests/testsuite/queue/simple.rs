@@ -135,16 +135,41 @@ async fn cancelled_takes_lose_no_item() {
     for k in 0..N {
         queue.offer(item(k)).await.unwrap();
     }
+    // Cut at random moments: after a random number of polls (the take yielding to the runtime
+    // between them) within a window that follows what takes need on this machine (it grows while
+    // takes are cut, and moves to twice a completed take's polls), so that about half are cut. A
+    // timer cannot cut finer than its millisecond, longer than a take where the server is fast.
     let mut taken = Vec::new();
     let mut cancelled = 0;
+    let mut window: u32 = 16;
     for _ in 0..N {
-        let cut = Duration::from_micros(rng.gen_range(0..1500));
-        match tokio::time::timeout(cut, queue.take()).await {
-            Ok(data) => taken.push(number(&data.unwrap())),
-            Err(_) => cancelled += 1,
+        let cut = rng.gen_range(0..window);
+        let take = queue.take();
+        tokio::pin!(take);
+        let mut polls = 0;
+        let done = loop {
+            if let std::task::Poll::Ready(data) = futures::poll!(&mut take) {
+                break Some(data);
+            }
+            if polls == cut {
+                break None;
+            }
+            polls += 1;
+            tokio::task::yield_now().await;
+        };
+        match done {
+            Some(data) => {
+                taken.push(number(&data.unwrap()));
+                window = ((window + 2 * polls) / 2).max(2);
+            }
+            // Dropped mid-take: cancelled.
+            None => {
+                cancelled += 1;
+                window = window.saturating_add(window / 4 + 1);
+            }
         }
     }
-    assert!(cancelled > N / 4, "too few takes were cancelled ({cancelled}) to test anything");
+    assert!(cancelled > N / 4, "too few takes were cancelled ({cancelled}, window {window} polls) to test anything");
     // Half of what is left through the same queue (the hand-off first), the rest after dropping it.
     for _ in 0..(N - taken.len()) / 2 {
         // Bounded: a lost item would make an untimed take wait for ever.
