@@ -216,10 +216,15 @@ struct Shards<Q> {
 
 impl<Q: ShardQueue> Shards<Q> {
     /// Stops managing every queue: the caller closes them.
-    fn retire(&mut self) -> Vec<Q> {
-        self.retired = true;
+    fn take_queues(&mut self) -> Vec<Q> {
         self.preferred.clear();
         std::mem::take(&mut self.queues).into_values().collect()
+    }
+
+    /// Stops managing every queue for good (closed or dropped): the caller closes them.
+    fn retire(&mut self) -> Vec<Q> {
+        self.retired = true;
+        self.take_queues()
     }
 }
 
@@ -580,11 +585,7 @@ impl<Q: ShardQueue> Drop for UndoStart<'_, Q> {
                 }
                 undo
             });
-            let queues: Vec<Q> = {
-                let mut shards = inner.shards.lock();
-                shards.preferred.clear();
-                std::mem::take(&mut shards.queues).into_values().collect()
-            };
+            let queues = inner.shards.lock().take_queues();
             close_in_background(&inner.client, queues);
         }
     }
