@@ -46,14 +46,10 @@ type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::main]
 async fn main() -> AnyResult<()> {
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
     let store = FencedStore::default();
     let lock_path = format!("/fenced-write/run-{}/lock", std::process::id());
     let data_path = format!("/fenced-write/run-{}/report", std::process::id());

@@ -58,14 +58,10 @@ impl Endpoint {
 
 #[tokio::main]
 async fn main() -> AnyResult<()> {
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
     let base = format!("/idempotent-endpoint/run-{}", std::process::id());
     let charges = Arc::new(AtomicUsize::new(0));
     let mut instances = Vec::new();

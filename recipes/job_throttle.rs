@@ -85,15 +85,13 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     if args.limit == 0 || args.workers == 0 || args.jobs == 0 {
         return Err("--limit, --workers and --jobs must be at least 1".into());
     }
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            println!("starting a local ZooKeeper (set ZK_CONNECT to use your own)...");
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
+    if !server.is_external() {
+        println!("started a local ZooKeeper at {connect} (set ZK_CONNECT to use your own)");
+    }
     let path = format!("/job-throttle/run-{}/throttle", std::process::id());
     println!(
         "{} worker processes x {} jobs of {} ms, at most {} at once (semaphore {path}){}",

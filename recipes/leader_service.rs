@@ -361,15 +361,13 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     if args.workers < 2 {
         return Err("--workers must be at least 2 (someone has to take over)".into());
     }
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            println!("starting a local ZooKeeper (set ZK_CONNECT to use your own)...");
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
+    if !server.is_external() {
+        println!("started a local ZooKeeper at {connect} (set ZK_CONNECT to use your own)");
+    }
     let run = format!("leader-service-{}", std::process::id());
     let dir = std::env::temp_dir().join(&run);
     std::fs::create_dir_all(&dir)?;

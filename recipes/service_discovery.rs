@@ -99,15 +99,13 @@ async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
     if args.providers < 2 || args.kills == 0 || args.kills >= args.providers {
         return Err("--providers must be at least 2, --kills at least 1 and fewer than --providers".into());
     }
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            println!("starting a local ZooKeeper (set ZK_CONNECT to use your own)...");
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
+    if !server.is_external() {
+        println!("started a local ZooKeeper at {connect} (set ZK_CONNECT to use your own)");
+    }
     let base = format!("/service-discovery/run-{}", std::process::id());
     let client = CuratorClient::connect(&connect).await?;
     let discovery = ServiceDiscovery::<()>::builder(&client, &base).build()?;

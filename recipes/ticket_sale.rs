@@ -67,15 +67,13 @@ fn main() -> ExitCode {
 type AnyResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn coordinator(args: &Args) -> AnyResult<ExitCode> {
-    let (_server, connect) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => (None, connect),
-        Err(_) => {
-            println!("starting a local ZooKeeper (set ZK_CONNECT to use your own)...");
-            let server = zk_curator::testing::TestingServer::start().await?;
-            let connect = server.connect_string();
-            (Some(server), connect)
-        }
-    };
+    // A local ZooKeeper, or with ZK_CONNECT set that server, in a chroot of this run's own that
+    // goes when `server` drops.
+    let server = zk_curator::testing::TestingServer::start().await?;
+    let connect = server.connect_string();
+    if !server.is_external() {
+        println!("started a local ZooKeeper at {connect} (set ZK_CONNECT to use your own)");
+    }
     let client = CuratorClient::builder(&connect).session_timeout(Duration::from_secs(15)).connect().await?;
     let base = format!("/ticket-sale/run-{}", std::process::id());
     client
