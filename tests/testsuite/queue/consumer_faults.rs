@@ -420,26 +420,37 @@ async fn consumers_killed_cut_and_blackholed_lose_no_item_and_never_share_one() 
         };
         let mut words = line.splitn(3, ' ');
         let (what, item) = (words.next().unwrap_or(""), words.next().unwrap_or("").to_string());
-        let mut ledger_now = ledger.lock().unwrap();
-        match what {
-            "STARTED" => {
-                ledger_now.deliver(&item, &process, None);
-                let n = started_count.entry(process.clone()).or_default();
-                *n += 1;
-                if let Some(&(k, after)) = kills.get(process.as_str()) {
-                    if *n >= k && started.elapsed() >= after && !ledger_now.killed.contains(&process) {
-                        drop(ledger_now);
-                        let child = processes.get_mut(&process).expect("a process of ours");
-                        child.start_kill().expect("SIGKILL the consumer process");
-                        let _ = child.wait().await;
-                        ledger.lock().unwrap().killed(&process);
-                        continue;
-                    }
+        let kill = {
+            let mut ledger_now = ledger.lock().unwrap();
+            match what {
+                "STARTED" => {
+                    ledger_now.deliver(&item, &process, None);
+                    let n = started_count.entry(process.clone()).or_default();
+                    *n += 1;
+                    kills.get(process.as_str()).is_some_and(|&(k, after)| {
+                        *n >= k && started.elapsed() >= after && !ledger_now.killed.contains(&process)
+                    })
+                }
+                "DONE" => {
+                    ledger_now.finish(&item, &process, Outcome::Acked);
+                    false
+                }
+                "NOT-ACKED" => {
+                    ledger_now.finish(&item, &process, Outcome::AckFailed(line.clone()));
+                    false
+                }
+                _ => {
+                    ledger_now.violations.push(format!("{process}: {line}"));
+                    false
                 }
             }
-            "DONE" => ledger_now.finish(&item, &process, Outcome::Acked),
-            "NOT-ACKED" => ledger_now.finish(&item, &process, Outcome::AckFailed(line.clone())),
-            _ => ledger_now.violations.push(format!("{process}: {line}")),
+        };
+        if kill {
+            // Killed holding the item it just started (and the nodes it took ahead).
+            let child = processes.get_mut(&process).expect("a process of ours");
+            child.start_kill().expect("SIGKILL the consumer process");
+            let _ = child.wait().await;
+            ledger.lock().unwrap().killed(&process);
         }
     }
     let elapsed = started.elapsed();
@@ -464,7 +475,7 @@ async fn consumers_killed_cut_and_blackholed_lose_no_item_and_never_share_one() 
     }
     steady.close().await;
 
-    let ledger = ledger.lock().unwrap();
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
     assert!(ledger.violations.is_empty(), "violations: {:#?}", ledger.violations);
     assert_eq!(ledger.killed.len(), 2, "both doomed processes were killed holding an item");
     assert_eq!(put.len(), ITEMS, "every put returned Ok (the producers' links have no faults)");
