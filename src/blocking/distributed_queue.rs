@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
-use super::{Core, CuratorClient};
+use super::{Core, CuratorClient, HoldStateChanges};
+use crate::deadline::deadline_after;
 use crate::error::Result;
+use crate::locks::HoldState;
 
 /// A blocking [`DistributedQueue`](crate::queue::DistributedQueue), wire-compatible with
 /// Curator's `DistributedQueue`: the same queue (its put pipeline and consumers on the client's
@@ -276,6 +278,96 @@ impl<T: 'static> QueueItem<T> {
     /// The item's node path.
     pub fn path(&self) -> String {
         self.inner.path()
+    }
+
+    /// As [`Item::hold_state`](crate::queue::Item::hold_state): with a lock path `Held`,
+    /// `Suspended` while the connection is lost, `Lost` once the consumer's session ended (the
+    /// item goes to another consumer) or the item was released; without one `Held` until
+    /// acknowledged (see [the hold state](crate::queue::Item#hold-state)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let queue = zk_curator::blocking::DistributedQueue::with_lock_path(&client, "/jobs/queue", "/jobs/locks")?;
+    /// # let item = queue.consume()?.next().unwrap()?;
+    /// // ... part of the work ...
+    /// if item.hold_state() == zk_curator::locks::HoldState::Held {
+    ///     item.ack()?;
+    /// } // else dropped: it goes to the next consumer
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn hold_state(&self) -> HoldState {
+        self.inner.hold_state()
+    }
+
+    /// The item's hold-state changes, waited for on the calling thread: each change once,
+    /// ending after `Lost` (see [`Item::state_changes`](crate::queue::Item::state_changes)).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let queue = zk_curator::blocking::DistributedQueue::with_lock_path(&client, "/jobs/queue", "/jobs/locks")?;
+    /// # let item = queue.consume()?.next().unwrap()?;
+    /// let mut changes = item.state_changes();
+    /// if let Ok(Some(state)) = changes.next_timeout(std::time::Duration::from_millis(100)) {
+    ///     println!("{} is {state:?}", item.node()); // stop unless Held
+    /// }
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn state_changes(&self) -> HoldStateChanges {
+        HoldStateChanges::new(self.inner.state_changes(), self.inner.node(), &self.core)
+    }
+
+    /// Waits until the item is lost; see [`Item::lost`](crate::queue::Item::lost) (without a
+    /// lock path, not while you hold it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
+    /// runtime context.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let queue = zk_curator::blocking::DistributedQueue::with_lock_path(&client, "/jobs/queue", "/jobs/locks")?;
+    /// # let item = queue.consume()?.next().unwrap()?;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         if item.lost().is_ok() {
+    ///             eprintln!("{} went to another consumer: stop the work", item.node());
+    ///         }
+    ///     });
+    ///     // ... the work, which stops when told ...
+    /// });
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn lost(&self) -> Result<()> {
+        self.core.block_on(self.inner.lost())
+    }
+
+    /// Like [`lost`](Self::lost), giving up after `timeout`: `Ok(true)` once the item is lost,
+    /// `Ok(false)` if not after `timeout`. Returns within `timeout` (plus a few ms).
+    ///
+    /// # Errors
+    /// As [`lost`](Self::lost).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
+    /// # let queue = zk_curator::blocking::DistributedQueue::with_lock_path(&client, "/jobs/queue", "/jobs/locks")?;
+    /// # let item = queue.consume()?.next().unwrap()?;
+    /// for _step in 0..10 {
+    ///     // ... one step of the work ...
+    ///     if item.lost_timeout(std::time::Duration::ZERO)? {
+    ///         return Ok(()); // it goes to another consumer: stop
+    ///     }
+    /// }
+    /// item.ack()?;
+    /// # Ok::<(), zk_curator::Error>(())
+    /// ```
+    pub fn lost_timeout(&self, timeout: impl Into<crate::Deadline>) -> Result<bool> {
+        let deadline = deadline_after(timeout.into().remaining());
+        let lost = self.core.block_on(async { tokio::time::timeout_at(deadline.into(), self.inner.lost()).await })?;
+        Ok(lost.is_ok())
     }
 
     /// As [`Item::ack`](crate::queue::Item::ack): with a lock path the item's node and its lock

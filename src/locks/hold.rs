@@ -796,7 +796,7 @@ impl std::fmt::Debug for HoldStateStream {
 }
 
 impl HoldStateStream {
-    fn new(rx: watch::Receiver<HoldState>) -> Self {
+    pub(crate) fn new(rx: watch::Receiver<HoldState>) -> Self {
         Self { rx: Some(rx), changing: None, done: false }
     }
 

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
 use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::paths;
+use crate::framework::SessionIdentity;
+use crate::locks::{HoldState, HoldStateStream};
 use crate::metrics::RecipeLabels;
 
 use super::distributed::{Shared, ITEM_PREFIX};
@@ -44,11 +46,20 @@ enum Delivery<T: 'static> {
 pub struct QueueStream<T: 'static> {
     items: mpsc::UnboundedReceiver<Delivery<T>>,
     labels: RecipeLabels,
+    /// An item whose connection was suspended when it came up: yielded once `Held` again, dropped
+    /// (so released) once `Lost`.
+    /// Boxed: the stream stays `Unpin` whatever `T` is.
+    suspended: Option<Box<(Item<T>, Settling)>>,
 }
+
+/// A wait until a session is served again or has ended.
+type Settling = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
 impl<T: 'static> std::fmt::Debug for QueueStream<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueStream").field("buffered", &self.items.len()).finish()
+        f.debug_struct("QueueStream")
+            .field("buffered", &(self.items.len() + usize::from(self.suspended.is_some())))
+            .finish()
     }
 }
 
@@ -56,13 +67,38 @@ impl<T: 'static> futures_core::Stream for QueueStream<T> {
     type Item = Result<Item<T>>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match std::task::ready!(self.items.poll_recv(cx)) {
-            None => Poll::Ready(None),
-            Some(Delivery::Report(e)) => Poll::Ready(Some(Err(e))),
-            Some(Delivery::Item(mut item)) => {
-                item.handed = true;
-                self.labels.queue_taken();
-                Poll::Ready(Some(Ok(item)))
+        // An item is handed out only Held, as a lock is: one whose session ended on the way is
+        // dropped here (it goes to the next consumer), one whose connection is suspended waits.
+        loop {
+            let item = match self.suspended.take() {
+                Some(mut waiting) => {
+                    if waiting.1.as_mut().poll(cx).is_pending() {
+                        self.suspended = Some(waiting);
+                        return Poll::Pending;
+                    }
+                    waiting.0
+                }
+                None => match std::task::ready!(self.items.poll_recv(cx)) {
+                    None => return Poll::Ready(None),
+                    Some(Delivery::Report(e)) => return Poll::Ready(Some(Err(e))),
+                    Some(Delivery::Item(item)) => item,
+                },
+            };
+            match item.hold_state() {
+                HoldState::Held => {
+                    let mut item = item;
+                    item.handed = true;
+                    self.labels.queue_taken();
+                    return Poll::Ready(Some(Ok(item)));
+                }
+                HoldState::Suspended => {
+                    let settling = item.node.settling();
+                    self.suspended = Some(Box::new((item, settling)));
+                }
+                _ => {
+                    debug!(node = %item.node.name, "a queue item whose consumer's session ended was not handed out");
+                    drop(item);
+                }
             }
         }
     }
@@ -103,7 +139,8 @@ struct LockHold {
     /// The handle of the session the lock node was made on: its requests fail once that session
     /// ended, so nothing sent through it acts on a lock node that is no longer ours.
     zk: zk::Client,
-    session: i64,
+    /// That session: the item's hold state follows the client's status for it.
+    session: SessionIdentity,
     fixed: String,
     path: String,
 }
@@ -119,6 +156,10 @@ pub(super) struct NodeHold<T: 'static> {
     outstanding: AtomicUsize,
     /// The node's lock released (or lost, or the node removed): no ack can finish it any more.
     settled: AtomicBool,
+    /// The hold state as last published to watchers (see [`Item::watch_state`]).
+    state: watch::Sender<HoldState>,
+    /// A task follows the client's status for the watchers (started by the first one).
+    monitor_started: AtomicBool,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -126,18 +167,105 @@ impl<T: 'static> NodeHold<T> {
     /// Lets the item node go (to the next consumer): deletes our lock node in the background
     /// (only while it is our session's).
     pub(super) fn release(&self) {
-        if self.settled.swap(true, Ordering::AcqRel) {
+        if self.settle() {
             return;
         }
         if let Some(lock) = &self.lock {
             debug!(node = %self.name, "releasing a queue item's lock node");
-            drop(
-                self.shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
-                    path: lock.fixed.clone(),
-                    owner: lock.session,
-                }),
-            );
+            drop(self.shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
+                path: lock.fixed.clone(),
+                owner: lock.session.id,
+            }));
         }
+    }
+
+    /// Marks the node settled (acknowledged, put back or released: `Lost` to its items' watchers);
+    /// true if it already was.
+    fn settle(&self) -> bool {
+        let was = self.settled.swap(true, Ordering::AcqRel);
+        self.refresh();
+        was
+    }
+
+    /// The hold state now: `Lost` once settled; without a lock path `Held` until then (the node
+    /// is deleted, nobody else can take its items); with one, as a lock hold's, from the client's
+    /// status for the lock node's session (its end includes the client giving it up while
+    /// suspended, before the server can expire it).
+    fn hold_state(&self) -> HoldState {
+        if self.settled.load(Ordering::Acquire) {
+            return HoldState::Lost;
+        }
+        let Some(lock) = &self.lock else { return HoldState::Held };
+        let status = self.shared.client.status_now();
+        if status.has_ended(lock.session) {
+            HoldState::Lost
+        } else if status.serves(lock.session) {
+            HoldState::Held
+        } else {
+            HoldState::Suspended
+        }
+    }
+
+    /// Publishes the state now to the watchers (`Lost` is final).
+    fn refresh(&self) -> HoldState {
+        let now = self.hold_state();
+        self.state.send_if_modified(|s| {
+            if *s == now || *s == HoldState::Lost {
+                return false;
+            }
+            *s = now;
+            true
+        });
+        *self.state.borrow()
+    }
+
+    /// Starts the task that publishes the state on each change of the client's status, until
+    /// `Lost` or the node is dropped. Without a lock path only settling changes it: no task.
+    fn start_monitor(self: &Arc<Self>) {
+        if self.lock.is_none() || self.monitor_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let node = Arc::downgrade(self);
+        let mut status = self.shared.client.status();
+        let mut own = self.state.subscribe();
+        drop(self.shared.client.runtime().spawn(async move {
+            loop {
+                match node.upgrade() {
+                    Some(node) if node.refresh() != HoldState::Lost => {}
+                    _ => return,
+                }
+                tokio::select! {
+                    changed = status.changed() => if changed.is_err() { return },
+                    // Settled (published by `settle`), or the node dropped: nothing more to follow.
+                    _ = own.wait_for(|s| *s == HoldState::Lost) => return,
+                }
+            }
+        }));
+    }
+
+    /// Resolves once the node's session is served again or has ended, or the node is settled
+    /// (released by a close): the stream looks at the state again then.
+    fn settling(&self) -> Settling {
+        let mut status = self.shared.client.status();
+        let mut own = self.state.subscribe();
+        let Some(session) = self.lock.as_ref().map(|l| l.session) else {
+            return Box::pin(std::future::ready(()));
+        };
+        Box::pin(async move {
+            loop {
+                let settled = {
+                    let now = status.borrow_and_update();
+                    now.has_ended(session) || now.serves(session)
+                };
+                if settled {
+                    return;
+                }
+                tokio::select! {
+                    changed = status.changed() => if changed.is_err() { return },
+                    _ = own.wait_for(|s| *s == HoldState::Lost) => return,
+                }
+            }
+        })
     }
 }
 
@@ -155,6 +283,31 @@ impl<T: 'static> Drop for NodeHold<T> {
 /// node is deleted only then; an item dropped unacknowledged (or whose consumer's session ended)
 /// goes to the next consumer. Without a lock path the node was deleted before the item was handed
 /// out and `ack` only says so.
+///
+/// # Hold state
+///
+/// With a lock path an item is held as a lock is: its consumer's EPHEMERAL lock node stands on
+/// one session, and once that session ends the server hands the item to another consumer. So an
+/// item has a [`HoldState`], as a [`MutexGuard`](crate::locks::MutexGuard) does
+/// ([`hold_state`](Self::hold_state), [`watch_state`](Self::watch_state),
+/// [`state_changes`](Self::state_changes), [`lost`](Self::lost)): handed out only `Held`;
+/// `Suspended` while the connection is lost (the session, and so the item, may or may not
+/// survive: stop doing what another consumer must not do at the same time); `Held` again when the
+/// same session reconnects; `Lost` once the session ended — or was given up by the client while
+/// suspended, before the server can expire it (see
+/// [`simulated_session_expiration_percent`](crate::CuratorClientBuilder::simulated_session_expiration_percent))
+/// — and its `ack` is then refused. An item is also `Lost` once its node is settled: it (or,
+/// for a node of several items, [`put_multi`](super::DistributedQueue::put_multi), a sibling)
+/// was requeued, released by a dropped sibling or a closed queue, or every item of the node was
+/// acknowledged. The items of one node share its lock node, and so its state.
+///
+/// Without a lock path the item node was deleted before the item was handed out: nobody else can
+/// get the item whatever the connection does, so the item is `Held` until it is acknowledged or
+/// dropped (then `Lost`), and [`lost`](Self::lost) does not resolve while you hold it.
+///
+/// A lock node deleted by someone else than its session (by hand) is not noticed: the item stays
+/// `Held`, and its `ack` then deletes the item node only (Curator's consumer does not notice it
+/// either).
 pub struct Item<T: 'static> {
     value: T,
     /// Where in its node's data the bytes it was read from are: what goes back when it is put
@@ -207,14 +360,93 @@ impl<T: 'static> Item<T> {
         self.node.shared.item_path(&self.node.name)
     }
 
+    /// The item's hold state now (see [the hold state](Self#hold-state)): with a lock path, from
+    /// the client's connection and the lock node's session; without one, `Held` until the item
+    /// is acknowledged.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(item: zk_curator::queue::Item<Vec<u8>>) -> zk_curator::Result<()> {
+    /// use zk_curator::locks::HoldState;
+    /// // ... part of the work ...
+    /// if item.hold_state() == HoldState::Held {
+    ///     item.ack().await?;
+    /// } // else dropped: it goes to the next consumer
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_state(&self) -> HoldState {
+        self.node.hold_state()
+    }
+
+    /// A receiver of the item's hold-state changes, for `select!`-ing work against losing the
+    /// item (a task on the client's runtime follows the connection for it while the item lives).
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(item: zk_curator::queue::Item<Vec<u8>>) -> zk_curator::Result<()> {
+    /// use zk_curator::locks::HoldState;
+    /// let mut state = item.watch_state();
+    /// tokio::select! {
+    ///     () = work() => item.ack().await?,
+    ///     _ = state.wait_for(|s| *s != HoldState::Held) => {} // dropped: the next consumer's
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch_state(&self) -> watch::Receiver<HoldState> {
+        self.node.start_monitor();
+        let rx = self.node.state.subscribe();
+        self.node.refresh();
+        rx
+    }
+
+    /// The item's hold-state changes as a stream, each change once, ending after
+    /// [`HoldState::Lost`].
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn demo(item: zk_curator::queue::Item<Vec<u8>>) {
+    /// let mut changes = item.state_changes();
+    /// while let Some(state) = changes.next().await {
+    ///     println!("{} is {state:?}", item.node()); // Suspended, Held, ..., Lost
+    /// }
+    /// # }
+    /// ```
+    pub fn state_changes(&self) -> HoldStateStream {
+        HoldStateStream::new(self.watch_state())
+    }
+
+    /// Resolves once the item is [`HoldState::Lost`]: with a lock path, once its consumer's
+    /// session ended (or was given up by the client: before the server can hand the item to
+    /// another consumer) or its node was settled; without one, not while you hold the item.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(item: zk_curator::queue::Item<Vec<u8>>) -> zk_curator::Result<()> {
+    /// tokio::select! {
+    ///     () = work() => item.ack().await?,
+    ///     () = item.lost() => eprintln!("{} went to another consumer: stop", item.node()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        let mut rx = self.watch_state();
+        let _ = rx.wait_for(|s| *s == HoldState::Lost).await;
+    }
+
     /// Acknowledges the item: with a lock path, once every item of its node is acknowledged the
     /// node and its lock node are deleted in one transaction, on the session that took it.
     ///
     /// # Errors
-    /// [`Error::LockLost`] naming the lock node when the consumer's session ended or the item was
-    /// released (its consumer stream dropped or the queue closed) first: the item goes (or went)
-    /// to another consumer. Connection errors after the retry policy (the lock node then stays
-    /// while the session lives, and the item is not lost).
+    /// [`Error::LockLost`] naming the lock node when the item is [`Lost`](HoldState::Lost): the
+    /// consumer's session ended (or the client gave it up) or the item was released (its consumer
+    /// stream dropped or the queue closed) first — also while the ack waits for a connection: the
+    /// item goes (or went) to another consumer. Connection errors after the retry policy (the
+    /// lock node then stays while the session lives, and the item is not lost).
     ///
     /// # Cancel safety
     /// A dropped call may have removed the node; if it did not, the item is released to the next
@@ -236,9 +468,7 @@ impl<T: 'static> Item<T> {
             self.done = true;
             return Ok(());
         };
-        if node.settled.load(Ordering::Acquire) {
-            return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
-        }
+        refuse_lost(&node, lock)?;
         if node.outstanding.fetch_sub(1, Ordering::AcqRel) > 1 {
             self.done = true;
             return Ok(());
@@ -246,7 +476,7 @@ impl<T: 'static> Item<T> {
         // Dropped from here on: `self` releases the lock node, the node stays.
         let result = finish(&node, lock, None).await;
         self.done = true;
-        node.settled.store(true, Ordering::Release);
+        node.settle();
         result
     }
 
@@ -273,18 +503,32 @@ impl<T: 'static> Item<T> {
             let data = format::encode([&self.node.data[self.bytes.clone()]]);
             return node.shared.enqueue(requeue_prefix(&node.name), data, None, 0);
         };
-        if node.settled.load(Ordering::Acquire) {
-            return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
-        }
+        refuse_lost(&node, lock)?;
         let result = finish(&node, lock, Some(&node.data)).await;
         self.done = true;
-        node.settled.store(true, Ordering::Release);
+        node.settle();
         result
     }
 }
 
 fn lost(lock: &LockHold, reason: &'static str) -> Error {
     Error::LockLost { node: lock.path.clone(), reason }
+}
+
+const SESSION_ENDED: &str = "the consumer's session ended: the item goes to another consumer";
+
+/// Refuses to finish an item that is `Lost`: released, or its session ended. Lost is final: an
+/// item its consumer may have been told is lost is never acknowledged (the old session's handle
+/// could still reach the server before it expires).
+fn refuse_lost<T: 'static>(node: &NodeHold<T>, lock: &LockHold) -> Result<()> {
+    if node.settled.load(Ordering::Acquire) {
+        return Err(lost(lock, "the item was released (its consumer stopped or the queue closed)"));
+    }
+    if node.hold_state() == HoldState::Lost {
+        node.refresh();
+        return Err(lost(lock, SESSION_ENDED));
+    }
+    Ok(())
 }
 
 /// Deletes the item node and our lock node in one transaction on the lock's session (and with
@@ -297,6 +541,10 @@ async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option
     let acls = shared.client.raw_acls_for(&tail);
     let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
     loop {
+        // Given up by the client while this waited for a connection: refused, as at the start.
+        if shared.client.session_ended(lock.session) {
+            return Err(lost(lock, SESSION_ENDED));
+        }
         let mut writer = lock.zk.new_multi_writer();
         let added = writer
             .add_delete(&node.item_fixed, None)
@@ -323,12 +571,12 @@ async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option
                 }
             }
             Err(zk::MultiWriteError::RequestFailed { source: zk::Error::SessionExpired }) => {
-                return Err(lost(lock, "the consumer's session ended: the item goes to another consumer"));
+                return Err(lost(lock, SESSION_ENDED));
             }
             Err(zk::MultiWriteError::RequestFailed { source }) => {
                 let err = Error::zk(&item_path, source);
                 if err.is_session_lost() {
-                    return Err(lost(lock, "the consumer's session ended: the item goes to another consumer"));
+                    return Err(lost(lock, SESSION_ENDED));
                 }
                 retrying.backoff_or_fail(err).await?;
             }
@@ -354,7 +602,7 @@ pub(super) fn start<T: Send + 'static>(shared: Arc<Shared<T>>) -> QueueStream<T>
     // and stops there, so a round in flight finishes and what it took is released or put back
     // (an abort mid-round would leave a lock node made, or a node deleted, that no item knows).
     drop(shared.client.runtime().spawn(taker.run()));
-    QueueStream { items, labels: shared.labels.clone() }
+    QueueStream { items, labels: shared.labels.clone(), suspended: None }
 }
 
 /// The task taking items for one consumer.
@@ -425,7 +673,7 @@ impl<T: Send + 'static> Taker<T> {
                 }
             }
             let round = match self.shared.client.connected(&self.shared.path, None).await {
-                Ok((zk, session)) => self.round(&zk, session.id, batch).await,
+                Ok((zk, session)) => self.round(&zk, session, batch).await,
                 Err(e) if e.kind() == crate::ErrorKind::Closed => return,
                 Err(_) => Ok(Round::Again),
             };
@@ -510,7 +758,12 @@ impl<T: Send + 'static> Taker<T> {
     }
 
     /// Lists the queue and takes up to `permits.len()` item nodes, oldest first.
-    async fn round(&mut self, zk: &zk::Client, session: i64, mut permits: Vec<OwnedSemaphorePermit>) -> Result<Round> {
+    async fn round(
+        &mut self,
+        zk: &zk::Client,
+        session: SessionIdentity,
+        mut permits: Vec<OwnedSemaphorePermit>,
+    ) -> Result<Round> {
         let shared = self.shared.clone();
         // A watch only when the last round found nothing to take: a consumer that keeps taking
         // leaves no watches behind.
@@ -665,7 +918,7 @@ impl<T: Send + 'static> Taker<T> {
     async fn take_locked(
         &mut self,
         zk: &zk::Client,
-        session: i64,
+        session: SessionIdentity,
         lock_fixed: &str,
         names: &[String],
     ) -> Result<Vec<(String, Vec<u8>, Option<LockHold>)>> {
@@ -695,12 +948,10 @@ impl<T: Send + 'static> Taker<T> {
                 }
                 Err(e) => {
                     // Unknown outcome: a lock node of ours may stand; delete it while it is ours.
-                    drop(
-                        shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
-                            path: locks[i].clone(),
-                            owner: session,
-                        }),
-                    );
+                    drop(shared.client.delete_target_in_background(DeleteTarget::OwnedBy {
+                        path: locks[i].clone(),
+                        owner: session.id,
+                    }));
                     failure.get_or_insert(e);
                     continue;
                 }
@@ -718,14 +969,14 @@ impl<T: Send + 'static> Taker<T> {
                     drop(
                         shared
                             .client
-                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session }),
+                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session.id }),
                     );
                 }
                 Err(e) => {
                     drop(
                         shared
                             .client
-                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session }),
+                            .delete_target_in_background(DeleteTarget::OwnedBy { path: hold.fixed, owner: session.id }),
                     );
                     failure.get_or_insert(e);
                 }
@@ -787,6 +1038,8 @@ impl<T: Send + 'static> Taker<T> {
             lock,
             outstanding: AtomicUsize::new(values.len()),
             settled: AtomicBool::new(false),
+            state: watch::channel(HoldState::Held).0,
+            monitor_started: AtomicBool::new(false),
             _permit: permit,
         });
         if node.lock.is_some() {
@@ -801,7 +1054,7 @@ impl<T: Send + 'static> Taker<T> {
                 self.shared.client.runtime().spawn(async move {
                     if let Some(lock) = &node.lock {
                         if finish(&node, lock, None).await.is_ok() {
-                            node.settled.store(true, Ordering::Release);
+                            node.settle();
                         }
                     }
                 });

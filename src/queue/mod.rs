@@ -59,6 +59,14 @@
 //!   only when every item of the node is acknowledged. An item dropped unacknowledged, whose
 //!   consumer was cancelled, closed or lost its session, goes to the next consumer; two live
 //!   consumers (Curator's or ours) never hold one item node at once (the lock node is exclusive).
+//! * With a lock path an [`Item`] is held as a lock is, on its consumer's session: it has a
+//!   [hold state](Item#hold-state) ([`hold_state`](Item::hold_state),
+//!   [`watch_state`](Item::watch_state), [`lost`](Item::lost)). It is handed out only `Held`; it is
+//!   `Suspended` while the connection is lost and `Lost` once the session ended — or was given up
+//!   by the client while suspended, before the server can expire it and hand the item to another
+//!   consumer. Process an item against `lost()` (or against anything but `Held`) and ack it only
+//!   if the work finished while `Held`: the ack of a `Lost` item is refused. Without a lock path
+//!   an item is `Held` until acknowledged: its node is already deleted, nobody else can get it.
 //! * Order: a consumer takes nodes by name, so in sequence order (Curator's rule); several
 //!   consumers process in parallel, so their items finish in any order.
 //! * A put reported done is in the queue exactly once. A put whose create (or transaction of

@@ -1,9 +1,11 @@
 //! Distributed queues (`zk_curator::queue`, Curator's `DistributedQueue`), against a real
 //! ZooKeeper and, for interop, real Curator 5.4.
 
+mod consumer_faults;
 mod delay;
 mod delivery;
 mod faults;
+mod hold_state;
 mod id;
 mod interop;
 mod priority;
