@@ -318,8 +318,10 @@ impl<T: 'static> QueueItem<T> {
         HoldStateChanges::new(self.inner.state_changes(), self.inner.node(), &self.core)
     }
 
-    /// Waits until the item is lost; see [`Item::lost`](crate::queue::Item::lost) (without a
-    /// lock path, not while you hold it).
+    /// Waits until the item is lost; see [`Item::lost`](crate::queue::Item::lost). It returns
+    /// only once the item is lost: an item that stays `Held` (always, without a lock path, while
+    /// you hold it) blocks the calling thread for as long — work that also finishes uses
+    /// [`lost_timeout`](Self::lost_timeout).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `runtime` inside a tokio
@@ -330,14 +332,9 @@ impl<T: 'static> QueueItem<T> {
     /// # let client = zk_curator::blocking::CuratorClient::connect("127.0.0.1:2181")?;
     /// # let queue = zk_curator::blocking::DistributedQueue::with_lock_path(&client, "/jobs/queue", "/jobs/locks")?;
     /// # let item = queue.consume()?.next().unwrap()?;
-    /// std::thread::scope(|s| {
-    ///     s.spawn(|| {
-    ///         if item.lost().is_ok() {
-    ///             eprintln!("{} went to another consumer: stop the work", item.node());
-    ///         }
-    ///     });
-    ///     // ... the work, which stops when told ...
-    /// });
+    /// // A job that runs until its item goes to another consumer, then stops.
+    /// item.lost()?;
+    /// eprintln!("{} went to another consumer: stop", item.node());
     /// # Ok::<(), zk_curator::Error>(())
     /// ```
     pub fn lost(&self) -> Result<()> {

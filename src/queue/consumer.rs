@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 use crate::error::{Error, ErrorCode, Result};
 use crate::framework::guaranteed_delete::DeleteTarget;
 use crate::framework::paths;
+use crate::framework::session::SessionKeep;
 use crate::framework::SessionIdentity;
 use crate::locks::{HoldState, HoldStateStream};
 use crate::metrics::RecipeLabels;
@@ -136,10 +137,13 @@ impl<T: 'static> QueueStream<T> {
 
 /// The lock node a consumer holds for an item node (guaranteed delivery).
 struct LockHold {
-    /// The handle of the session the lock node was made on: its requests fail once that session
-    /// ended, so nothing sent through it acts on a lock node that is no longer ours.
-    zk: zk::Client,
-    /// That session: the item's hold state follows the client's status for it.
+    /// Keeps the lock node's session open while the item lives, also once the client gave it up:
+    /// nothing of ours ends it (freeing the lock node) before the holder let go, or the server
+    /// could have expired it anyway — a lost item kept for ever does not keep its node for ever,
+    /// as a raw handle on the session would (see `SessionKeep`).
+    _keep: Option<Arc<SessionKeep>>,
+    /// The session the lock node was made on: the item's hold state follows the client's status
+    /// for it, and its ack is sent only while the client is served on it.
     session: SessionIdentity,
     fixed: String,
     path: String,
@@ -445,8 +449,9 @@ impl<T: 'static> Item<T> {
     /// [`Error::LockLost`] naming the lock node when the item is [`Lost`](HoldState::Lost): the
     /// consumer's session ended (or the client gave it up) or the item was released (its consumer
     /// stream dropped or the queue closed) first — also while the ack waits for a connection: the
-    /// item goes (or went) to another consumer. Connection errors after the retry policy (the
-    /// lock node then stays while the session lives, and the item is not lost).
+    /// item goes (or went) to another consumer. Connection errors after the retry policy: the item
+    /// is released to the next consumer, as by a dropped call (a send whose reply was lost may
+    /// have removed the node).
     ///
     /// # Cancel safety
     /// A dropped call may have removed the node; if it did not, the item is released to the next
@@ -473,11 +478,12 @@ impl<T: 'static> Item<T> {
             self.done = true;
             return Ok(());
         }
-        // Dropped from here on: `self` releases the lock node, the node stays.
-        let result = finish(&node, lock, None).await;
+        // Dropped from here on, or failed: `self` releases the lock node (the item goes to the
+        // next consumer), so no lock node of ours outlives the call on a live session.
+        finish(&node, lock, None).await?;
         self.done = true;
         node.settle();
-        result
+        Ok(())
     }
 
     /// Puts the item's node back at the tail (Curator's `ErrorMode.REQUEUE`): with a lock path
@@ -504,10 +510,11 @@ impl<T: 'static> Item<T> {
             return node.shared.enqueue(requeue_prefix(&node.name), data, None, 0);
         };
         refuse_lost(&node, lock)?;
-        let result = finish(&node, lock, Some(&node.data)).await;
+        // As in `ack`: dropped or failed, `self` releases the lock node.
+        finish(&node, lock, Some(&node.data)).await?;
         self.done = true;
         node.settle();
-        result
+        Ok(())
     }
 }
 
@@ -541,11 +548,17 @@ async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option
     let acls = shared.client.raw_acls_for(&tail);
     let options = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::new(&acls));
     loop {
-        // Given up by the client while this waited for a connection: refused, as at the start.
-        if shared.client.session_ended(lock.session) {
-            return Err(lost(lock, SESSION_ENDED));
-        }
-        let mut writer = lock.zk.new_multi_writer();
+        // Sent only while the client is served on the lock's session: a request queued on a
+        // suspended connection would go out on the old session's handle if it reconnected after
+        // the client gave the session up, acknowledging an item its consumer was told is lost.
+        // Given up (or closed) while this waits: refused, as at the start.
+        let zk = match shared.client.connected_retrying_on(&mut retrying, lock.session).await {
+            Ok(Some(zk)) => zk,
+            Ok(None) => return Err(lost(lock, SESSION_ENDED)),
+            Err(e) if e.kind() == crate::ErrorKind::Closed => return Err(lost(lock, SESSION_ENDED)),
+            Err(e) => return Err(e),
+        };
+        let mut writer = zk.new_multi_writer();
         let added = writer
             .add_delete(&node.item_fixed, None)
             .and_then(|_| match requeue {
@@ -559,12 +572,12 @@ async fn finish<T: 'static>(node: &NodeHold<T>, lock: &LockHold, requeue: Option
             Err(zk::MultiWriteError::OperationFailed { .. }) => {
                 // The item node or our lock node is gone. Our lock node goes only with its
                 // session or by our own hand (an earlier send whose reply was lost).
-                match lock.zk.check_stat(&lock.fixed).await {
+                match zk.check_stat(&lock.fixed).await {
                     Ok(None) => return Ok(()),
                     Ok(Some(_)) => {
                         // Someone else removed the item node: nothing to deliver again.
                         debug!(node = %node.name, "the queue item was removed by someone else");
-                        let _ = lock.zk.delete(&lock.fixed, None).await;
+                        let _ = zk.delete(&lock.fixed, None).await;
                         return Ok(());
                     }
                     Err(e) => retrying.backoff_or_fail(Error::zk(&item_path, e)).await?,
@@ -957,7 +970,7 @@ impl<T: Send + 'static> Taker<T> {
                 }
             }
             let hold = LockHold {
-                zk: zk.clone(),
+                _keep: shared.client.session_keep(session),
                 session,
                 fixed: locks[i].clone(),
                 path: paths::join(shared.lock.as_ref().map_or("", |l| l.0.as_str()), name),
@@ -1047,10 +1060,8 @@ impl<T: Send + 'static> Taker<T> {
         }
         if values.is_empty() {
             // A node of no items (Curator writes one for an empty putMulti): done at once.
-            if let Some(lock) = &node.lock {
+            if node.lock.is_some() {
                 let node = node.clone();
-                let zk = lock.zk.clone();
-                drop(zk);
                 self.shared.client.runtime().spawn(async move {
                     if let Some(lock) = &node.lock {
                         if finish(&node, lock, None).await.is_ok() {

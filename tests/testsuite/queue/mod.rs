@@ -8,6 +8,7 @@ mod faults;
 mod hold_state;
 mod id;
 mod interop;
+mod lost_items;
 mod priority;
 mod serializers;
 mod sharder;
