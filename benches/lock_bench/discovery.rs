@@ -139,6 +139,9 @@ pub(crate) async fn discovery(report: &Report, connect: &str, n: usize) -> Bench
                 found = true;
                 break;
             }
+            // Gives up the OS thread too: `yield_now` alone, outside a runtime worker, re-polls at
+            // once and holds a vCPU that the cache's read and the server need (docs/performance.md).
+            std::thread::yield_now();
             tokio::task::yield_now().await;
         }
         if found {
@@ -157,10 +160,7 @@ pub(crate) async fn discovery(report: &Report, connect: &str, n: usize) -> Bench
         raw.delete(&path, None).await?;
     }
     // The same steps observed without spinning: the cache's change events are awaited and the
-    // view checked after each (and every millisecond). The spin above holds a whole vCPU on its
-    // thread (`yield_now` outside a worker re-polls at once), which on 2 vCPUs delays the
-    // cache's own read after the watch event (docs/performance.md); this is what a service
-    // awaiting the change sees.
+    // view checked after each (and every millisecond): what a service awaiting the change sees.
     let mut events = cache.events();
     let (mut awaited, mut awaited_missed) = (Vec::with_capacity(CHURN), 0usize);
     for k in 0..CHURN {
