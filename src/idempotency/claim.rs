@@ -9,6 +9,8 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorCode, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
+use crate::framework::retry_loop::Retrying;
+use crate::framework::session::SessionKeep;
 use crate::framework::{CreatedNode, SessionIdentity};
 use crate::locks::hold::{Hold, HoldState, HoldStateStream};
 use crate::metrics::HoldMeter;
@@ -21,11 +23,23 @@ use super::retention::Retention;
 /// work once, then
 /// [`complete`](Self::complete)s it with the result, or [`abandon`](Self::abandon)s it. Dropping it
 /// abandons it (a background delete; no runtime needed, never panics).
+///
+/// A claim keeps its session open while it lives, as a lock's hold does: once the client gave the
+/// session up (the claim is [`Lost`](HoldState::Lost)), nothing of ours ends it — freeing the key
+/// to a retry, should the link heal before the server expired the session — until the claim is
+/// dropped or the server could have expired the session anyway, whichever is first.
 #[derive(Debug)]
 pub struct IdempotencyClaim {
     pub(super) client: CuratorClient,
     pub(super) node: Box<ClaimNode>,
-    pub(super) zk: zk::Client,
+    /// Keeps the claim's session open while the claim lives, also once the client gave it up:
+    /// nothing of ours ends it (freeing the claim node) before the holder let go, or the server
+    /// could have expired it anyway — a lost claim kept for ever does not keep its key for ever,
+    /// as a raw handle on the session would (see `SessionKeep`). Requests are never sent through
+    /// it: only while the client is connected on the claim's session.
+    pub(super) _keep: Option<Arc<SessionKeep>>,
+    /// The session the claim node is made on: its requests are sent only while the client is
+    /// served on it.
     pub(super) session: SessionIdentity,
     pub(super) retention: Retention,
     /// True while the claim may exist and is ours to free on drop.
@@ -165,15 +179,19 @@ impl IdempotencyClaim {
     /// Records `result` as the key's outcome, atomically with the end of the claim (one
     /// transaction: delete the claim at its version, create the outcome): from then on every
     /// [`begin`](super::IdempotencyKeys::begin) of the key answers
-    /// [`Begin::Done`](super::Begin::Done) with `result`, until the retention ends. Refused if the
-    /// claim was lost (its session ended): nothing is recorded and the caller must not report
-    /// success.
+    /// [`Begin::Done`](super::Begin::Done) with `result`, until the retention ends. Refused once
+    /// the claim is [`Lost`](HoldState::Lost) — its session ended or was given up by the client,
+    /// or its node was deleted — also when that happens while the call waits for a connection:
+    /// the commit is sent only while the client is connected on the claim's own session, never on
+    /// a session its holder was told is gone (even if that session reaches the server again).
+    /// Nothing is recorded then and the caller must not report success.
     ///
     /// A reply lost on the way is resolved by reading the key back (our mark on an outcome:
     /// recorded).
     ///
     /// # Errors
-    /// * [`Error::LockLost`] naming the key's node: the claim was lost, nothing recorded;
+    /// * [`Error::LockLost`] naming the key's node: the claim was lost (before the call, or while
+    ///   it waited for a connection), nothing recorded;
     /// * [`Error::InvalidArgument`] naming `result` when it is over the client's
     ///   [`max_data_size`](crate::CuratorClientBuilder::max_data_size) (nothing sent; the claim is
     ///   abandoned), or naming `retention` when the server does not enable TTL nodes (use
@@ -269,12 +287,20 @@ impl IdempotencyClaim {
             return Err(lost());
         }
         let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
-        let retrying = self.client.retrying(&self.node.path, deadline);
+        let mut retrying = self.client.retrying(&self.node.path, deadline);
         loop {
             if retrying.expired() {
                 return Err(retrying.deadline_exceeded("completing idempotency key"));
             }
-            let mut writer = self.zk.new_multi_writer();
+            // Sent only while the client is served on the claim's session: its holder is told the
+            // claim is lost once the client gave the session up, and a commit queued on a suspended
+            // connection would go out on the old session if that reached the server again before
+            // it expired, recording an outcome the holder was told is not. Given up (or replaced)
+            // before or while this waits: refused, nothing sent.
+            let Some(zk) = self.client.connected_retrying_on(&mut retrying, self.session).await? else {
+                return Err(lost());
+            };
+            let mut writer = zk.new_multi_writer();
             let built = writer
                 .add_delete(&self.node.fixed, Some(CLAIM_VERSION))
                 .and_then(|()| writer.add_create(&self.node.fixed, &[], &mode.options(&acls)))
@@ -315,40 +341,9 @@ impl IdempotencyClaim {
             if !matches!(err.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) {
                 return Err(err);
             }
-            // The reply was lost: read back what the server holds, on the claim's session while it
-            // lives, else on the client's current one.
             debug!(%err, path = %self.node.path, "idempotency complete: reply lost, reading back");
-            let found = match err.kind() {
-                ErrorKind::Retryable => read(&self.zk, &self.node.path, &self.node.fixed).await,
-                _ => Err(err.clone()),
-            };
-            let found = match found {
-                Ok(found) => found,
-                Err(e) if matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) => {
-                    let (f, p) = (self.node.fixed.as_str(), self.node.path.as_str());
-                    match self
-                        .client
-                        .with_retry(p, deadline, |zk| async move {
-                            match zk.get_data(f).await {
-                                Ok(read) => Ok(Some(read)),
-                                Err(zk::Error::NoNode) => Ok(None),
-                                Err(e) => Err(e),
-                            }
-                        })
-                        .await
-                    {
-                        Ok(Some((data, stat))) => parse(p, data, &stat)?,
-                        Ok(None) => Found::Absent,
-                        Err(_) => {
-                            return Err(Error::OutcomeUnknown {
-                                path: self.node.path.clone(),
-                                during: "recording the outcome of",
-                            })
-                        }
-                    }
-                }
-                Err(e) => return Err(e),
-            };
+            let (client, node, session) = (&self.client, &self.node, self.session);
+            let found = read_back(client, &mut retrying, deadline, session, &node.path, &node.fixed).await?;
             match found {
                 Found::Outcome { mark, .. } if mark == self.node.mark => {
                     self.armed = false;
@@ -368,7 +363,10 @@ impl IdempotencyClaim {
     }
 
     /// Frees the key without recording anything (the request failed; a retry may begin it again).
-    /// Only this claim is deleted: the delete is sent on its session, after checking its mark.
+    /// Only this claim is deleted: the delete is sent only while the client is connected on the
+    /// claim's session, after checking its mark. A claim whose session ended or was given up has
+    /// nothing to send: its node goes with that session (at the latest once the server could have
+    /// expired it).
     ///
     /// # Errors
     /// Server errors; a retryable error when the connection did not come back within the
@@ -389,10 +387,10 @@ impl IdempotencyClaim {
         let deadline = crate::deadline::deadline_after(self.client.negotiated_session_timeout());
         let span = debug_span!("idempotency_abandon", path = %self.node.path);
         let released = release_if_ours(
-            &self.zk,
+            &self.client,
+            self.session,
             &self.node.path,
             &self.node.fixed,
-            self.session.id,
             &self.node.mark,
             Some(deadline),
         )
@@ -402,6 +400,56 @@ impl IdempotencyClaim {
             self.armed = false;
         }
         released
+    }
+}
+
+/// What the server holds at the key after a commit whose reply was lost: read on the claim's
+/// session while the client is served on it (a session reads its own writes), else — the session
+/// ended for the client — on the current one after a `sync`, so a server behind the leader cannot
+/// show the claim the commit removed.
+///
+/// # Errors
+/// [`Error::OutcomeUnknown`] when the key cannot be read in time (the policy or the deadline gave
+/// up, the client closed); a read's other errors (foreign data, no access).
+async fn read_back(
+    client: &CuratorClient,
+    retrying: &mut Retrying<'_>,
+    deadline: Option<Instant>,
+    session: SessionIdentity,
+    path: &str,
+    fixed: &str,
+) -> Result<Found> {
+    let unknown = || Error::OutcomeUnknown { path: path.to_string(), during: "recording the outcome of" };
+    loop {
+        let zk = match client.connected_retrying_on(retrying, session).await {
+            Ok(Some(zk)) => zk,
+            Ok(None) => break,
+            Err(_) => return Err(unknown()),
+        };
+        match read(&zk, path, fixed).await {
+            Ok(found) => return Ok(found),
+            Err(e) if matches!(e.kind(), ErrorKind::Retryable | ErrorKind::SessionLost) => {
+                if retrying.backoff_or_fail(e).await.is_err() {
+                    return Err(unknown());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let read = client
+        .with_retry(path, deadline, |zk| async move {
+            zk.sync(fixed).await?;
+            match zk.get_data(fixed).await {
+                Ok(read) => Ok(Some(read)),
+                Err(zk::Error::NoNode) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await;
+    match read {
+        Ok(Some((data, stat))) => parse(path, data, &stat),
+        Ok(None) => Ok(Found::Absent),
+        Err(_) => Err(unknown()),
     }
 }
 
@@ -419,11 +467,16 @@ impl Drop for IdempotencyClaim {
             return;
         }
         debug!(path = %self.node.path, "idempotency claim dropped: releasing it in the background");
-        let (zk, path, fixed, mark, session) =
-            (self.zk.clone(), self.node.path.clone(), self.node.fixed.clone(), self.node.mark.clone(), self.session.id);
+        let (client, path, fixed, mark, session) = (
+            self.client.clone(),
+            self.node.path.clone(),
+            self.node.fixed.clone(),
+            self.node.mark.clone(),
+            self.session,
+        );
         // A runtime shut down drops the task unrun; its session's end frees the claim then.
         drop(self.client.runtime().spawn(async move {
-            if let Err(e) = release_if_ours(&zk, &path, &fixed, session, &mark, None).await {
+            if let Err(e) = release_if_ours(&client, session, &path, &fixed, &mark, None).await {
                 warn!(%e, path, "could not release an idempotency claim");
             }
         }));

@@ -274,14 +274,14 @@ impl IdempotencyKeys {
                     fixed: fixed.clone(),
                     mark: mark.clone(),
                 }),
-                zk,
+                _keep: client.session_keep(session),
                 session,
                 retention: self.retention,
                 armed: true,
                 commit_sent: false,
                 hold: None,
             };
-            let created = claim.zk.create(&fixed, data.as_bytes(), &CreateMode::Ephemeral.options(&acls)).await;
+            let created = zk.create(&fixed, data.as_bytes(), &CreateMode::Ephemeral.options(&acls)).await;
             let err = match created {
                 Ok((stat, _)) if !stat.is_invalid() => {
                     debug!(path, "idempotency key claimed");
@@ -294,7 +294,7 @@ impl IdempotencyKeys {
                 }
                 // Made, but answered without a stat (a client set for a server before 3.5): the
                 // read below finds it ours.
-                Ok(_) | Err(zk::Error::NodeExists) => match read(&claim.zk, &path, &fixed).await {
+                Ok(_) | Err(zk::Error::NodeExists) => match read(&zk, &path, &fixed).await {
                     Ok(Found::Claim { owner, mark: m, czxid, ctime, .. }) if owner == session.id && m == mark => {
                         // Our create's reply (this attempt's or an earlier one's) was lost.
                         disarm(unresolved.take());

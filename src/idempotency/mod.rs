@@ -33,9 +33,13 @@
 //!   so a versioned delete of one can never remove the other.
 //!
 //! [`IdempotencyKeys::begin`] is one create when the key is free; otherwise one read tells whose
-//! claim or which outcome is there. A request sent on a session can only ever act on that session:
-//! the claim keeps its session's handle, so a release after the session ended fails instead of
-//! deleting someone else's new claim at the same path.
+//! claim or which outcome is there. A claim's requests (its outcome's commit, its release) are sent
+//! only while the client is connected on the claim's own session, through that session's handle:
+//! a release can never delete someone else's later claim at the same path, and once the client gave
+//! the session up (the claim is `Lost` to its holder) nothing more is sent on it — not even when
+//! the old session reaches the server again before it expires — so a lost claim's outcome is never
+//! recorded. The claim keeps its session open while it lives, at most until the server could have
+//! expired it, so a lost claim its holder keeps does not keep the key from a retry.
 //!
 //! [`sweep_expired`]: IdempotencyKeys::sweep_expired
 //!

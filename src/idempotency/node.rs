@@ -8,6 +8,8 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::framework::backoff::Backoff;
+use crate::framework::SessionIdentity;
+use crate::CuratorClient;
 
 pub(super) const CLAIM_TAG: &str = "zk-curator-idempotency-claim";
 pub(super) const OUTCOME_TAG: &str = "zk-curator-idempotency-outcome";
@@ -71,24 +73,33 @@ pub(super) async fn until<T>(
     }
 }
 
-/// Deletes the claim at `fixed` if it is still the one `mark` made on the session of `zk`
-/// (ephemeral, that session's, that mark: then only we can remove it while the session lives,
-/// and a delete sent on an ended session fails). Retries connection trouble until `deadline`
-/// (None: until done or the session ends).
+/// Deletes the claim at `fixed` if it is still the one `mark` made on `session` (ephemeral, that
+/// session's, that mark: then only we can remove it while the session lives). Sent only while the
+/// client is connected on that very session, through its handle, so a delete can never reach a
+/// later claim at the path: once the session ended for the client (given up, replaced, closed)
+/// nothing is sent and the claim goes with its session. Retries connection trouble until
+/// `deadline` (None: until done or the session ends).
 pub(super) async fn release_if_ours(
-    zk: &zk::Client,
+    client: &CuratorClient,
+    session: SessionIdentity,
     path: &str,
     fixed: &str,
-    session: i64,
     mark: &str,
     deadline: Option<Instant>,
 ) -> Result<()> {
     let started = Instant::now();
     let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
     loop {
+        if client.session_ended(session) {
+            return Ok(());
+        }
         let attempt = async {
-            match read(zk, path, fixed).await? {
-                Found::Claim { owner, mark: m, .. } if owner == session && m == mark => {
+            let (zk, now) = client.connected(path, deadline).await?;
+            if now != session {
+                return Ok(());
+            }
+            match read(&zk, path, fixed).await? {
+                Found::Claim { owner, mark: m, .. } if owner == session.id && m == mark => {
                     match zk.delete(fixed, Some(CLAIM_VERSION)).await {
                         Ok(()) | Err(zk::Error::NoNode) | Err(zk::Error::BadVersion) => Ok(()),
                         Err(e) => Err(Error::zk(path, e)),

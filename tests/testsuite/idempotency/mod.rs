@@ -1,9 +1,11 @@
 //! Idempotency keys (`IdempotencyKeys`) against a real server: one `Started` among concurrent
 //! duplicates, a crashed claimant's key free again, a lost claim's `complete` refused, retention
-//! (TTL nodes, sweep), bad keys, and cancelled or dropped calls leaving nothing behind.
+//! (TTL nodes, sweep), bad keys, cancelled or dropped calls leaving nothing behind, and a claim
+//! whose session the client gave up neither recorded nor kept once the old session comes back.
 
 mod claims;
 mod connection_cuts;
+mod given_up_sessions;
 mod lifecycle;
 mod lost_replies;
 mod retention;
