@@ -9,7 +9,7 @@ use std::time::Duration;
 use zk_curator::idempotency::{IdempotencyClaim, IdempotencyKeys};
 use zk_curator::locks::HoldState;
 use zk_curator::testing::{FaultProxy, ProxyMode};
-use zk_curator::{CuratorClient, Error, RetryNTimes};
+use zk_curator::{CuratorClient, Error};
 
 use super::{keys, kind, started};
 use crate::support::{self, observer};
@@ -17,19 +17,6 @@ use crate::support::{self, observer};
 /// A bound against a hang, and the time a given-up session may take to end on the server (its
 /// 8 s timeout, with room to spare).
 const WITHIN: Duration = Duration::from_secs(30);
-
-/// A client whose suspended session is given up (LOST) at 30% of its 8 s timeout, so a link
-/// healed right after LOST reaches the server seconds before the session could expire.
-async fn given_up_early(connect: &str) -> CuratorClient {
-    CuratorClient::builder(connect)
-        .session_timeout(Duration::from_secs(8))
-        .connection_timeout(Duration::from_secs(2))
-        .simulated_session_expiration_percent(30)
-        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)))
-        .connect()
-        .await
-        .expect("connect")
-}
 
 /// A claim of `key` on a given-up-early client behind a proxy, and a direct client's keys on the
 /// same base.
@@ -46,7 +33,7 @@ async fn claimed(name: &str, key: &str) -> Setup {
     let server = support::server().await;
     let connect = server.connect_string();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let client = given_up_early(&proxy.connect_string()).await;
+    let client = support::client_given_up_early(&proxy.connect_string()).await;
     let ours = keys(&client, name);
     let claim = started(ours.begin(key).await.expect("begin"), "a free key");
     let other = support::client(&connect).await;

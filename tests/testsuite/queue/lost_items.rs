@@ -13,19 +13,6 @@ use zk_curator::{CuratorClient, Error, RetryNTimes};
 use super::{bytes_queue, locks_released, next_item, take_acked, WITHIN};
 use crate::support;
 
-/// A consumer's client whose suspended session is given up (LOST) at 30% of its 8 s timeout, so
-/// a link healed right after LOST reaches the server seconds before the session could expire.
-async fn given_up_early(connect: &str) -> CuratorClient {
-    CuratorClient::builder(connect)
-        .session_timeout(Duration::from_secs(8))
-        .connection_timeout(Duration::from_secs(2))
-        .simulated_session_expiration_percent(30)
-        .retry_policy(RetryNTimes::new(10, Duration::from_millis(100)))
-        .connect()
-        .await
-        .expect("connect")
-}
-
 /// Waits until `rx` shows `want` (hang-guarded).
 async fn state_becomes(rx: &mut tokio::sync::watch::Receiver<HoldState>, want: HoldState, what: &str) {
     let reached = tokio::time::timeout(WITHIN, rx.wait_for(|s| *s == want)).await.map(|r| r.is_ok());
@@ -46,7 +33,7 @@ async fn an_ack_waiting_for_a_connection_is_refused_once_the_session_is_given_up
     let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
     rescuer.put(b"job".to_vec()).await.unwrap();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let client = given_up_early(&proxy.connect_string()).await;
+    let client = support::client_given_up_early(&proxy.connect_string()).await;
     let queue = bytes_queue(&client, &path, Some(&lock));
     let mut items = queue.consume().unwrap();
     let item = next_item(&mut items).await;
@@ -84,7 +71,7 @@ async fn a_lost_item_held_on_to_does_not_keep_its_node_from_the_next_consumer() 
     let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
     rescuer.put(b"job".to_vec()).await.unwrap();
     let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let client = given_up_early(&proxy.connect_string()).await;
+    let client = support::client_given_up_early(&proxy.connect_string()).await;
     let queue = bytes_queue(&client, &path, Some(&lock));
     let mut items = queue.consume().unwrap();
     let item = next_item(&mut items).await;

@@ -82,6 +82,20 @@ pub async fn client_with(connect: &str, session_timeout: Duration) -> CuratorCli
     client_with_timeouts(connect, session_timeout, Duration::from_secs(5)).await
 }
 
+/// A client whose suspended session is given up (LOST) at 30% of its 8 s timeout, so a link
+/// healed right after LOST reaches the server seconds before the session could expire: for tests
+/// of what a given-up session's old handle must not do.
+pub async fn client_given_up_early(connect: &str) -> CuratorClient {
+    CuratorClient::builder(connect)
+        .session_timeout(Duration::from_secs(8))
+        .connection_timeout(Duration::from_secs(2))
+        .simulated_session_expiration_percent(30)
+        .retry_policy(zk_curator::RetryNTimes::new(10, Duration::from_millis(100)))
+        .connect()
+        .await
+        .expect("connect")
+}
+
 /// [`client`] with the given session and connection timeouts (retry: 10 times, 100 ms apart).
 pub async fn client_with_timeouts(
     connect: &str,
