@@ -10,6 +10,7 @@ mod lifecycle;
 mod lost_replies;
 mod retention;
 mod states;
+mod suspended_releases;
 
 use std::time::Duration;
 
