@@ -14,7 +14,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use zk_curator::discovery::{RoundRobinStrategy, ServiceDiscovery, ServiceInstance};
+use zk_curator::discovery::{RoundRobinStrategy, ServiceCache, ServiceCacheEvents, ServiceDiscovery, ServiceInstance};
 use zk_curator::raw as zk;
 
 use crate::report::{mean, pct, proc_status_kb, sorted, Report};
@@ -33,6 +33,41 @@ type Discovery = ServiceDiscovery<()>;
 
 fn instance(name: &str, id: String, address: String, port: u16) -> BenchResult<ServiceInstance<()>> {
     Ok(ServiceInstance::builder(name).id(id).address(address).port(port).build()?)
+}
+
+/// One churn step: registers instance `id` of `bench`, and returns how long until `cache` held it
+/// (`None`: not within [`SEEN_LIMIT`]); then unregisters it. Between looks at the cache's view it
+/// spins, or with `events` awaits the cache's next change (at most a millisecond).
+async fn register_until_seen(
+    sd: &Discovery,
+    cache: &ServiceCache<()>,
+    id: &str,
+    mut events: Option<&mut ServiceCacheEvents<()>>,
+) -> BenchResult<Option<Duration>> {
+    let x = instance("bench", id.to_string(), "10.9.9.9".into(), 9999)?;
+    let a = Instant::now();
+    sd.register(&x).await?;
+    let mut seen = None;
+    while a.elapsed() < SEEN_LIMIT {
+        if cache.instances().iter().any(|y| y.id() == x.id()) {
+            seen = Some(a.elapsed());
+            break;
+        }
+        match events.as_deref_mut() {
+            Some(events) => {
+                let _ = tokio::time::timeout(Duration::from_millis(1), events.next()).await;
+            }
+            None => {
+                // Gives up the OS thread too: `yield_now` alone, outside a runtime worker, re-polls
+                // at once and holds a vCPU that the cache's read and the server need
+                // (docs/performance.md).
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    sd.unregister(&x).await?;
+    Ok(seen)
 }
 
 pub(crate) async fn discovery(report: &Report, connect: &str, n: usize) -> BenchResult<()> {
@@ -130,26 +165,10 @@ pub(crate) async fn discovery(report: &Report, connect: &str, n: usize) -> Bench
     let (mut latencies, mut floor) = (Vec::with_capacity(CHURN), Vec::with_capacity(CHURN));
     let mut missed = 0usize;
     for k in 0..CHURN {
-        let x = instance("bench", format!("churn-{k}"), "10.9.9.9".into(), 9999)?;
-        let a = Instant::now();
-        sd.register(&x).await?;
-        let mut found = false;
-        while a.elapsed() < SEEN_LIMIT {
-            if cache.instances().iter().any(|y| y.id() == x.id()) {
-                found = true;
-                break;
-            }
-            // Gives up the OS thread too: `yield_now` alone, outside a runtime worker, re-polls at
-            // once and holds a vCPU that the cache's read and the server need (docs/performance.md).
-            std::thread::yield_now();
-            tokio::task::yield_now().await;
+        match register_until_seen(&sd, &cache, &format!("churn-{k}"), None).await? {
+            Some(took) => latencies.push(took),
+            None => missed += 1,
         }
-        if found {
-            latencies.push(a.elapsed());
-        } else {
-            missed += 1;
-        }
-        sd.unregister(&x).await?;
 
         let (_, _, watcher) = looking_raw.get_and_watch_children(&floor_parent).await?;
         let path = format!("{floor_parent}/churn-{k}");
@@ -164,23 +183,10 @@ pub(crate) async fn discovery(report: &Report, connect: &str, n: usize) -> Bench
     let mut events = cache.events();
     let (mut awaited, mut awaited_missed) = (Vec::with_capacity(CHURN), 0usize);
     for k in 0..CHURN {
-        let x = instance("bench", format!("awaited-{k}"), "10.9.9.9".into(), 9999)?;
-        let a = Instant::now();
-        sd.register(&x).await?;
-        let mut found = false;
-        while a.elapsed() < SEEN_LIMIT {
-            if cache.instances().iter().any(|y| y.id() == x.id()) {
-                found = true;
-                break;
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(1), events.next()).await;
+        match register_until_seen(&sd, &cache, &format!("awaited-{k}"), Some(&mut events)).await? {
+            Some(took) => awaited.push(took),
+            None => awaited_missed += 1,
         }
-        if found {
-            awaited.push(a.elapsed());
-        } else {
-            awaited_missed += 1;
-        }
-        sd.unregister(&x).await?;
     }
     drop(events);
     let latencies = sorted(latencies);
