@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use zk_curator::locks::HoldState;
+use zk_curator::queue::{DistributedQueue, Item};
 use zk_curator::testing::{FaultProxy, ProxyMode};
 use zk_curator::{CuratorClient, Error, RetryNTimes};
 
@@ -19,26 +20,46 @@ async fn state_becomes(rx: &mut tokio::sync::watch::Receiver<HoldState>, want: H
     assert_eq!(reached, Ok(true), "{what}: not {want:?} within {WITHIN:?}");
 }
 
+/// The item `job` of a locked queue, taken by a consumer behind a proxy whose client `client_for`
+/// makes from the proxy's connect string. Its stream is dropped: only the rescuer, a direct
+/// consumer of the same queue, takes the item again.
+struct Taken {
+    _server: zk_curator::testing::TestingServer,
+    connect: String,
+    lock: String,
+    proxy: FaultProxy,
+    client: CuratorClient,
+    queue: DistributedQueue<Vec<u8>>,
+    _rescuer_client: CuratorClient,
+    rescuer: DistributedQueue<Vec<u8>>,
+    item: Item<Vec<u8>>,
+}
+
+async fn taken_behind_a_proxy(name: &str, client_for: impl AsyncFnOnce(&str) -> CuratorClient) -> Taken {
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let path = support::unique_path(name);
+    let lock = format!("{path}-locks");
+    let rescuer_client = support::client(&connect).await;
+    let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
+    rescuer.put(b"job".to_vec()).await.unwrap();
+    let proxy = FaultProxy::start(&connect).await.expect("proxy");
+    let client = client_for(&proxy.connect_string()).await;
+    let queue = bytes_queue(&client, &path, Some(&lock));
+    let mut items = queue.consume().unwrap();
+    let item = next_item(&mut items).await;
+    drop(items);
+    Taken { _server: server, connect, lock, proxy, client, queue, _rescuer_client: rescuer_client, rescuer, item }
+}
+
 /// The ack starts while the link is cut (`Suspended`: not refused yet); the client gives the
 /// session up while the ack waits, and the link heals at once, seconds before the server could
 /// expire the session. The item was `Lost` to its consumer: its ack must be refused, not sent on
 /// the old session's handle once that reconnects, and the item goes to the next consumer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ack_waiting_for_a_connection_is_refused_once_the_session_is_given_up_though_the_old_session_comes_back() {
-    let server = support::server().await;
-    let connect = server.connect_string();
-    let path = support::unique_path("queue-ack-given-up");
-    let lock = format!("{path}-locks");
-    let rescuer_client = support::client(&connect).await;
-    let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
-    rescuer.put(b"job".to_vec()).await.unwrap();
-    let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let client = support::client_given_up_early(&proxy.connect_string()).await;
-    let queue = bytes_queue(&client, &path, Some(&lock));
-    let mut items = queue.consume().unwrap();
-    let item = next_item(&mut items).await;
-    // Only the rescuer takes the item again.
-    drop(items);
+    let Taken { _server, connect, lock, proxy, client, queue, _rescuer_client, rescuer, item } =
+        taken_behind_a_proxy("queue-ack-given-up", support::client_given_up_early).await;
     let mut state = item.watch_state();
 
     support::cut_off(&proxy, &client).await;
@@ -63,19 +84,8 @@ async fn an_ack_waiting_for_a_connection_is_refused_once_the_session_is_given_up
 /// latest once the server could have expired the session, as a lost lock's node does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_item_held_on_to_does_not_keep_its_node_from_the_next_consumer() {
-    let server = support::server().await;
-    let connect = server.connect_string();
-    let path = support::unique_path("queue-lost-kept");
-    let lock = format!("{path}-locks");
-    let rescuer_client = support::client(&connect).await;
-    let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
-    rescuer.put(b"job".to_vec()).await.unwrap();
-    let proxy = FaultProxy::start(&connect).await.expect("proxy");
-    let client = support::client_given_up_early(&proxy.connect_string()).await;
-    let queue = bytes_queue(&client, &path, Some(&lock));
-    let mut items = queue.consume().unwrap();
-    let item = next_item(&mut items).await;
-    drop(items);
+    let Taken { _server, connect, lock, proxy, client, queue, _rescuer_client, rescuer, item } =
+        taken_behind_a_proxy("queue-lost-kept", support::client_given_up_early).await;
     let mut state = item.watch_state();
 
     support::cut_off(&proxy, &client).await;
@@ -95,26 +105,18 @@ async fn a_lost_item_held_on_to_does_not_keep_its_node_from_the_next_consumer() 
 /// goes to the next consumer once the link heals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ack_failing_on_a_live_session_leaves_no_lock_node() {
-    let server = support::server().await;
-    let connect = server.connect_string();
-    let path = support::unique_path("queue-ack-failed");
-    let lock = format!("{path}-locks");
-    let rescuer_client = support::client(&connect).await;
-    let rescuer = bytes_queue(&rescuer_client, &path, Some(&lock));
-    rescuer.put(b"job".to_vec()).await.unwrap();
-    let proxy = FaultProxy::start(&connect).await.expect("proxy");
     // The ack gives up after about 2 s; the session (LOST at 85% of 30 s) outlives the cut.
-    let client = CuratorClient::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(30))
-        .connection_timeout(Duration::from_secs(1))
-        .retry_policy(RetryNTimes::new(1, Duration::from_millis(50)))
-        .connect()
-        .await
-        .expect("connect");
-    let queue = bytes_queue(&client, &path, Some(&lock));
-    let mut items = queue.consume().unwrap();
-    let item = next_item(&mut items).await;
-    drop(items);
+    let impatient = async |connect: &str| {
+        CuratorClient::builder(connect)
+            .session_timeout(Duration::from_secs(30))
+            .connection_timeout(Duration::from_secs(1))
+            .retry_policy(RetryNTimes::new(1, Duration::from_millis(50)))
+            .connect()
+            .await
+            .expect("connect")
+    };
+    let Taken { _server, connect, lock, proxy, client, queue, _rescuer_client, rescuer, item } =
+        taken_behind_a_proxy("queue-ack-failed", impatient).await;
     let session = client.session_id();
 
     support::cut_off(&proxy, &client).await;
