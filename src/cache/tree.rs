@@ -64,6 +64,9 @@ fn range_below<'a>(nodes: &'a BTreeSet<Node>, path: &str) -> std::collections::b
 struct Tree {
     nodes: BTreeSet<Node>,
     subscribers: Vec<Arc<Subscriber>>,
+    /// The events of the change being applied, handed to the subscribers once the sink published
+    /// it ([`Shared::publish`]).
+    unpublished: Vec<CacheEvent>,
     initialized: bool,
     unreadable: BTreeSet<String>,
     finished: bool,
@@ -129,6 +132,7 @@ impl Shared {
             tree: RwLock::new(Tree {
                 nodes: BTreeSet::new(),
                 subscribers: Vec::new(),
+                unpublished: Vec::new(),
                 initialized: false,
                 unreadable: BTreeSet::new(),
                 finished: false,
@@ -351,14 +355,28 @@ impl Shared {
                 }
             }
         }
-        self.flush_sink();
+        self.publish(tree);
         Applied::Ok
     }
 
-    /// Tells the sink, if any, that the changes so far are all in.
-    fn flush_sink(&self) {
+    /// The changes so far are all in: tells the sink, then hands the events to the subscribers,
+    /// so that a subscriber handed a change finds it in the sink's view too (the instance of a
+    /// `ServiceCacheEvent::Added` is in `ServiceCache::instances`).
+    fn publish(&self, tree: &mut Tree) {
         if let Some(sink) = &self.sink {
             sink.flush();
+        }
+        if tree.unpublished.is_empty() {
+            return;
+        }
+        let mut to_wake = Vec::new();
+        let Tree { subscribers, unpublished, .. } = tree;
+        for event in unpublished.drain(..) {
+            // A subscriber whose stream was dropped is only referenced here.
+            subscribers.retain(|s| Arc::strong_count(s) > 1 && s.push(&event, &mut to_wake));
+        }
+        for waker in to_wake {
+            waker.wake();
         }
     }
 
@@ -462,7 +480,7 @@ impl Shared {
             tree.initialized = true;
             self.emit(tree, CacheEvent::Initialized);
         }
-        self.flush_sink();
+        self.publish(tree);
     }
 
     fn full(&self, max: usize) -> Error {
@@ -477,7 +495,8 @@ impl Shared {
         }
     }
 
-    /// Sends `event` to every live subscriber and, for the root, to the latest-value receivers.
+    /// Tells `event` to the sink and, for the root, to the latest-value receivers; queues it for
+    /// the subscribers ([`publish`](Self::publish) sends it).
     fn emit(&self, tree: &mut Tree, event: CacheEvent) {
         let applied = match &event {
             CacheEvent::Created(_) => Some("created"),
@@ -501,8 +520,7 @@ impl Shared {
         if let Some(sink) = &self.sink {
             sink.event(&event);
         }
-        // A subscriber whose stream was dropped is only referenced here.
-        tree.subscribers.retain(|s| Arc::strong_count(s) > 1 && s.push(&event));
+        tree.unpublished.push(event);
     }
 }
 
@@ -540,9 +558,9 @@ impl Subscriber {
     }
 
     /// Queues `event`, or counts it as missed when the queue is full (dropping the queued events
-    /// too: the re-priming after the lag notice supersedes them). True to keep the subscriber,
-    /// false once its stream is gone.
-    fn push(&self, event: &CacheEvent) -> bool {
+    /// too: the re-priming after the lag notice supersedes them); a waiting reader's waker goes to
+    /// `to_wake`. True to keep the subscriber, false once its stream is gone.
+    fn push(&self, event: &CacheEvent, to_wake: &mut Vec<Waker>) -> bool {
         let mut queue = self.queue.lock();
         if queue.ended {
             // Released: its stream was dropped as the event was being sent.
@@ -559,11 +577,7 @@ impl Subscriber {
         } else {
             queue.events.push_back(event.clone());
         }
-        let waker = queue.waker.take();
-        drop(queue);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        to_wake.extend(queue.waker.take());
         true
     }
 

@@ -99,3 +99,47 @@ async fn a_base_path_deleted_under_a_running_cache_empties_it_and_a_new_registra
     provider.close().await.unwrap();
     cache.close().await;
 }
+
+/// A subscriber handed a change finds it in `instances()` at once (a service reacting to `Added`
+/// by picking from the cache finds the instance): the view is published before the event is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_handed_out_as_added_or_removed_is_already_so_in_the_view() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let base = support::unique_path("discovery-event-order");
+    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
+    // A large view takes longer to rebuild: the window in which an early event would show.
+    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
+    provider.register_all(&held).await.unwrap();
+    let cache = consumer.service_cache("api").unwrap();
+    assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
+    let mut events = cache.events();
+    while !matches!(next_event(&mut events).await, ServiceCacheEvent::Initialized) {}
+
+    let in_view = |id: &str| cache.instances().iter().any(|i| i.id() == id);
+    let mut stale = Vec::new();
+    for k in 0..20 {
+        let x = instance("api", &format!("churn-{k}"), 2);
+        provider.register(&x).await.unwrap();
+        match next_event(&mut events).await {
+            ServiceCacheEvent::Added(i) if i.id() == x.id() => {
+                if !in_view(x.id()) {
+                    stale.push(format!("Added {} before the view held it", x.id()));
+                }
+            }
+            other => panic!("expected the Added of {}, got {other:?}", x.id()),
+        }
+        provider.unregister(&x).await.unwrap();
+        match next_event(&mut events).await {
+            ServiceCacheEvent::Removed { node, .. } if node == x.id() => {
+                if in_view(x.id()) {
+                    stale.push(format!("Removed {} while the view still held it", x.id()));
+                }
+            }
+            other => panic!("expected the Removed of {}, got {other:?}", x.id()),
+        }
+    }
+    assert!(stale.is_empty(), "events handed out ahead of the view: {stale:?}");
+    provider.close().await.unwrap();
+    cache.close().await;
+}
