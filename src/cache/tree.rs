@@ -520,7 +520,9 @@ impl Shared {
         if let Some(sink) = &self.sink {
             sink.event(&event);
         }
-        tree.unpublished.push(event);
+        if !tree.subscribers.is_empty() {
+            tree.unpublished.push(event);
+        }
     }
 }
 
