@@ -276,8 +276,13 @@ impl LeaderLatch {
         }
     }
 
-    /// A receiver of the latch's leadership state, as the background task last saw it (it may
-    /// trail [`leadership_state`](Self::leadership_state) by a moment).
+    /// A receiver of the latch's leadership state, as the background task last saw it.
+    ///
+    /// Gaining leadership, it never trails: a receiver woken by `Leader` finds
+    /// [`has_leadership`](Self::has_leadership) true (unless lost since), and once that is true
+    /// the receiver reads `Leader` (or a later state). Losing it, or suspended, the hold's own
+    /// state changes first: [`leadership_state`](Self::leadership_state) may say so a moment
+    /// before this does.
     pub fn watch_leadership(&self) -> watch::Receiver<LeadershipState> {
         self.inner.signal.watch()
     }
@@ -564,12 +569,17 @@ async fn participate(inner: &Arc<Inner>) {
             }
         };
         let mut hold_state = hold.watch_state();
-        // Listeners hear of it before anyone can see it (await_leadership, has_leadership), so
-        // that a stream made then, or a NotifyLeader close, never trails it.
+        // Granted and announced at once (see `set_with`): a listener told `Leader` finds the hold,
+        // and a stream made once the hold shows (await_leadership, has_leadership), or a
+        // NotifyLeader close then, never trails it.
+        let grant = || {
+            inner.hold.send_replace(Some(hold.clone()));
+        };
         if inner.started() {
-            inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+            inner.signal.set_with(LeadershipState::of_hold(*hold_state.borrow()), grant);
+        } else {
+            grant();
         }
-        inner.hold.send_replace(Some(hold.clone()));
         debug!(node = %hold.path(), "leadership granted");
         let gives_up_when_suspended = inner.mutex.client().connection_state_error_policy().gives_up_when_suspended();
         let mut given_up = false;

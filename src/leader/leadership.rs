@@ -88,12 +88,28 @@ impl LeadershipSignal {
 
     /// Records `state`; listeners hear of it if it is a change.
     pub(crate) fn set(&self, state: LeadershipState) {
+        self.set_with(state, || {});
+    }
+
+    /// Runs `publish` (which makes what `state` describes visible, e.g. grants the hold), then
+    /// records `state`; listeners hear of it if it is a change. `publish` runs also once ended.
+    ///
+    /// Both happen under the listeners' lock and the state's write lock: a listener told `state`
+    /// (stream or watch) finds what `publish` made visible, and whoever saw that first and then
+    /// reads the state or makes a stream waits for `state` — neither trails the other.
+    pub(crate) fn set_with(&self, state: LeadershipState, publish: impl FnOnce()) {
         // Under the listeners' lock, so that every listener sees the changes in one order.
         let mut listeners = self.listeners.lock();
         let Some(listeners) = listeners.as_mut() else {
+            publish();
             return;
         };
-        if !self.state.send_if_modified(|now| std::mem::replace(now, state) != state) {
+        // The closure runs under the state's write lock: a read of the state waits for it.
+        let changed = self.state.send_if_modified(|now| {
+            publish();
+            std::mem::replace(now, state) != state
+        });
+        if !changed {
             return;
         }
         // A listener whose stream was dropped is only referenced here.
@@ -144,7 +160,8 @@ const LEADERSHIP_BUFFER: usize = 64;
 /// [`futures_core::Stream`] of [`LeadershipState`]s, starting with the state when it was made,
 /// then every change once, in order. It ends when the participant is closed (or dropped).
 ///
-/// It is a notification: the authority is `has_leadership()`, computed when asked.
+/// It is a notification: the authority is `has_leadership()`, computed when asked. A `Leader`
+/// it yields is visible there already (unless lost since); a loss may show there first.
 ///
 /// **Bounded, drop-oldest:** it keeps the last 64 changes for a reader that does not read; one
 /// that falls further behind skips the oldest ([`missed`](Self::missed) counts them) and still

@@ -311,6 +311,12 @@ impl LeaderSelector {
     }
 
     /// A receiver of the leadership state, as the background task last saw it.
+    ///
+    /// Gaining leadership, it never trails: a receiver woken by `Leader` finds
+    /// [`has_leadership`](Self::has_leadership) true (unless lost since), and once that is true
+    /// the receiver reads `Leader` (or a later state). Losing it, or suspended, the hold's own
+    /// state changes first: [`leadership_state`](Self::leadership_state) may say so a moment
+    /// before this does.
     pub fn watch_leadership(&self) -> watch::Receiver<LeadershipState> {
         self.inner.signal.watch()
     }
@@ -688,12 +694,17 @@ where
     let call = inner.clone();
     let mut work =
         AbortOnDrop(runtime.spawn(async move { WithNode { work: (call.work)(leadership), _node: node }.await }));
-    // Listeners hear of it before `has_leadership` can say so: a stream made then, or a
-    // NotifyLeader close, never trails it.
+    // Granted and announced at once (see `set_with`): a listener told `Leader` finds the hold,
+    // and a stream made once `has_leadership` says so, or a NotifyLeader close then, never
+    // trails it.
+    let grant = || {
+        inner.hold.send_replace(Some(hold.clone()));
+    };
     if inner.started() {
-        inner.signal.set(LeadershipState::of_hold(*hold_state.borrow()));
+        inner.signal.set_with(LeadershipState::of_hold(*hold_state.borrow()), grant);
+    } else {
+        grant();
     }
-    inner.hold.send_replace(Some(hold.clone()));
     debug!(node = %hold.path(), token = %hold.fencing_token(), "leadership granted: work started");
     let end = loop {
         let now = *hold_state.borrow_and_update();

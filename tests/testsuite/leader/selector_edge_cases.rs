@@ -1286,3 +1286,158 @@ async fn the_stream_does_not_trail_leadership() {
         assert_eq!(support::join("late", WITHIN, late).await, [Leader, NotLeader], "selector, round {round}");
     }
 }
+
+/// Busy-polls a participant's leadership on a thread of its own, so that it notices a change the
+/// moment it is made: each time the stream or the watch says `Leader`, it checks then and there
+/// that the participant shows the leadership (`has_leadership`, a fencing token, for a latch its
+/// hold); each time `has_leadership` turns true, that the watch says `Leader`.
+struct EagerListener {
+    /// How many times the stream, and the watch, said `Leader`.
+    told: Arc<[AtomicUsize; 2]>,
+    violations: Arc<parking_lot::Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// What a participant shows now: whether it leads (`has_leadership`), and what is missing of a
+/// leadership (`None` when nothing is).
+struct Shows {
+    leads: Box<dyn Fn() -> bool + Send>,
+    missing: Box<dyn Fn() -> Option<String> + Send>,
+}
+
+impl EagerListener {
+    fn start(
+        mut stream: zk_curator::leader::LeadershipStream,
+        mut watch: tokio::sync::watch::Receiver<LeadershipState>,
+        shows: Shows,
+    ) -> Self {
+        let told = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let violations = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (told, violations, stop) = (told.clone(), violations.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let heard = |by: usize| {
+                    let missing = (shows.missing)();
+                    let n = told[by].fetch_add(1, Ordering::SeqCst) + 1;
+                    if let Some(missing) = missing {
+                        violations.lock().push(format!("{} said Leader (#{n}): {missing}", ["stream", "watch"][by]));
+                    }
+                };
+                let mut led = false;
+                while !stop.load(Ordering::SeqCst) {
+                    if stream.try_next() == Some(LeadershipState::Leader) {
+                        heard(0);
+                    }
+                    if watch.has_changed().unwrap_or(false) && *watch.borrow_and_update() == LeadershipState::Leader {
+                        heard(1);
+                    }
+                    let leads = (shows.leads)();
+                    if leads && !led {
+                        // `borrow` leaves the change unseen for the check above.
+                        let said = *watch.borrow();
+                        if said != LeadershipState::Leader {
+                            violations.lock().push(format!("has_leadership true, the watch says {said:?}"));
+                        }
+                    }
+                    led = leads;
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        Self { told, violations, stop, thread }
+    }
+
+    /// Whether both the stream and the watch said `Leader` `terms` times.
+    fn told(&self, terms: usize) -> bool {
+        self.told.iter().all(|told| told.load(Ordering::SeqCst) >= terms)
+    }
+
+    fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().expect("the listener thread");
+        std::mem::take(&mut *self.violations.lock())
+    }
+}
+
+fn missing(leads: bool, token: bool, hold: bool) -> Option<String> {
+    (!(leads && token && hold)).then(|| format!("has_leadership {leads}, fencing token {token}, hold {hold}"))
+}
+
+/// Leadership is shown and told together: a listener told `Leader` — by the stream or the watch,
+/// the moment it is said — finds `has_leadership` true and a fencing token (a latch's hold too),
+/// and one who sees `has_leadership` turn true finds the watch saying `Leader`; term after term,
+/// for a latch (its node deleted each term) and a selector (interrupted each term).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_is_shown_before_a_listener_is_told_and_told_once_shown() {
+    const TERMS: usize = 30;
+    support::init_tracing();
+    let server = support::server().await;
+    let connect = server.connect_string();
+    let client = support::client(&connect).await;
+    let obs = support::observer(&connect).await;
+
+    let path = support::unique_path("eager-listener-latch");
+    let latch = LeaderLatch::new(&client, &path, "l").unwrap();
+    let shows = Shows {
+        leads: Box::new({
+            let latch = latch.clone();
+            move || latch.has_leadership()
+        }),
+        missing: Box::new({
+            let latch = latch.clone();
+            move || missing(latch.has_leadership(), latch.fencing_token().is_some(), latch.hold().is_some())
+        }),
+    };
+    let listener = EagerListener::start(latch.leadership_changes(), latch.watch_leadership(), shows);
+    latch.start().unwrap();
+    for term in 1..=TERMS {
+        // Each term is heard before the next is ended, so the check is never late for its own term.
+        support::eventually(WITHIN, &format!("latch term {term} heard"), || async {
+            listener.told(term) && latch.has_leadership()
+        })
+        .await;
+        if term < TERMS {
+            let node = latch.hold().expect("leading").path().to_string();
+            obs.delete(&node, None).await.unwrap();
+        }
+    }
+    let latch_violations = listener.finish();
+    latch.close().await.unwrap();
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "no latch node left");
+
+    let path = support::unique_path("eager-listener-selector");
+    let works = Arc::new(Works::default());
+    let selector = forever(&client, &path, "s", &works);
+    selector.auto_requeue();
+    let shows = Shows {
+        leads: Box::new({
+            let selector = selector.clone();
+            move || selector.has_leadership()
+        }),
+        missing: Box::new({
+            let selector = selector.clone();
+            move || missing(selector.has_leadership(), selector.fencing_token().is_some(), true)
+        }),
+    };
+    let listener = EagerListener::start(selector.leadership_changes(), selector.watch_leadership(), shows);
+    selector.start().unwrap();
+    for term in 1..=TERMS {
+        support::eventually(WITHIN, &format!("selector term {term} heard"), || async {
+            listener.told(term) && selector.has_leadership()
+        })
+        .await;
+        if term < TERMS {
+            selector.interrupt_leadership();
+        }
+    }
+    let selector_violations = listener.finish();
+    selector.close().await.unwrap();
+
+    assert!(
+        latch_violations.is_empty() && selector_violations.is_empty(),
+        "latch: {latch_violations:#?}\nselector: {selector_violations:#?}"
+    );
+    assert!(support::sorted_children(&obs, &path).await.is_empty(), "no selector node left");
+}
