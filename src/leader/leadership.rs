@@ -100,10 +100,19 @@ impl LeadershipSignal {
     pub(crate) fn set_with(&self, state: LeadershipState, publish: impl FnOnce()) {
         // Under the listeners' lock, so that every listener sees the changes in one order.
         let mut listeners = self.listeners.lock();
-        let Some(listeners) = listeners.as_mut() else {
-            publish();
-            return;
-        };
+        match listeners.as_mut() {
+            Some(listeners) => self.record(listeners, state, publish),
+            None => publish(),
+        }
+    }
+
+    /// [`set_with`](Self::set_with) under the listeners' lock, taken by the caller.
+    fn record(
+        &self,
+        listeners: &mut Vec<Arc<DropOldest<LeadershipState>>>,
+        state: LeadershipState,
+        publish: impl FnOnce(),
+    ) {
         // The closure runs under the state's write lock: a read of the state waits for it.
         let changed = self.state.send_if_modified(|now| {
             publish();
@@ -121,12 +130,16 @@ impl LeadershipSignal {
 
     /// Ends every stream; with `notify`, a leader (or suspended leader) first hears `NotLeader`.
     pub(crate) fn end(&self, notify: bool) {
-        if notify && matches!(self.get(), LeadershipState::Leader | LeadershipState::Suspended) {
-            self.set(LeadershipState::NotLeader);
-        }
-        let mut listeners = self.listeners.lock();
-        for listener in listeners.take().into_iter().flatten() {
-            listener.end();
+        // The state is looked at under the listeners' lock: a grant recorded concurrently either
+        // comes before (and is followed by `NotLeader`) or finds the streams ended.
+        let mut guard = self.listeners.lock();
+        if let Some(mut listeners) = guard.take() {
+            if notify && matches!(self.get(), LeadershipState::Leader | LeadershipState::Suspended) {
+                self.record(&mut listeners, LeadershipState::NotLeader, || {});
+            }
+            for listener in listeners {
+                listener.end();
+            }
         }
         self.state.send_replace(LeadershipState::NotLeader);
     }

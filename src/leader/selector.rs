@@ -657,18 +657,20 @@ async fn run(inner: Arc<Inner>) -> Result<()> {
         // The term is over: neither leading nor queued now, so a `requeue` made while the node is
         // released below queues again (the next attempt starts after the release).
         inner.queued.send_replace(false);
+        // Listeners are told before the node can go (as the latch does): none of them still reads
+        // `Leader` once another participant may lead.
+        if inner.started() {
+            if lost {
+                inner.signal.set(LeadershipState::Lost);
+            }
+            inner.signal.set(LeadershipState::NotLeader);
+        }
         let released = hold.release().await;
         if end == TermEnd::Closed {
             return released;
         }
         if let Err(e) = released {
             warn!(node = %hold.path(), %e, "giving leadership up failed; the node is deleted in the background");
-        }
-        if inner.started() {
-            if lost {
-                inner.signal.set(LeadershipState::Lost);
-            }
-            inner.signal.set(LeadershipState::NotLeader);
         }
         if inner.auto_requeue.load(Ordering::SeqCst) {
             inner.queued.send_replace(true);

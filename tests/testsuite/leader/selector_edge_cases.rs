@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use zk_curator::leader::{CloseMode, LatchState, LeaderLatch, LeaderSelector, Leadership, LeadershipState};
 use zk_curator::locks::HoldState;
-use zk_curator::testing::{FaultProxy, ProxyMode};
+use zk_curator::testing::{Direction, FaultProxy, Latency, ProxyMode};
 use zk_curator::{CuratorClient, Error};
 
 const WITHIN: Duration = Duration::from_secs(10);
@@ -1440,4 +1440,37 @@ async fn leadership_is_shown_before_a_listener_is_told_and_told_once_shown() {
         "latch: {latch_violations:#?}\nselector: {selector_violations:#?}"
     );
     assert!(support::sorted_children(&obs, &path).await.is_empty(), "no selector node left");
+}
+
+/// A term that ends (here interrupted) is announced to the selector's listeners before its node
+/// is deleted, as the latch does: once another participant leads, no listener of ours still
+/// reads `Leader`. The replies to our session are held back 2 s, so our delete's reply comes long
+/// after the other participant took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listeners_hear_a_term_end_before_another_participant_can_lead() {
+    let server = support::server().await;
+    let proxy = FaultProxy::start(&server.connect_string()).await.expect("proxy");
+    let slow = support::client_with(&proxy.connect_string(), Duration::from_secs(20)).await;
+    let other = support::client(&server.connect_string()).await;
+    let path = support::unique_path("selector-told-before-release");
+    let (ours_works, others_works) = (Arc::new(Works::default()), Arc::new(Works::default()));
+    let ours = forever(&slow, &path, "ours", &ours_works);
+    let theirs = forever(&other, &path, "theirs", &others_works);
+    ours.start().unwrap();
+    support::eventually(WITHIN, "ours leads", || async { ours.has_leadership() }).await;
+    theirs.start().unwrap();
+    let watch = ours.watch_leadership();
+    let mut stream = ours.leadership_changes();
+    assert_eq!(stream.try_next(), Some(LeadershipState::Leader));
+
+    proxy.set_direction_latency(Direction::ToClient, Latency::fixed(Duration::from_secs(2)));
+    ours.interrupt_leadership();
+    support::eventually(WITHIN, "theirs leads", || async { others_works.started() == 1 }).await;
+    let heard: Vec<_> = std::iter::from_fn(|| stream.try_next()).collect();
+    assert_eq!(*watch.borrow(), LeadershipState::NotLeader, "our watch once theirs leads");
+    assert_eq!(heard.last(), Some(&LeadershipState::NotLeader), "our stream once theirs leads: {heard:?}");
+
+    proxy.set_direction_latency(Direction::ToClient, Latency::NONE);
+    theirs.close().await.unwrap();
+    ours.close().await.unwrap();
 }
