@@ -660,4 +660,98 @@ mod tests {
         shared.tree.write().nodes.clear();
         assert_eq!(Arc::strong_count(&entry.0), 1, "no copy of the entry is left anywhere");
     }
+
+    /// An entry of `path` written at zxid `z`.
+    fn written(path: &str, z: i64) -> CacheEntry {
+        CacheEntry::new(path, z.to_le_bytes().to_vec(), Stat { czxid: z, mzxid: z, pzxid: z, ..Stat::default() })
+    }
+
+    /// Everything queued for `subscriber` now, its priming first.
+    fn drain(subscriber: &Subscriber, priming: VecDeque<CacheEvent>) -> Vec<CacheEvent> {
+        let mut events: Vec<CacheEvent> = priming.into();
+        while let Pending::Event(event) = subscriber.pop(None) {
+            events.push(event);
+        }
+        events
+    }
+
+    /// A subscriber made while changes are applied from another thread continues exactly where its
+    /// priming ends: folding priming and events, every `Created` is of an absent path, every
+    /// `Changed` and `Deleted` of a present one, and the result is the tree.
+    #[test]
+    fn a_subscriber_made_while_changes_are_applied_gets_each_change_once_after_its_priming() {
+        let shared = Arc::new(Shared::new("/r", CacheMode::Tree, usize::MAX, None, usize::MAX));
+        shared.replace(Vec::new(), BTreeSet::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (shared, stop) = (shared.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut z = 0i64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    z += 1;
+                    let path = format!("/r/n{}", z % 7);
+                    // Creates, sets and deletes of a few paths, in turn.
+                    let read = (z % 3 != 0).then(|| written(&path, z));
+                    let _ = shared.apply(&path, read);
+                }
+                z
+            })
+        };
+        let mut subscribers = Vec::new();
+        for _ in 0..200 {
+            subscribers.push(shared.subscribe());
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let applied = writer.join().unwrap();
+        assert!(applied > 200, "changes applied while subscribers were made: {applied}");
+        let tree: BTreeSet<String> = shared.snapshot().into_keys().collect();
+        for (n, (subscriber, priming)) in subscribers.into_iter().enumerate() {
+            let mut folded = BTreeSet::new();
+            for event in drain(&subscriber, priming) {
+                match &event {
+                    CacheEvent::Created(e) => assert!(folded.insert(e.path().to_string()), "#{n}: {event:?} twice"),
+                    CacheEvent::Changed { new, .. } => assert!(folded.contains(new.path()), "#{n}: {event:?} of none"),
+                    CacheEvent::Deleted(e) => assert!(folded.remove(e.path()), "#{n}: {event:?} of none"),
+                    CacheEvent::Initialized => {}
+                    CacheEvent::Lagged { .. } => panic!("#{n}: lagged with no bound"),
+                }
+            }
+            assert_eq!(folded, tree, "subscriber #{n} folds to the tree");
+        }
+    }
+
+    /// A load of more events than the bound: the subscriber is told it lagged by all of them, then
+    /// replayed the tree once, and nothing else is left for it.
+    #[test]
+    fn a_load_of_more_events_than_the_bound_is_lagged_once_then_replayed_as_the_tree() {
+        let shared = Arc::new(Shared::new("/r", CacheMode::Tree, usize::MAX, None, 8));
+        let (subscriber, replay) = shared.subscribe();
+        let mut stream = super::super::CacheEventStream { shared: shared.clone(), subscriber, replay };
+        let loaded: Vec<CacheEntry> = (0..100).map(|k| written(&format!("/r/n{k:03}"), k + 1)).collect();
+        shared.replace(loaded.clone(), BTreeSet::new());
+        assert_eq!(stream.try_next(), Some(CacheEvent::Lagged { missed: 101 }), "100 Created and Initialized");
+        let replay: Vec<CacheEvent> = std::iter::from_fn(|| stream.try_next()).collect();
+        let expected: Vec<CacheEvent> =
+            loaded.into_iter().map(CacheEvent::Created).chain([CacheEvent::Initialized]).collect();
+        assert_eq!(replay, expected);
+        assert!(shared.tree.read().unpublished.is_empty(), "nothing left queued for publishing");
+    }
+
+    /// A cache that finished hands out what was published before, then ends: a change applied
+    /// after (by a task still running as it was stopped) reaches no stream.
+    #[test]
+    fn a_finished_caches_streams_end_after_what_was_published_before() {
+        let shared = Arc::new(Shared::new("/r", CacheMode::Tree, usize::MAX, None, 16));
+        let (subscriber, replay) = shared.subscribe();
+        let mut stream = super::super::CacheEventStream { shared: shared.clone(), subscriber, replay };
+        let before = written("/r/before", 1);
+        let _ = shared.apply("/r/before", Some(before.clone()));
+        shared.finish(CacheState::Closed, None);
+        let _ = shared.apply("/r/after", Some(written("/r/after", 2)));
+        assert_eq!(stream.try_next(), Some(CacheEvent::Created(before)));
+        assert_eq!(stream.try_next(), None);
+        assert!(matches!(stream.subscriber.pop(None), Pending::Ended), "the stream ended");
+        assert!(shared.tree.read().unpublished.is_empty(), "nothing left queued for publishing");
+    }
 }

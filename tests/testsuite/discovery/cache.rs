@@ -143,3 +143,49 @@ async fn an_instance_handed_out_as_added_or_removed_is_already_so_in_the_view() 
     provider.close().await.unwrap();
     cache.close().await;
 }
+
+/// A subscriber made before the first load is in finds each instance of the load in `instances()`
+/// when handed its `Added`, and the cache initialized (with the whole load in view) when handed
+/// `Initialized`: the load's view is published before its events are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_loads_instances_and_initialized_are_in_the_view_when_handed_out() {
+    let (_server, clients) = support::server_and_clients(2).await;
+    let base = support::unique_path("discovery-load-order");
+    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
+    // A large view takes longer to rebuild: the window in which an early event would show.
+    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
+    provider.register_all(&held).await.unwrap();
+    for round in 0..3 {
+        let cache = consumer.service_cache("api").unwrap();
+        // Made at once: before the load (a thousand reads) is in.
+        let mut events = cache.events();
+        let mut stale = Vec::new();
+        let mut added = 0;
+        loop {
+            match next_event(&mut events).await {
+                ServiceCacheEvent::Added(i) => {
+                    added += 1;
+                    if !cache.instances().iter().any(|v| v.id() == i.id()) {
+                        stale.push(format!("Added {} before the view held it", i.id()));
+                    }
+                }
+                ServiceCacheEvent::Initialized => {
+                    if !cache.is_initialized() || cache.len() != held.len() {
+                        stale.push(format!(
+                            "Initialized with is_initialized() {} and {} instances in view",
+                            cache.is_initialized(),
+                            cache.len()
+                        ));
+                    }
+                    break;
+                }
+                other => panic!("round {round}: expected the load's events, got {other:?}"),
+            }
+        }
+        assert_eq!(added, held.len(), "round {round}: every instance of the load handed out once");
+        assert!(stale.is_empty(), "round {round}: events handed out ahead of the view: {stale:?}");
+        cache.close().await;
+    }
+    provider.close().await.unwrap();
+}

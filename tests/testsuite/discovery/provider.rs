@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zk_curator::discovery::{
     Candidates, DownInstancePolicy, JsonInstanceSerializer, ProviderStrategy, RandomStrategy, RoundRobinStrategy,
-    ServiceDiscovery, StickyStrategy,
+    ServiceCacheEvent, ServiceDiscovery, StickyStrategy,
 };
 
 use super::registration::{instance, Details};
@@ -145,5 +145,57 @@ async fn a_down_instance_policy_of_any_window_never_panics() {
     let picks = ids((0..4).map(|_| provider.get_instance()));
     assert!(picks.iter().all(|id| id != first.id()), "{picks:?}");
     assert_eq!(provider.get_all_instances().len(), 1);
+    discovery.close().await.unwrap();
+}
+
+/// A provider whose cache hands out `Added(x)` or `Removed(x)` picks accordingly at once, also while
+/// other threads pick all along (a pick made as the view changed never leaves a stale list
+/// behind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_picks_follow_its_caches_events_at_once_while_others_pick() {
+    let (_server, discovery, clients) = registry(0).await;
+    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], discovery.base_path()).build().unwrap();
+    // A large view takes longer to rebuild: the window in which a pick could see a half-made one.
+    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
+    discovery.register_all(&held).await.unwrap();
+    let provider = consumer.provider_builder("api").start().unwrap();
+    assert!(provider.wait_initialized_timeout(WITHIN).await.unwrap());
+    let mut events = provider.cache().events();
+    while !matches!(tokio::time::timeout(WITHIN, events.next()).await.unwrap(), Some(ServiceCacheEvent::Initialized)) {}
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let picker = {
+        let (provider, stop) = (provider.clone(), stop.clone());
+        support::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = provider.get_all_instances();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let picks = |id: &str| provider.get_all_instances().iter().any(|i| i.id() == id);
+    let mut stale = Vec::new();
+    for k in 0..20 {
+        let x = instance("api", &format!("churn-{k}"), 2);
+        discovery.register(&x).await.unwrap();
+        match tokio::time::timeout(WITHIN, events.next()).await.unwrap() {
+            Some(ServiceCacheEvent::Added(i)) if i.id() == x.id() && !picks(x.id()) => {
+                stale.push(format!("Added {} but not picked", x.id()))
+            }
+            Some(ServiceCacheEvent::Added(i)) if i.id() == x.id() => {}
+            other => panic!("expected the Added of {}, got {other:?}", x.id()),
+        }
+        discovery.unregister(&x).await.unwrap();
+        match tokio::time::timeout(WITHIN, events.next()).await.unwrap() {
+            Some(ServiceCacheEvent::Removed { node, .. }) if node == x.id() && picks(x.id()) => {
+                stale.push(format!("Removed {} but still picked", x.id()))
+            }
+            Some(ServiceCacheEvent::Removed { node, .. }) if node == x.id() => {}
+            other => panic!("expected the Removed of {}, got {other:?}", x.id()),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    support::join("the picker", WITHIN, picker).await;
+    assert!(stale.is_empty(), "picks behind the cache's events: {stale:?}");
+    provider.close().await;
     discovery.close().await.unwrap();
 }
