@@ -150,7 +150,6 @@ async fn keep_in_sync(shared: &Shared, client: &CuratorClient) -> Error {
                 continue;
             }
         }
-        shared.set_state(CacheState::Synced);
         info!(path = root, nodes = shared.size(), "cache synced");
         pause = Duration::ZERO;
         // 3. Then the changes, until the next gap.

@@ -420,7 +420,8 @@ impl Shared {
     }
 
     /// Replaces the contents with a full load (`loaded`, sorted by path; `unreadable` the paths
-    /// it could not read), emitting the net difference, then `Initialized` the first time.
+    /// it could not read), emitting the net difference, then `Initialized` the first time; the
+    /// cache is `Synced` from then on.
     pub(super) fn replace(&self, loaded: Vec<CacheEntry>, unreadable: BTreeSet<String>) {
         let mut guard = self.tree.write();
         let tree = &mut *guard;
@@ -479,6 +480,12 @@ impl Shared {
         if !tree.initialized {
             tree.initialized = true;
             self.emit(tree, CacheEvent::Initialized);
+        }
+        // Synced with the load, before its events are handed out: a subscriber handed
+        // `Initialized` (or a resync's changes) reads `state()` as `Synced`. Under the tree's
+        // lock, as `finish`: a finished cache keeps its final state.
+        if !tree.finished {
+            self.state.send_if_modified(|s| std::mem::replace(s, CacheState::Synced) != CacheState::Synced);
         }
         self.publish(tree);
     }
