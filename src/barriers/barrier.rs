@@ -177,6 +177,7 @@ impl DistributedBarrier {
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let f = self.fixed.as_str();
         loop {
+            let mut status = self.client.status();
             let (stat, watcher) = self
                 .client
                 .with_retry(&self.path, deadline, |zk| async move { zk.check_and_watch_stat(f).await })
@@ -186,7 +187,7 @@ impl DistributedBarrier {
             }
             // Whatever woke us (the delete, a data change, a reconnection, a new session), the
             // next pass looks at the node again.
-            if let Woken::Deadline = wake_up(&self.client, watcher, deadline).await {
+            if let Woken::Deadline = wake_up(&mut status, watcher, deadline).await {
                 return Ok(false);
             }
         }

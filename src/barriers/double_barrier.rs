@@ -324,6 +324,8 @@ impl DistributedDoubleBarrier {
         let mut retrying = client.retrying(&self.path, deadline);
         let mut cleanup = client.delete_on_drop(DeleteTarget::Node(String::new()));
         cleanup.disarm();
+        // Taken before each look whose watch is waited for (the first is create_member's).
+        let mut status = client.status();
         let (member, mut first) = self.create_member(&client, &mut retrying, &mut cleanup, deadline).await?;
         self.dir_seen = true;
         let ready = self.ready.as_str();
@@ -332,6 +334,7 @@ impl DistributedDoubleBarrier {
             let (stat, watcher, children) = match first.take() {
                 Some(seen) => seen,
                 None => {
+                    status = client.status();
                     let (zk, session) = match client.connected(&self.path, deadline).await {
                         Ok(current) => current,
                         Err(e) => {
@@ -413,7 +416,7 @@ impl DistributedDoubleBarrier {
                         }
                         continue;
                     }
-                    match wake_up(&client, watcher, deadline).await {
+                    match wake_up(&mut status, watcher, deadline).await {
                         // `ready` was created after our watch, which was set after our node
                         // was made (one session, in order): created for a round we are in. No
                         // other wake-up lets us in: we look again.
@@ -685,6 +688,7 @@ impl DistributedDoubleBarrier {
         while !waiting.is_empty() {
             // The first is watched; every one is looked at, in one pipeline.
             let nodes = waiting.as_slice();
+            let mut status = client.status();
             let looked = client
                 .with_retry(&self.path, deadline, |zk| async move {
                     let watched = zk.check_and_watch_stat(&nodes[0]);
@@ -716,7 +720,7 @@ impl DistributedDoubleBarrier {
                 self.on_own_session(client, member)?;
             }
             // Any wake-up leads to a fresh look; only the nodes themselves end the wait.
-            if let Woken::Deadline = wake_up(client, watcher, deadline).await {
+            if let Woken::Deadline = wake_up(&mut status, watcher, deadline).await {
                 return Err(Error::deadline_exceeded(&self.path, "waiting for the members to leave", Duration::ZERO));
             }
         }

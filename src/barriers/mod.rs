@@ -28,9 +28,10 @@ pub use double_barrier::{DistributedDoubleBarrier, READY_NODE_NAME};
 
 use std::time::Instant;
 
+use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use crate::CuratorClient;
+use crate::framework::session::Status;
 
 /// Why a [`wake_up`] returned.
 pub(crate) enum Woken {
@@ -42,11 +43,17 @@ pub(crate) enum Woken {
     Deadline,
 }
 
-/// Waits for `watcher`, a change of `client`'s connection status, or `deadline`, whichever
-/// comes first.
-pub(crate) async fn wake_up(client: &CuratorClient, watcher: zk::OneshotWatcher, deadline: Option<Instant>) -> Woken {
-    let mut status = client.status();
-    status.borrow_and_update();
+/// Waits for `watcher`, a change of the connection status since `status` was taken, or
+/// `deadline`, whichever comes first.
+///
+/// `status` is taken (`CuratorClient::status`) before the look that set the watch, so that
+/// a change in between still wakes: a session given up then leaves the watch that will never
+/// fire, and no later change comes until the link heals.
+pub(crate) async fn wake_up(
+    status: &mut watch::Receiver<Status>,
+    watcher: zk::OneshotWatcher,
+    deadline: Option<Instant>,
+) -> Woken {
     let woken = async {
         tokio::select! {
             event = watcher.changed() => Woken::Event(event),

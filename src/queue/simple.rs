@@ -350,12 +350,14 @@ impl SimpleDistributedQueue {
     /// and the caller should look again — only with a deadline).
     async fn take_until(&self, deadline: Option<Instant>) -> Result<Option<Vec<u8>>> {
         loop {
+            // Before the look that sets the watch (see `wake_up`).
+            let mut status = self.shared.client.status();
             match self.next(deadline, true).await? {
                 Next::Item(data) => return Ok(Some(data)),
                 Next::Empty(Some(watcher)) => {
                     // Whatever woke us (a new child, the queue's node deleted, a reconnection, a
                     // new session), the next pass looks at the queue again.
-                    if let Woken::Deadline = wake_up(&self.shared.client, watcher, deadline).await {
+                    if let Woken::Deadline = wake_up(&mut status, watcher, deadline).await {
                         return Ok(None);
                     }
                 }

@@ -126,6 +126,10 @@ async fn a_member_waiting_to_enter_is_told_its_session_was_given_up_before_the_n
     });
     support::eventually(HANG, "a has made its node", || async { support::children(&connect, &path).await.len() == 1 })
         .await;
+    // A round trip on a's session: its reply comes after those of a's create and first look, so
+    // the enter knows its node before the cut (a create whose reply the cut lost is retried on a
+    // new session instead, for as long as the retry policy allows).
+    cut_off.exists(&path).await.expect("a round trip on a's session");
     // A cut refuses new connections too: no new session connects while it lasts.
     proxy.set_mode(ProxyMode::Cut);
     let (a, result) = support::join("a's enter", HANG, a_in).await;
