@@ -1,8 +1,9 @@
 //! `ServiceCache`: one service's instances held locally, following registrations, updates and
 //! unregistrations, reporting nodes that are not instances.
 
-use zk_curator::discovery::{ServiceCacheEvent, ServiceDiscovery};
-use zk_curator::CreateMode;
+use zk_curator::discovery::{ServiceCacheEvent, ServiceDiscovery, ServiceInstance};
+use zk_curator::testing::TestingServer;
+use zk_curator::{CreateMode, CuratorClient};
 
 use super::registration::{instance, Details};
 use super::WITHIN;
@@ -100,17 +101,32 @@ async fn a_base_path_deleted_under_a_running_cache_empties_it_and_a_new_registra
     cache.close().await;
 }
 
+/// A server, two sessions, a discovery of each on a fresh base, and 1,000 instances of `api`
+/// registered by the first: a large view takes longer to rebuild, the window in which an event
+/// handed out early would show.
+async fn a_large_service(
+    base: &str,
+) -> (
+    TestingServer,
+    Vec<CuratorClient>,
+    ServiceDiscovery<Details>,
+    ServiceDiscovery<Details>,
+    Vec<ServiceInstance<Details>>,
+) {
+    let (server, clients) = support::server_and_clients(2).await;
+    let base = support::unique_path(base);
+    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
+    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
+    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
+    provider.register_all(&held).await.unwrap();
+    (server, clients, provider, consumer, held)
+}
+
 /// A subscriber handed a change finds it in `instances()` at once (a service reacting to `Added`
 /// by picking from the cache finds the instance): the view is published before the event is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_handed_out_as_added_or_removed_is_already_so_in_the_view() {
-    let (_server, clients) = support::server_and_clients(2).await;
-    let base = support::unique_path("discovery-event-order");
-    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
-    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
-    // A large view takes longer to rebuild: the window in which an early event would show.
-    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
-    provider.register_all(&held).await.unwrap();
+    let (_server, _clients, provider, consumer, _) = a_large_service("discovery-event-order").await;
     let cache = consumer.service_cache("api").unwrap();
     assert!(cache.wait_initialized_timeout(WITHIN).await.unwrap());
     let mut events = cache.events();
@@ -149,13 +165,7 @@ async fn an_instance_handed_out_as_added_or_removed_is_already_so_in_the_view() 
 /// `Initialized`: the load's view is published before its events are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_loads_instances_and_initialized_are_in_the_view_when_handed_out() {
-    let (_server, clients) = support::server_and_clients(2).await;
-    let base = support::unique_path("discovery-load-order");
-    let provider = ServiceDiscovery::<Details>::builder(&clients[0], &base).build().unwrap();
-    let consumer = ServiceDiscovery::<Details>::builder(&clients[1], &base).build().unwrap();
-    // A large view takes longer to rebuild: the window in which an early event would show.
-    let held: Vec<_> = (0..1000).map(|k| instance("api", &format!("held-{k}"), 1)).collect();
-    provider.register_all(&held).await.unwrap();
+    let (_server, _clients, provider, consumer, held) = a_large_service("discovery-load-order").await;
     for round in 0..3 {
         let cache = consumer.service_cache("api").unwrap();
         // Made at once: before the load (a thousand reads) is in.
