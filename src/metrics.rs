@@ -544,6 +544,17 @@ impl HoldMeter {
         }
     }
 
+    /// Ends the meter without recording anything: the hold was granted but never handed out (its
+    /// waiter was gone, or it was given back unclaimed), so its acquire counts no hold — the
+    /// acquire's wait is recorded as not acquired. Later calls of [`end`](Self::end) do nothing.
+    #[inline]
+    pub(crate) fn discard(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some((_, _, ended)) = &self.recorded {
+            ended.call_once(|| {});
+        }
+    }
+
     /// Ends the hold (once; later calls do nothing). `cause` tells why, `None` for a release; it
     /// is only asked for with the feature.
     #[inline]

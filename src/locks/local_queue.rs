@@ -542,8 +542,11 @@ impl<D: LockDriver> LocalQueue<D> {
             match waiter.tx.send(Ok(Some(hold))) {
                 Ok(()) if self.shared => {}
                 Ok(()) => break,
-                Err(_) => {
+                Err(unsent) => {
                     // Its waiter is gone (it leaves under this lock, so this is only a safeguard).
+                    if let Ok(Some(hold)) = unsent {
+                        hold.discard_meter();
+                    }
                     turn.holders -= 1;
                 }
             }
@@ -653,7 +656,7 @@ impl Unclaimed {
 impl Drop for Unclaimed {
     fn drop(&mut self) {
         if let Some(hold) = self.0.take() {
-            hold.release_in_background();
+            hold.give_back_unclaimed();
         }
     }
 }
@@ -685,7 +688,7 @@ impl<D: LockDriver> Drop for Pending<'_, D> {
     fn drop(&mut self) {
         if let (Some(Ok(Some(hold))), _) = self.leave() {
             // Granted to a waiter that is gone: hand it on.
-            hold.release_in_background();
+            hold.give_back_unclaimed();
         }
         if let Some(turn) = self.driving.take() {
             // Its attempt was dropped (its node is deleted in the background): the turn, empty

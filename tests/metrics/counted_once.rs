@@ -467,3 +467,37 @@ async fn an_unwatched_hold_expired_then_its_client_closed_counts_the_expiry() {
     assert_eq!(count(HOLD, &[("recipe", "mutex"), ("path", path.as_str())]), 1);
     assert_eq!((cause("session_expired"), cause("client_closed")), (1, 0));
 }
+
+/// A local hand-off that reaches a waiter whose future is dropped before it takes the grant: the
+/// hold is handed on, and counted nowhere — the waiter's acquire records a cancelled wait and no
+/// hold, so every hold sample still has an acquired wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_its_cancelled_waiter_never_took_counts_no_hold() {
+    install();
+    let server = support::server().await;
+    let client = support::client(&server.connect_string()).await;
+    let path = support::unique_path("metrics-untaken-grant");
+    let mutex = InterProcessMutex::new(&client, &path).unwrap();
+    let held = mutex.lock().await.unwrap();
+    // Queued behind the holder (polled once), then left unpolled while the hand-off reaches it.
+    let mut waiting = Box::pin(mutex.lock());
+    assert!(futures::poll!(waiting.as_mut()).is_pending(), "queued behind the holder");
+    support::eventually(WITHIN, "the waiter is queued", || async { waiters("mutex", &path) == 1.0 }).await;
+    held.release().await.unwrap();
+    // The hand-off runs on a task of its own; no sign of it reaches the unpolled waiter but its
+    // channel. Should it come later than this pause, the waiter leaves first and there is no
+    // grant to miscount (the test passes without testing): never a false failure.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(waiting);
+    let lock = [("recipe", "mutex"), ("path", path.as_str())];
+    let acquired = [("recipe", "mutex"), ("path", path.as_str()), ("outcome", "acquired")];
+    let cancelled = [("recipe", "mutex"), ("path", path.as_str()), ("outcome", "cancelled")];
+    assert_eq!((count(WAIT, &acquired), count(WAIT, &cancelled)), (1, 1));
+    // The grant was handed on: the lock is free once the hand-off's node is given back.
+    support::eventually(WITHIN, "the lock is free again", || async { mutex.try_lock().await.unwrap().is_some() }).await;
+    support::eventually(WITHIN, "one hold sample per acquired wait", || async {
+        count(HOLD, &lock) == count(WAIT, &acquired)
+    })
+    .await;
+    assert_eq!(count(HOLD, &lock), 2, "the first holder's and the free lock's, not the untaken grant's");
+}
