@@ -595,8 +595,6 @@ impl Hold {
         }
     }
 
-    /// Releases in the background (from `Drop`): never blocks, never needs a runtime. Deletes even
-    /// after a session change, for the same reason as [`release`](Self::release).
     /// Gives back a hold granted but never handed out (its waiter was gone, or did not take it):
     /// released in the background, its hold not counted in the metrics.
     pub(crate) fn give_back_unclaimed(&self) {
@@ -609,6 +607,8 @@ impl Hold {
         self.meter.discard();
     }
 
+    /// Releases in the background (from `Drop`): never blocks, never needs a runtime. Deletes even
+    /// after a session change, for the same reason as [`release`](Self::release).
     pub(crate) fn release_in_background(&self) {
         self.mark_released();
         if let Some(link) = &self.local {
