@@ -54,7 +54,11 @@ async fn register_keeps_the_instance_exactly_while_the_command_runs_and_curator_
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    support::eventually(HANG, "the command runs", || async { env_file.exists() }).await;
+    // The shell creates the file before it writes the line: wait for the whole line.
+    support::eventually(HANG, "the command runs", || async {
+        std::fs::read_to_string(&env_file).is_ok_and(|written| written.ends_with('\n'))
+    })
+    .await;
     assert!(obs.check_stat(&node).await.unwrap().is_some(), "registered before the command runs");
     let env = std::fs::read_to_string(&env_file).unwrap();
     assert_eq!(env.trim(), format!("api cli-1 {node}"));

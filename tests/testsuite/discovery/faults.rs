@@ -129,6 +129,7 @@ async fn a_live_providers_instance_is_never_missing_longer_than_the_session_time
     let absences = watch_absences(support::observer(&server.connect_string()).await, path.clone(), stop.clone());
 
     // A cut shorter than the session: the session lives, so the node must never go.
+    let first_session = client.session_id();
     support::cut_off(&proxy, &client).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     proxy.set_mode(ProxyMode::Pass);
@@ -137,6 +138,10 @@ async fn a_live_providers_instance_is_never_missing_longer_than_the_session_time
             || client.connection_state() == zk_curator::ConnectionState::Connected
     })
     .await;
+    // On a stalled machine the reconnection can take longer than the client waits before it gives
+    // a suspended session up (LOST): then the cut was not shorter than the session after all, and
+    // its node is replaced on the new session.
+    let cut_kept_the_session = client.session_id() == first_session;
     let blackholed = Instant::now();
     // A blackhole past the session timeout: the server expires the session (the node goes with
     // it); once the link heals the registration is made again on a new session.
@@ -164,7 +169,10 @@ async fn a_live_providers_instance_is_never_missing_longer_than_the_session_time
     assert!(!absences.is_empty(), "the blackhole past the session must have expired it");
     for (gone, back) in &absences {
         let back = back.expect("back before the observer stopped");
-        assert!(*gone >= blackholed, "the instance went during a cut shorter than its session ({absences:?})");
+        assert!(
+            *gone >= blackholed || !cut_kept_the_session,
+            "the instance went during a cut its session outlived ({absences:?})"
+        );
         // Missing while the link was dead counts from the heal: the process could not reach the
         // server before (the bound is for a live process that can).
         let missing = back.duration_since((*gone).max(healed));
