@@ -289,7 +289,11 @@ impl Shared {
 
     /// Sets the state, unless the cache has finished.
     pub(super) fn set_state(&self, state: CacheState) {
-        let tree = self.tree.read();
+        self.set_state_locked(&self.tree.read(), state);
+    }
+
+    /// [`set_state`](Self::set_state) under the tree's lock, taken by the caller.
+    fn set_state_locked(&self, tree: &Tree, state: CacheState) {
         if !tree.finished {
             self.state.send_if_modified(|s| std::mem::replace(s, state) != state);
         }
@@ -482,11 +486,8 @@ impl Shared {
             self.emit(tree, CacheEvent::Initialized);
         }
         // Synced with the load, before its events are handed out: a subscriber handed
-        // `Initialized` (or a resync's changes) reads `state()` as `Synced`. Under the tree's
-        // lock, as `finish`: a finished cache keeps its final state.
-        if !tree.finished {
-            self.state.send_if_modified(|s| std::mem::replace(s, CacheState::Synced) != CacheState::Synced);
-        }
+        // `Initialized` (or a resync's changes) reads `state()` as `Synced`.
+        self.set_state_locked(tree, CacheState::Synced);
         self.publish(tree);
     }
 
